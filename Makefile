@@ -1,0 +1,70 @@
+# nearsim: the two commands are `make demo` and `make test`; both set up
+# everything they need (Debian packages, the extension, a Python virtual
+# environment and, without NEARSIM_DSN, a project-local PostgreSQL cluster).
+
+PYTHON ?= python3
+VENV := .venv
+VENV_PYTHON := $(VENV)/bin/python
+PG_CONFIG ?= /usr/lib/postgresql/15/bin/pg_config
+
+# Without NEARSIM_DSN the commands use a cluster in .pgcluster/ that listens
+# only on a unix socket there.
+CLUSTER_DIR := .pgcluster
+CLUSTER_PORT := 54329
+LOCAL_DSN := host=$(abspath $(CLUSTER_DIR))/run port=$(CLUSTER_PORT) user=postgres
+NEARSIM_DSN ?=
+DSN = $(or $(NEARSIM_DSN),$(LOCAL_DSN) dbname=nearsim)
+
+.PHONY: all setup install venv cluster database demo test installcheck pytest bench lint stop clean
+
+all: setup
+
+setup: install venv
+
+# Debian packages, then build and install the extension (as root or via sudo).
+install:
+	scripts/install.sh
+
+venv: $(VENV)/.installed
+
+$(VENV)/.installed: python_client/pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install -q --disable-pip-version-check -e './python_client[test]'
+	touch $@
+
+cluster:
+ifeq ($(NEARSIM_DSN),)
+	@scripts/pgcluster.sh start $(CLUSTER_DIR) $(CLUSTER_PORT) >/dev/null
+	@psql "$(LOCAL_DSN) dbname=postgres" -XAtqc "SELECT 1 FROM pg_database WHERE datname = 'nearsim'" | grep -q 1 || \
+		psql "$(LOCAL_DSN) dbname=postgres" -Xqc "CREATE DATABASE nearsim"
+endif
+
+database: setup cluster
+
+demo: database
+	$(VENV_PYTHON) scripts/demo.py --dsn "$(DSN)"
+
+test: database installcheck pytest
+
+# pg_regress tests of the SQL API (extension/test/), in a scratch database.
+installcheck: database
+	$(VENV_PYTHON) scripts/with_dsn.py "$(DSN)" $(MAKE) -C extension installcheck PG_CONFIG=$(PG_CONFIG) \
+		|| { cat extension/regression.diffs 2>/dev/null; exit 1; }
+
+# Python tests; they start their own throwaway cluster unless
+# NEARSIM_TEST_DSN names a database.
+pytest: setup
+	$(VENV_PYTHON) -m pytest tests
+
+bench: database
+	$(VENV_PYTHON) benchmarks/run.py --dsn "$(DSN)"
+
+lint: venv
+	$(VENV)/bin/ruff check python_client tests scripts benchmarks
+	cd python_client && ../$(VENV)/bin/mypy
+
+stop:
+	scripts/pgcluster.sh stop $(CLUSTER_DIR)
+
+clean:
+	$(MAKE) -C extension clean PG_CONFIG=$(PG_CONFIG)

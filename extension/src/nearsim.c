@@ -1,0 +1,5 @@
+#include "postgres.h"
+
+#include "fmgr.h"
+
+PG_MODULE_MAGIC;
