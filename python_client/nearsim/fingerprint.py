@@ -9,8 +9,12 @@ under the same name.
 
 Profile ``default/1``:
 
-1. Code points that Unicode 14.0.0 leaves unassigned become spaces, so a
-   newer Python's Unicode database cannot change how they are treated.
+1. Default ignorable code points (soft hyphen, zero-width space and
+   joiners, byte order mark, variation selectors...) are removed, as
+   Unicode's NFKC_Casefold does: they are invisible and must not split
+   words.  Other code points that Unicode 14.0.0 leaves unassigned become
+   spaces, so a newer Python's Unicode database cannot change how they are
+   treated.
 2. NFKC normalisation, then ``str.casefold()``.  Unicode's stability policies
    guarantee that both give the same result under any later Unicode version
    for text made of characters assigned in 14.0.0.
@@ -98,11 +102,11 @@ class _CharMap(dict[int, str]):
         return value
 
 
-class _Unassigned(_CharMap):
-    """Step 1: characters unassigned in Unicode 14.0.0 become spaces."""
+class _Pinned(_CharMap):
+    """Step 1: default ignorables vanish, unassigned characters become spaces."""
 
     def _translate(self, cp: int) -> str:
-        return " " if self._find(cp) == 0 else chr(cp)
+        return ("", " ", chr(cp))[self._find(cp)]
 
 
 class _Separators(_CharMap):
@@ -130,7 +134,7 @@ def _check_unicode_database() -> None:
 
 
 _check_unicode_database()
-_UNASSIGNED = _Unassigned(_unicode14.UNASSIGNED)
+_PINNED = _Pinned(_unicode14.IGNORABLE, _unicode14.UNASSIGNED)
 _SEPARATORS = _Separators(_unicode14.JOINED, _unicode14.SOLO)
 
 
@@ -146,9 +150,9 @@ def _pieces(text: str) -> Iterator[str]:
 
 
 def normalize(text: str) -> str:
-    """Steps 1 and 2 of the profile: pinned Unicode, NFKC, casefold."""
+    """Steps 1 and 2 of the profile: ignorables, pinned Unicode, NFKC, casefold."""
     if not text.isascii():
-        text = text.translate(_UNASSIGNED)
+        text = text.translate(_PINNED)
         text = unicodedata.normalize("NFKC", text)
     return text.casefold()
 
@@ -176,9 +180,8 @@ def _shingle_batches(text: str) -> Iterator[list[str]]:
         words = carry + batch
         if len(words) >= SHINGLE_WORDS:
             seen_full_shingle = True
-            yield list(
-                map(" ".join, zip(*(islice(words, i, None) for i in range(SHINGLE_WORDS))))
-            )
+            shifted = (islice(words, i, None) for i in range(SHINGLE_WORDS))
+            yield list(map(" ".join, zip(*shifted, strict=False)))
         carry = words[-(SHINGLE_WORDS - 1) :]
     if not seen_full_shingle and carry:
         yield [" ".join(carry)]

@@ -87,7 +87,9 @@ def _book_chapters(program: str, book: str, chapters: Iterable[int]) -> Iterator
     ).stdout
     parsed = list(_parse(output))
     if len(parsed) != len(numbers):
-        raise SampleUnavailable(f"`bible` returned {len(parsed)} chapters of {book}, not {len(numbers)}")
+        raise SampleUnavailable(
+            f"`bible` returned {len(parsed)} chapters of {book}, not {len(numbers)}"
+        )
     for number, (heading, verses) in zip(numbers, parsed, strict=True):
         ref = f"{book} {number}"
         if heading != ref or not verses:

@@ -32,6 +32,22 @@ SOLO_NAME_PREFIXES = (
 )
 
 
+# Default_Ignorable_Code_Point of Unicode 14.0.0 (DerivedCoreProperties.txt);
+# Python's database does not carry this property.
+IGNORABLE_RANGES = (
+    (0x00AD, 0x00AD), (0x034F, 0x034F), (0x061C, 0x061C), (0x115F, 0x1160),
+    (0x17B4, 0x17B5), (0x180B, 0x180F), (0x200B, 0x200F), (0x202A, 0x202E),
+    (0x2060, 0x206F), (0x3164, 0x3164), (0xFE00, 0xFE0F), (0xFEFF, 0xFEFF),
+    (0xFFA0, 0xFFA0), (0xFFF0, 0xFFF8), (0x1BCA0, 0x1BCA3), (0x1D173, 0x1D17A),
+    (0xE0000, 0xE0FFF),
+)  # fmt: skip
+
+
+def is_ignorable(ch: str) -> bool:
+    cp = ord(ch)
+    return any(a <= cp <= b for a, b in IGNORABLE_RANGES)
+
+
 def is_unassigned(ch: str) -> bool:
     return unicodedata.category(ch) == "Cn"
 
@@ -86,7 +102,14 @@ def render() -> str:
         f'UNICODE_VERSION = "{PINNED_VERSION}"',
     ]
     for name, doc, predicate in (
-        ("UNASSIGNED", "General category Cn.", is_unassigned),
+        (
+            "IGNORABLE",
+            "Default_Ignorable_Code_Point (soft hyphen, zero-width characters, "
+            "variation selectors...).",
+            is_ignorable,
+        ),
+        ("UNASSIGNED", "General category Cn, default ignorables excepted.",
+         lambda ch: is_unassigned(ch) and not is_ignorable(ch)),
         (
             "JOINED",
             "Word characters (general category L*, M*, N* or Pc) that join into runs.",

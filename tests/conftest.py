@@ -1,0 +1,69 @@
+"""A real PostgreSQL for the tests.
+
+With ``NEARSIM_TEST_DSN`` set, the tests use that database (the nearsim
+extension must be installed on its server).  Otherwise they start a
+throwaway cluster in a temporary directory with scripts/pgcluster.sh and
+remove it afterwards.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests" / "golden"))
+
+TEST_DATABASE = "nearsim_test"
+
+
+def _cluster_command(*args: str) -> str:
+    result = subprocess.run(
+        [str(ROOT / "scripts" / "pgcluster.sh"), *args],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    return result.stdout.strip()
+
+
+@pytest.fixture(scope="session")
+def dsn() -> Iterator[str]:
+    configured = os.environ.get("NEARSIM_TEST_DSN")
+    if configured:
+        yield configured
+        return
+    directory = tempfile.mkdtemp(prefix="nearsim-test-")
+    os.chmod(directory, 0o755)
+    try:
+        server = _cluster_command("start", directory, "5432", "--throwaway")
+        with psycopg.connect(server, autocommit=True) as conn:
+            conn.execute(f"CREATE DATABASE {TEST_DATABASE}")
+        yield server.replace("dbname=postgres", f"dbname={TEST_DATABASE}")
+    finally:
+        subprocess.run([str(ROOT / "scripts" / "pgcluster.sh"), "stop", directory], check=False)
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def database(dsn: str) -> str:
+    """A DSN whose database has the extension created."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("CREATE EXTENSION IF NOT EXISTS nearsim CASCADE")
+    return dsn
+
+
+@pytest.fixture
+def conn(database: str) -> Iterator[psycopg.Connection]:
+    """A connection in a transaction that is rolled back after the test."""
+    with psycopg.connect(database) as connection:
+        yield connection
+        connection.rollback()
