@@ -26,7 +26,7 @@ bindir=$("$pg_config" --bindir)
 
 if [ "$(id -u)" = 0 ]; then
   owner=postgres
-  as_owner() { runuser -u postgres -- "$@"; }
+  as_owner() { (cd / && runuser -u postgres -- "$@"); }
 else
   owner=$(id -un)
   as_owner() { "$@"; }
@@ -37,12 +37,20 @@ dsn() {
 }
 
 start() {
-  mkdir -p "$dir"
-  if [ "$owner" = postgres ] && ! runuser -u postgres -- test -x "$dir"; then
-    echo "pgcluster: the postgres user cannot reach $dir (a parent directory is private)." >&2
-    echo "pgcluster: choose a directory under /tmp or make the parents world-searchable." >&2
-    exit 1
+  # The server must be able to reach DIR, and a socket path has at most 107
+  # bytes: otherwise keep the cluster under /tmp and leave a symlink at DIR.
+  local parent
+  parent=$(dirname "$dir")
+  mkdir -p "$parent"
+  if { [ "$owner" = postgres ] && ! runuser -u postgres -- test -x "$parent"; } ||
+     [ ${#dir} -gt 80 ]; then
+    local real
+    real=/tmp/nearsim-cluster-$(printf '%s' "$dir" | md5sum | cut -c1-12)
+    mkdir -p "$real"
+    ln -sfn "$real" "$dir"
+    dir=$real
   fi
+  mkdir -p "$dir"
   chown "$owner" "$dir"
   if [ ! -s "$dir/data/PG_VERSION" ]; then
     rm -rf "$dir/data"
