@@ -202,3 +202,28 @@ def test_the_installed_python_code_is_the_repository_code(conn: psycopg.Connecti
     match, mismatch, errors = filecmp.cmpfiles(source, installed, names, shallow=False)
     assert (mismatch, errors) == ([], [])
     assert match == names
+
+
+def test_creating_the_extension_needs_a_superuser(dsn: str) -> None:
+    with psycopg.connect(dsn, autocommit=True) as admin:
+        admin.execute("DROP DATABASE IF EXISTS nearsim_privileges")
+        admin.execute("CREATE DATABASE nearsim_privileges")
+        admin.execute("DROP ROLE IF EXISTS nearsim_plain")
+        admin.execute("CREATE ROLE nearsim_plain LOGIN")
+        admin.execute("GRANT CREATE ON DATABASE nearsim_privileges TO nearsim_plain")
+    other = psycopg.conninfo.make_conninfo(dsn, dbname="nearsim_privileges")
+    try:
+        with psycopg.connect(other, autocommit=True) as conn:
+            conn.execute("SET ROLE nearsim_plain")
+            with pytest.raises(psycopg.errors.InsufficientPrivilege, match="Must be superuser"):
+                conn.execute("CREATE EXTENSION nearsim CASCADE")
+            # Once a superuser has created it, any role may call the functions.
+            conn.execute("RESET ROLE")
+            conn.execute("CREATE EXTENSION nearsim CASCADE")
+            conn.execute("SET ROLE nearsim_plain")
+            row = conn.execute("SELECT simhash('hello'), hamming(1, 2)").fetchone()
+            assert row == (nearsim.simhash("hello"), 2)
+    finally:
+        with psycopg.connect(dsn, autocommit=True) as admin:
+            admin.execute("DROP DATABASE IF EXISTS nearsim_privileges")
+            admin.execute("DROP ROLE IF EXISTS nearsim_plain")
