@@ -217,9 +217,15 @@ def test_creating_the_extension_needs_a_superuser(dsn: str) -> None:
             conn.execute("SET ROLE nearsim_plain")
             with pytest.raises(psycopg.errors.InsufficientPrivilege, match="Must be superuser"):
                 conn.execute("CREATE EXTENSION nearsim CASCADE")
+            conn.execute("RESET ROLE")
+            conn.execute("CREATE EXTENSION plpython3u")
+            conn.execute("SET ROLE nearsim_plain")
+            denied = r'permission denied to create extension "nearsim"'
+            with pytest.raises(psycopg.errors.InsufficientPrivilege, match=denied):
+                conn.execute("CREATE EXTENSION nearsim")
             # Once a superuser has created it, any role may call the functions.
             conn.execute("RESET ROLE")
-            conn.execute("CREATE EXTENSION nearsim CASCADE")
+            conn.execute("CREATE EXTENSION nearsim")
             conn.execute("SET ROLE nearsim_plain")
             row = conn.execute("SELECT simhash('hello'), hamming(1, 2)").fetchone()
             assert row == (nearsim.simhash("hello"), 2)
