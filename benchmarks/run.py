@@ -32,6 +32,7 @@ import psycopg
 from psycopg import sql
 
 import nearsim
+from nearsim.report import format_table
 from nearsim.samples import Chapter, SampleUnavailable, kjv_chapters
 
 Connection = psycopg.Connection[tuple[Any, ...]]
@@ -94,16 +95,7 @@ def one_line(error: BaseException) -> str:
 
 def print_table(header: Sequence[str], rows: Sequence[Sequence[str]], align: str,
                 indent: str = "   ") -> None:
-    """Print plain text columns; ``align`` has one "<" or ">" per column."""
-    cells = [list(header), *(list(row) for row in rows)]
-    widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
-    cells.insert(1, ["-" * width for width in widths])
-    for row in cells:
-        line = "  ".join(
-            value.ljust(width) if side == "<" else value.rjust(width)
-            for value, width, side in zip(row, widths, align, strict=True)
-        )
-        print(indent + line.rstrip())
+    print(format_table(header, rows, align, indent))
 
 
 def wrap(text: str, indent: str = "   ", width: int = 92) -> None:

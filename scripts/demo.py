@@ -28,6 +28,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg.rows import TupleRow
 
 import nearsim
+from nearsim.report import format_table
 from nearsim.samples import KJV_BOOKS, SampleUnavailable, kjv_chapters
 
 BITS = 64
@@ -102,16 +103,7 @@ def say(text: str) -> None:
 
 
 def print_table(header: Sequence[str], rows: Sequence[Sequence[Any]], align: str) -> None:
-    """Print plain text columns; ``align`` has one "<" or ">" per column."""
-    cells = [list(header), *([str(value) for value in row] for row in rows)]
-    widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
-    cells.insert(1, ["-" * width for width in widths])
-    for row in cells:
-        line = "  ".join(
-            value.ljust(width) if side == "<" else value.rjust(width)
-            for value, width, side in zip(row, widths, align, strict=True)
-        )
-        print((INDENT + line).rstrip())
+    print(format_table(header, rows, align, INDENT))
 
 
 def print_bits(labels: Sequence[str], bit_strings: Sequence[str]) -> None:
