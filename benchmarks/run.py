@@ -23,6 +23,7 @@ import platform
 import secrets
 import statistics
 import sys
+import textwrap
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -32,7 +33,8 @@ import psycopg
 from psycopg import sql
 
 import nearsim
-from nearsim.report import format_table
+from nearsim.db import ProfileMismatch, ensure_extension
+from nearsim.report import format_table, one_line
 from nearsim.samples import Chapter, SampleUnavailable, kjv_chapters
 
 Connection = psycopg.Connection[tuple[Any, ...]]
@@ -89,10 +91,6 @@ class Row:
     met: str
 
 
-def one_line(error: BaseException) -> str:
-    return " ".join(str(error).split())
-
-
 def print_table(header: Sequence[str], rows: Sequence[Sequence[str]], align: str,
                 indent: str = "   ") -> None:
     print(format_table(header, rows, align, indent))
@@ -100,14 +98,7 @@ def print_table(header: Sequence[str], rows: Sequence[Sequence[str]], align: str
 
 def wrap(text: str, indent: str = "   ", width: int = 92) -> None:
     """Print ``text`` as a paragraph of lines at most ``width`` characters long."""
-    line = indent
-    for word in text.split():
-        if len(line) + 1 + len(word) > width and line.strip():
-            print(line.rstrip())
-            line = indent
-        line += ("" if line == indent else " ") + word
-    if line.strip():
-        print(line.rstrip())
+    print(textwrap.fill(text, width, initial_indent=indent, subsequent_indent=indent))
 
 
 def best_of(repeat: int, action: Callable[[], object]) -> list[float]:
@@ -150,16 +141,12 @@ def connect(dsn: str) -> Connection:
 
 def prepare_session(conn: Connection) -> str:
     """Install the extension if needed; return the PostgreSQL version."""
-    conn.execute("CREATE EXTENSION IF NOT EXISTS nearsim CASCADE")
-    row = conn.execute("SELECT simhash_profile(), current_setting('server_version')").fetchone()
-    if row is None:
-        raise BenchError("SELECT simhash_profile() returned no row")
-    profile, version = row
-    if profile != nearsim.PROFILE:
-        raise BenchError(
-            f"the database fingerprints with profile {profile!r} but this Python client with "
-            f"{nearsim.PROFILE!r}; install the matching extension (make install) or client"
-        )
+    try:
+        ensure_extension(conn)
+    except ProfileMismatch as error:
+        raise BenchError(str(error)) from None
+    row = conn.execute("SELECT current_setting('server_version')").fetchone()
+    version = row[0] if row else "?"
     for name, value in SESSION_SETTINGS.items():
         conn.execute("SELECT set_config(%s, %s, false)", (name, value))
     return str(version)
@@ -373,17 +360,15 @@ def hamming_scan(conn: Connection, schema: str, rows: int, repeat: int) -> ScanR
     pages, table_bytes, shared_buffers = row if row else (0, 0, "?")
     prewarm = prewarm_table(conn, schema, table_name)
 
-    c_query = sql.SQL("SELECT count(*) FROM {} WHERE hamming(si, {}) <= {}").format(
-        table, literal, sql.Literal(RADIUS))
-    sql_query = sql.SQL("SELECT count(*) FROM {} WHERE bit_count((si # {})::bit(64)) <= {}").format(
-        table, literal, sql.Literal(RADIUS))
+    c_filter = sql.SQL("SELECT count(*) FROM {} WHERE hamming(si, {}) <= {}")
+    sql_filter = sql.SQL("SELECT count(*) FROM {} WHERE bit_count((si # {})::bit(64)) <= {}")
+    c_query, sql_query = (f.format(table, literal, sql.Literal(RADIUS))
+                          for f in (c_filter, sql_filter))
     # Shown without the scratch schema's name, which changes from run to run.
-    shown = sql.Identifier("fingerprints")
-    print("   C:        " + sql.SQL("SELECT count(*) FROM {} WHERE hamming(si, {}) <= {}").format(
-        shown, literal, sql.Literal(RADIUS)).as_string(conn))
-    print("   pure SQL: " + sql.SQL(
-        "SELECT count(*) FROM {} WHERE bit_count((si # {})::bit(64)) <= {}").format(
-        shown, literal, sql.Literal(RADIUS)).as_string(conn) + "\n")
+    c_shown, sql_shown = (f.format(sql.Identifier("fingerprints"), literal, sql.Literal(RADIUS))
+                          for f in (c_filter, sql_filter))
+    print("   C:        " + c_shown.as_string(conn))
+    print("   pure SQL: " + sql_shown.as_string(conn) + "\n")
     wrap(
         f"The table is unlogged: id int, si bigint = hashtextextended(i::text, 0), except that"
         f" every {PLANT_EVERY:,}th row is the query fingerprint with 0 to {PLANT_MAX_DISTANCE}"

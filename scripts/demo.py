@@ -28,7 +28,8 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg.rows import TupleRow
 
 import nearsim
-from nearsim.report import format_table
+from nearsim.db import ProfileMismatch, ensure_extension
+from nearsim.report import format_table, one_line
 from nearsim.samples import KJV_BOOKS, SampleUnavailable, kjv_chapters
 
 BITS = 64
@@ -89,10 +90,6 @@ class Demo:
         return row
 
 
-def one_line(error: BaseException) -> str:
-    return " ".join(str(error).split())
-
-
 def plural(count: int, noun: str) -> str:
     return f"{count:,} {noun}{'' if count == 1 else 's'}"
 
@@ -119,17 +116,6 @@ def print_bits(labels: Sequence[str], bit_strings: Sequence[str]) -> None:
 
 def known(a: str, b: str) -> str:
     return "<- known parallel" if b == PARALLELS.get(a) or a == PARALLELS.get(b) else ""
-
-
-def check_profile(conn: psycopg.Connection[TupleRow]) -> None:
-    conn.execute("CREATE EXTENSION IF NOT EXISTS nearsim CASCADE")
-    row = conn.execute("SELECT simhash_profile()").fetchone()
-    server_profile = row[0] if row else None
-    if server_profile != nearsim.PROFILE:
-        raise DemoError(
-            f"the database fingerprints with profile {server_profile!r}, this Python client "
-            f"with {nearsim.PROFILE!r}; install matching versions (make install)"
-        )
 
 
 def table_state(demo: Demo) -> str:
@@ -350,7 +336,10 @@ def run(dsn: str, table: str, radius: int) -> None:
     except psycopg.OperationalError as error:
         raise DemoError(f"cannot connect to the database: {one_line(error)}", status=2) from None
     with conn:
-        check_profile(conn)
+        try:
+            ensure_extension(conn)
+        except ProfileMismatch as error:
+            raise DemoError(str(error)) from None
         (name,) = conn.execute("SELECT quote_ident(%s)", (table,)).fetchone() or (table,)
         demo = Demo(conn, table, name)
         print(f"nearsim {nearsim.__version__} demo, fingerprint profile {nearsim.PROFILE}\n")

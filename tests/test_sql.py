@@ -14,6 +14,7 @@ import psycopg
 import pytest
 
 import nearsim
+import nearsim.db
 
 from cases import expand
 
@@ -233,3 +234,12 @@ def test_creating_the_extension_needs_a_superuser(dsn: str) -> None:
         with psycopg.connect(dsn, autocommit=True) as admin:
             admin.execute("DROP DATABASE IF EXISTS nearsim_privileges")
             admin.execute("DROP ROLE IF EXISTS nearsim_plain")
+
+
+def test_ensure_extension_checks_the_profile(
+    conn: psycopg.Connection, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert nearsim.db.ensure_extension(conn) == nearsim.PROFILE
+    monkeypatch.setattr(nearsim.db, "PROFILE", "default/0")
+    with pytest.raises(nearsim.db.ProfileMismatch, match=r"'default/1', this Python client"):
+        nearsim.db.ensure_extension(conn)

@@ -22,3 +22,8 @@ def format_table(
         )
         lines.append((indent + line).rstrip())
     return "\n".join(lines)
+
+
+def one_line(error: BaseException) -> str:
+    """An error message on a single line, for a command's last words."""
+    return " ".join(str(error).split())
