@@ -5,7 +5,7 @@
 
 CREATE FUNCTION hamming(bigint, bigint) RETURNS integer
 	AS 'MODULE_PATHNAME', 'nearsim_hamming'
-	LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+	LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
 
 COMMENT ON FUNCTION hamming(bigint, bigint) IS
 'number of bits in which two fingerprints differ (0 to 64); seed query: WHERE hamming(si, simhash($1)) <= 6';
@@ -50,3 +50,155 @@ $python$;
 
 COMMENT ON FUNCTION simhash_profile() IS
 'name and version of the fingerprint profile simhash(text) computes; fingerprints of different profiles must not be compared';
+
+-- Bands of the bucket index (C, src/bands.c)
+
+CREATE FUNCTION nearsim_band(fingerprint bigint, bands integer, band integer) RETURNS integer
+	AS 'MODULE_PATHNAME', 'nearsim_band'
+	LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
+
+COMMENT ON FUNCTION nearsim_band(bigint, integer, integer) IS
+'value of band number band (0 = most significant) when the 64 bits are cut into bands bands (3 to 16; NULL for another layout); the key of a bucket index';
+
+CREATE FUNCTION nearsim_band_probes(query bigint, max_distance integer, bands integer, band integer) RETURNS integer[]
+	AS 'MODULE_PATHNAME', 'nearsim_band_probes'
+	LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+COMMENT ON FUNCTION nearsim_band_probes(bigint, integer, integer, integer) IS
+'values of one band to look up so that a search finds every fingerprint within max_distance bits of query (multi-index hashing)';
+
+-- The registry of enabled tables.  Everyone may read it; a row can only be
+-- written by the owner of its table (the functions below run as the caller).
+
+CREATE TABLE nearsim_tables (
+	tbl regclass PRIMARY KEY,
+	key_column name NOT NULL,
+	text_column name NOT NULL,
+	hash_column name NOT NULL,
+	bands integer NOT NULL CHECK (bands BETWEEN 3 AND 16),
+	profile text NOT NULL,
+	object_schema name NOT NULL,
+	bucket_table name NOT NULL,
+	fingerprint_function name NOT NULL,
+	bucket_function name NOT NULL,
+	similar_function name NOT NULL,
+	enabled_at timestamptz NOT NULL DEFAULT pg_catalog.now()
+);
+
+COMMENT ON TABLE nearsim_tables IS
+'tables enabled for nearsim: their columns, bucket index layout, fingerprint profile and generated objects';
+
+SELECT pg_catalog.pg_extension_config_dump('nearsim_tables', '');
+
+ALTER TABLE nearsim_tables ENABLE ROW LEVEL SECURITY;
+CREATE POLICY everyone_reads ON nearsim_tables FOR SELECT USING (true);
+CREATE POLICY owner_registers ON nearsim_tables FOR INSERT
+	WITH CHECK (pg_catalog.pg_has_role((SELECT c.relowner FROM pg_catalog.pg_class c WHERE c.oid = tbl), 'USAGE'));
+CREATE POLICY owner_updates ON nearsim_tables FOR UPDATE
+	USING (pg_catalog.pg_has_role((SELECT c.relowner FROM pg_catalog.pg_class c WHERE c.oid = tbl), 'USAGE'));
+CREATE POLICY owner_or_drop_removes ON nearsim_tables FOR DELETE
+	USING (NOT EXISTS (SELECT FROM pg_catalog.pg_class c WHERE c.oid = tbl)
+	       OR pg_catalog.pg_has_role((SELECT c.relowner FROM pg_catalog.pg_class c WHERE c.oid = tbl), 'USAGE'));
+GRANT SELECT, INSERT, UPDATE, DELETE ON nearsim_tables TO PUBLIC;
+
+-- Enabling, checking and repairing tables (PL/Python, nearsim/bucket_index.py).
+-- They run with the caller's rights; what they create belongs to the table's
+-- owner.
+
+CREATE FUNCTION nearsim_enable(tbl regclass, text_column name, hash_column name DEFAULT 'si',
+		bands integer DEFAULT NULL, prefix name DEFAULT NULL, batch_size integer DEFAULT 10000)
+	RETURNS void
+	LANGUAGE plpython3u
+	SET search_path = pg_catalog, pg_temp
+	AS $python$
+#NEARSIM-IMPORT
+from nearsim.bucket_index import BucketIndex, Plpy
+BucketIndex(Plpy(plpy)).enable(tbl, text_column, hash_column, bands, prefix, batch_size)
+$python$;
+
+COMMENT ON FUNCTION nearsim_enable(regclass, name, name, integer, name, integer) IS
+'fingerprint text_column of tbl into hash_column (added if missing), build its bucket index <prefix>_nearsim, install the triggers and the search function <prefix>_similar(query, max_distance)';
+
+CREATE FUNCTION nearsim_disable(tbl regclass) RETURNS void
+	LANGUAGE plpython3u
+	SET search_path = pg_catalog, pg_temp
+	AS $python$
+#NEARSIM-IMPORT
+from nearsim.bucket_index import BucketIndex, Plpy
+BucketIndex(Plpy(plpy)).disable(tbl)
+$python$;
+
+COMMENT ON FUNCTION nearsim_disable(regclass) IS
+'remove the bucket index, triggers and search functions of tbl; its documents and fingerprint column stay';
+
+CREATE FUNCTION nearsim_verify(tbl regclass, fingerprints boolean DEFAULT false,
+		OUT ok boolean, OUT documents bigint, OUT fingerprinted bigint, OUT buckets bigint,
+		OUT missing bigint, OUT extra bigint, OUT wrong bigint, OUT stale bigint,
+		OUT sample_keys text[], OUT triggers_ok boolean, OUT band_indexes_ok boolean,
+		OUT profile_ok boolean, OUT bands integer)
+	LANGUAGE plpython3u STABLE
+	SET search_path = pg_catalog, pg_temp
+	AS $python$
+#NEARSIM-IMPORT
+from nearsim.bucket_index import BucketIndex, Plpy
+return BucketIndex(Plpy(plpy)).verify(tbl, fingerprints)
+$python$;
+
+COMMENT ON FUNCTION nearsim_verify(regclass, boolean) IS
+'drift between the documents of tbl and its buckets (missing, extra, wrong rows), trigger, index and profile health; with fingerprints => true also stored fingerprints that differ from simhash(text)';
+
+CREATE FUNCTION nearsim_rebuild(tbl regclass, bands integer DEFAULT NULL,
+		fingerprints boolean DEFAULT false, batch_size integer DEFAULT 10000,
+		OUT recomputed bigint, OUT removed bigint, OUT added bigint, OUT bands integer)
+	LANGUAGE plpython3u
+	SET search_path = pg_catalog, pg_temp
+	AS $python$
+#NEARSIM-IMPORT
+from nearsim.bucket_index import BucketIndex, Plpy
+return BucketIndex(Plpy(plpy)).rebuild(tbl, bands, fingerprints, batch_size)
+$python$;
+
+COMMENT ON FUNCTION nearsim_rebuild(regclass, integer, boolean, integer) IS
+'repair the buckets of tbl from its documents, recreate its triggers and functions, optionally change the number of bands or recompute every fingerprint';
+
+CREATE FUNCTION nearsim_check_profile(tbl regclass, profile text) RETURNS boolean
+	LANGUAGE plpython3u IMMUTABLE STRICT PARALLEL SAFE
+	SET search_path = pg_catalog, pg_temp
+	AS $python$
+#NEARSIM-IMPORT
+if profile != nearsim.PROFILE:
+    plpy.error("the fingerprints of %s come from profile %s, but this server computes %s" % (tbl, profile, nearsim.PROFILE), hint="Recompute them: SELECT nearsim_rebuild('%s', fingerprints => true)." % tbl.replace("'", "''"), sqlstate="55000")
+return True
+$python$;
+
+COMMENT ON FUNCTION nearsim_check_profile(regclass, text) IS
+'true if fingerprints of profile can be compared with this server''s; an error otherwise (immutable: checked once when a search is planned)';
+
+-- All pairs and clusters (PL/Python, nearsim/pairs.py)
+
+CREATE FUNCTION nearsim_pairs(tbl regclass, max_distance integer DEFAULT 6)
+	RETURNS TABLE (a text, b text, distance integer)
+	LANGUAGE plpython3u STABLE STRICT
+	SET search_path = pg_catalog, pg_temp
+	AS $python$
+#NEARSIM-IMPORT
+from nearsim.bucket_index import BucketIndex, Plpy
+return BucketIndex(Plpy(plpy)).pairs(tbl, max_distance)
+$python$;
+
+COMMENT ON FUNCTION nearsim_pairs(regclass, integer) IS
+'every pair of documents of tbl whose fingerprints differ in at most max_distance bits, keys as text with a < b in key order; exact';
+
+CREATE FUNCTION nearsim_clusters(tbl regclass, max_distance integer DEFAULT 6,
+		method text DEFAULT 'components', min_size integer DEFAULT 2)
+	RETURNS TABLE (key text, cluster text, pivot text)
+	LANGUAGE plpython3u STABLE STRICT
+	SET search_path = pg_catalog, pg_temp
+	AS $python$
+#NEARSIM-IMPORT
+from nearsim.bucket_index import BucketIndex, Plpy
+return BucketIndex(Plpy(plpy)).clusters(tbl, max_distance, method, min_size)
+$python$;
+
+COMMENT ON FUNCTION nearsim_clusters(regclass, integer, text, integer) IS
+'groups of near-duplicates of tbl with at least min_size members: method components (pairs chained) or pivot (each member within max_distance of the pivot); cluster is the smallest key of the group';
