@@ -202,3 +202,45 @@ $python$;
 
 COMMENT ON FUNCTION nearsim_clusters(regclass, integer, text, integer) IS
 'groups of near-duplicates of tbl with at least min_size members: method components (pairs chained) or pivot (each member within max_distance of the pivot); cluster is the smallest key of the group';
+
+-- Dropping an enabled table drops its bucket table and search functions and
+-- forgets it (its triggers go with it).
+
+CREATE FUNCTION nearsim_forget_dropped_tables() RETURNS event_trigger
+	LANGUAGE plpgsql
+	SET search_path = pg_catalog, pg_temp
+	AS $plpgsql$
+DECLARE
+	registry text;
+	entry record;
+BEGIN
+	SELECT pg_catalog.quote_ident(n.nspname) || '.nearsim_tables' INTO registry
+	FROM pg_catalog.pg_extension e JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace
+	WHERE e.extname = 'nearsim';
+	IF registry IS NULL THEN
+		RETURN;
+	END IF;
+	FOR entry IN EXECUTE pg_catalog.format(
+		'SELECT r.tbl::pg_catalog.oid AS tbl, r.object_schema, r.bucket_table, r.similar_function,'
+		' r.fingerprint_function, r.bucket_function FROM %s r'
+		' JOIN pg_catalog.pg_event_trigger_dropped_objects() d ON d.objid = r.tbl::pg_catalog.oid'
+		' WHERE d.classid = ''pg_catalog.pg_class''::pg_catalog.regclass AND d.objsubid = 0',
+		registry)
+	LOOP
+		EXECUTE pg_catalog.format('DROP FUNCTION IF EXISTS %1$I.%2$I(text, integer),'
+			' %1$I.%2$I(bigint, integer), %1$I.%3$I(), %1$I.%4$I()',
+			entry.object_schema, entry.similar_function, entry.fingerprint_function,
+			entry.bucket_function);
+		EXECUTE pg_catalog.format('DROP TABLE IF EXISTS %I.%I', entry.object_schema,
+			entry.bucket_table);
+		EXECUTE pg_catalog.format('DELETE FROM %s WHERE tbl::pg_catalog.oid = $1', registry)
+			USING entry.tbl;
+	END LOOP;
+END
+$plpgsql$;
+
+COMMENT ON FUNCTION nearsim_forget_dropped_tables() IS
+'event trigger: when an enabled table is dropped, drop its bucket table and search functions and remove it from nearsim_tables';
+
+CREATE EVENT TRIGGER nearsim_forget_dropped_tables ON sql_drop
+	EXECUTE FUNCTION nearsim_forget_dropped_tables();

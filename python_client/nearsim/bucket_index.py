@@ -21,6 +21,7 @@ of ``plpy`` it uses, so it never imports anything that only a client has.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -73,7 +74,8 @@ class Plpy:
 
     def error(self, message: str, detail: str | None = None, hint: str | None = None,
               sqlstate: str | None = None) -> None:
-        self._plpy.error(message, detail=detail, hint=hint, sqlstate=sqlstate)
+        fields = {"detail": detail, "hint": hint, "sqlstate": sqlstate}
+        self._plpy.error(message, **{k: v for k, v in fields.items() if v is not None})
 
 
 def default_bands(rows: int) -> int:
@@ -225,16 +227,18 @@ class BucketIndex:
                 hint=f"Recompute them: SELECT nearsim_rebuild({self.literal(enabled.table.qualified)},"
                 " fingerprints => true).", sqlstate="55000")
 
-    def become_owner(self, table: Table) -> None:
-        """Act as the table's owner for the rest of the calling function.
+    @contextmanager
+    def as_owner(self, table: Table) -> Iterator[None]:
+        """Act as the table's owner inside the block.
 
         Everything nearsim creates for a table belongs to the table's owner,
         and the backfill runs with the owner's rights, not a superuser's (the
-        table's other triggers fire during it).  The SQL function's SET clause
-        restores the role when it returns.
+        table's other triggers fire during it).  On an error the transaction
+        or savepoint that ends restores the role anyway.
         """
-        current = self.one("SELECT current_user AS who")["who"]
-        if current == table.owner:
+        state = self.one("SELECT current_user AS who, pg_catalog.current_setting('role') AS role")
+        if state["who"] == table.owner:
+            yield
             return
         member = self.one(
             f"SELECT pg_catalog.pg_has_role({self.literal(table.owner)}, 'MEMBER') AS ok"
@@ -243,6 +247,9 @@ class BucketIndex:
             self.fail(f"must be owner of table {table.qualified}",
                       detail=f"{table.qualified} is owned by {table.owner}.", sqlstate="42501")
         self.db.execute(f"SET LOCAL ROLE {self.ident(table.owner)}")
+        yield
+        previous = "NONE" if state["role"] == "none" else self.ident(state["role"])
+        self.db.execute(f"SET LOCAL ROLE {previous}")
 
     def progress(self, what: str, done: int, total: int) -> None:
         self.db.notice(f"nearsim: {what} {done} of {total} rows")
@@ -286,17 +293,24 @@ class BucketIndex:
         schema = self.ident(table.schema)
         clash = self.db.execute(
             "SELECT c.relname AS name FROM pg_catalog.pg_class c"
-            f" WHERE c.relnamespace = {self.literal(table.schema)}::pg_catalog.regnamespace"
+            " WHERE c.relnamespace = (SELECT n.oid FROM pg_catalog.pg_namespace n"
+            f" WHERE n.nspname = {self.literal(table.schema)})"
             f" AND c.relname = {self.literal(names['bucket_table'])}"
             " UNION ALL SELECT p.proname FROM pg_catalog.pg_proc p"
-            f" WHERE p.pronamespace = {self.literal(table.schema)}::pg_catalog.regnamespace"
+            " WHERE p.pronamespace = (SELECT n.oid FROM pg_catalog.pg_namespace n"
+            f" WHERE n.nspname = {self.literal(table.schema)})"
             f" AND p.proname IN ({', '.join(self.literal(n) for n in names.values())})"
         )
         if clash:
             self.fail(f"{schema}.{self.ident(clash[0]['name'])} already exists",
                       hint="Pass another prefix => 'name' to nearsim_enable.", sqlstate="42P07")
 
-        self.become_owner(table)
+        with self.as_owner(table):
+            self.create(table, text_column, hash_column, hash_type, bands, names,
+                        batch_size)
+
+    def create(self, table: Table, text_column: str, hash_column: str, hash_type: str | None,
+               bands: int | None, names: dict[str, str], batch_size: int) -> None:
         # Writers wait until the table is enabled; readers go on.
         self.db.execute(f"LOCK TABLE {table.qualified} IN SHARE ROW EXCLUSIVE MODE")
         key, text, fp = (self.ident(c) for c in (table.key_column, text_column, hash_column))
@@ -392,7 +406,8 @@ class BucketIndex:
                 f" ORDER BY {key} LIMIT {batch_size}),"
                 f" done AS (UPDATE {table.qualified} d SET {fp} = {self.ext}.simhash(d.{text})"
                 f" FROM batch WHERE d.{key} = batch.{key} RETURNING d.{key})"
-                f" SELECT count(*) AS n, max({key})::text AS last FROM done"
+                f" SELECT count(*) AS n,"
+                f" (SELECT {key}::text FROM done ORDER BY {key} DESC LIMIT 1) AS last FROM done"
             )
             if not result["n"]:
                 break
@@ -479,7 +494,9 @@ $nearsim$""")
         # The search: plain SQL, inlined by the planner.  The bucket indexes
         # give every document within max_distance (see bands.c); the
         # documents' own fingerprints decide, so the rows are exactly those
-        # of WHERE hamming(si, query) <= max_distance.  The profile check is
+        # of WHERE hamming(si, query) <= max_distance.  The candidates' keys
+        # come as one array, so the documents are always fetched through
+        # their primary key, whatever the planner guesses of hamming().  The profile check is
         # immutable: it runs once, when the query is planned.
         probes = "\n        OR ".join(
             f"{ext}.nearsim_band(b.si, {enabled.bands}, {band}) = ANY"
@@ -490,10 +507,11 @@ $nearsim$""")
 RETURNS TABLE (doc {table.qualified}, distance integer)
 LANGUAGE sql STABLE PARALLEL SAFE AS $nearsim$
     SELECT d, {ext}.hamming(d.{fp}, query)
-    FROM {bucket} AS b
-    JOIN {table.qualified} AS d ON d.{key} = b.key
-    WHERE ({probes})
-      AND {ext}.hamming(b.si, query) <= max_distance
+    FROM {table.qualified} AS d
+    WHERE d.{key} = ANY (ARRAY(
+        SELECT b.key FROM {bucket} AS b
+        WHERE ({probes})
+          AND {ext}.hamming(b.si, query) <= max_distance))
       AND {ext}.hamming(d.{fp}, query) <= max_distance
       AND {ext}.nearsim_check_profile({table.oid}::oid::pg_catalog.regclass, {self.literal(enabled.profile)})
 $nearsim$""")
@@ -534,7 +552,11 @@ $nearsim$""")
     def disable(self, tbl: str) -> None:
         enabled = self.lookup(tbl)
         table = enabled.table
-        self.become_owner(table)
+        with self.as_owner(table):
+            self.remove(enabled)
+
+    def remove(self, enabled: Enabled) -> None:
+        table = enabled.table
         existing = {r["tgname"] for r in self.db.execute(
             f"SELECT tgname FROM pg_catalog.pg_trigger WHERE tgrelid = {table.oid}::oid"
         )}
@@ -595,8 +617,11 @@ $nearsim$""")
     def rebuild(self, tbl: str, bands: int | None, fingerprints: bool,
                 batch_size: int) -> dict[str, Any]:
         enabled = self.lookup(tbl)
+        with self.as_owner(enabled.table):
+            return self.repair(enabled, bands, fingerprints)
+
+    def repair(self, enabled: Enabled, bands: int | None, fingerprints: bool) -> dict[str, Any]:
         table = enabled.table
-        self.become_owner(table)
         self.db.execute(f"LOCK TABLE {table.qualified} IN SHARE ROW EXCLUSIVE MODE")
         if enabled.profile != PROFILE and not fingerprints:
             self.check_profile(enabled)
