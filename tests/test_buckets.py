@@ -653,3 +653,63 @@ def test_clusters(conn: psycopg.Connection) -> None:
         " JOIN docs m ON m.id = c.key::bigint JOIN docs p ON p.id = c.pivot::bigint"
         " WHERE hamming(m.si, p.si) > 6").fetchone()
     assert far == (0,)
+
+
+# -- concurrent writers -------------------------------------------------------
+
+
+def test_concurrent_writers_leave_no_drift(database: str) -> None:
+    """8 sessions inserting, updating, re-keying and deleting the same rows."""
+    import threading
+    import time
+
+    with psycopg.connect(database, autocommit=True) as setup:
+        setup.execute("DROP TABLE IF EXISTS busy CASCADE")
+        setup.execute("CREATE TABLE busy (id int PRIMARY KEY, body text)")
+        setup.execute("INSERT INTO busy SELECT g, 'busy document ' || g FROM"
+                      " generate_series(1, 200) g")
+        setup.execute("SELECT nearsim_enable('busy', 'body', bands => 4)")
+    failures: list[BaseException] = []
+    counts = [0] * 8
+    stop = time.monotonic() + 8
+
+    def work(worker: int) -> None:
+        rng = random.Random(worker)
+        try:
+            with psycopg.connect(database) as conn:
+                while time.monotonic() < stop:
+                    key = rng.randint(1, 300)
+                    with conn.transaction():
+                        action = rng.random()
+                        if action < 0.35:
+                            conn.execute(
+                                "INSERT INTO busy VALUES (%s, %s) ON CONFLICT (id) DO UPDATE"
+                                " SET body = EXCLUDED.body",
+                                (key, f"text {rng.randint(0, 20)} of the busy table"))
+                        elif action < 0.6:
+                            conn.execute("UPDATE busy SET body = body || ' more' WHERE id"
+                                         " BETWEEN %s AND %s", (key, key + 3))
+                        elif action < 0.75:
+                            conn.execute("UPDATE busy SET si = %s WHERE id = %s",
+                                         (rng.getrandbits(62), key))
+                        elif action < 0.9:
+                            conn.execute("DELETE FROM busy WHERE id = %s", (key,))
+                        else:
+                            conn.execute("SELECT count(*) FROM busy_similar(%s, 6)",
+                                         (f"text {key % 20} of the busy table",))
+                    counts[worker] += 1
+        except BaseException as error:  # reported below, with the worker's number
+            failures.append(error)
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    # One statement per transaction: the documents' row locks alone cannot
+    # deadlock, so any deadlock would come from the buckets.
+    assert not failures, failures
+    assert min(counts) > 10, counts
+    with psycopg.connect(database, autocommit=True) as check:
+        assert_no_drift(check, "busy", fingerprints=False)
+        check.execute("DROP TABLE busy CASCADE")

@@ -155,6 +155,8 @@ class BucketIndex:
 
     def table(self, tbl: str) -> Table:
         """Catalog facts for ``tbl`` (a regclass text), checking its key."""
+        if tbl is None:
+            self.fail("the table must not be NULL", sqlstate="22004")
         rows = self.db.execute(
             "SELECT c.oid::bigint AS oid, n.nspname, c.relname, c.relkind,"
             " pg_catalog.pg_get_userbyid(c.relowner) AS owner"
@@ -207,6 +209,8 @@ class BucketIndex:
 
     def lookup(self, tbl: str) -> Enabled:
         """The registry row of ``tbl``; an error if it is not enabled."""
+        if tbl is None:
+            self.fail("the table must not be NULL", sqlstate="22004")
         rows = self.db.execute(
             f"SELECT * FROM {self.registry} WHERE tbl = {self.literal(tbl)}::pg_catalog.regclass"
         )
@@ -224,7 +228,8 @@ class BucketIndex:
             self.fail(
                 f"the fingerprints of {enabled.table.qualified} come from profile"
                 f" {enabled.profile}, but this server computes {PROFILE}",
-                hint=f"Recompute them: SELECT nearsim_rebuild({self.literal(enabled.table.qualified)},"
+                hint="Recompute them: SELECT nearsim_rebuild("
+                f"{self.literal(enabled.table.qualified)},"
                 " fingerprints => true).", sqlstate="55000")
 
     @contextmanager
@@ -265,6 +270,8 @@ class BucketIndex:
                       sqlstate="55000")
         if batch_size < 1:
             self.fail(f"batch_size must be positive, not {batch_size}")
+        if text_column is None or hash_column is None or batch_size is None:
+            self.fail("text_column, hash_column and batch_size must not be NULL", sqlstate="22004")
         text_type = self.column_type(table, text_column)
         if text_type is None:
             self.fail(f"column {self.ident(text_column)} of table {table.qualified} does not"
@@ -344,7 +351,8 @@ class BucketIndex:
         self.db.execute(f"ALTER TABLE {bucket} ENABLE ROW LEVEL SECURITY")
         self.db.execute(
             f"CREATE POLICY readers_of_documents ON {bucket} FOR SELECT USING"
-            f" (pg_catalog.has_table_privilege({self.literal(table.qualified)}::pg_catalog.regclass,"
+            " (pg_catalog.has_table_privilege("
+            f"{self.literal(table.qualified)}::pg_catalog.regclass,"
             " 'SELECT'))"
         )
         self.db.execute(f"GRANT SELECT ON {bucket} TO PUBLIC")
@@ -431,7 +439,8 @@ class BucketIndex:
             "SELECT pg_catalog.quote_ident(n.nspname) || '.' || pg_catalog.quote_ident(c.relname)"
             " AS name FROM pg_catalog.pg_index i JOIN pg_catalog.pg_class c ON c.oid = i.indexrelid"
             " JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
-            f" WHERE i.indrelid = {self.literal(bucket)}::pg_catalog.regclass AND NOT i.indisprimary"
+            f" WHERE i.indrelid = {self.literal(bucket)}::pg_catalog.regclass"
+            " AND NOT i.indisprimary"
         )
         return [r["name"] for r in rows]
 
@@ -444,6 +453,7 @@ class BucketIndex:
         bucket_fn = enabled.qualify(enabled.bucket_function, self.db)
         similar = enabled.qualify(enabled.similar_function, self.db)
         pinned = "SET search_path = pg_catalog, pg_temp"
+        profile = self.literal(enabled.profile)
 
         # NULL text: no fingerprint.  A fingerprint the statement sets is kept
         # (clients compute the same values); a missing one, or one left over
@@ -513,7 +523,7 @@ LANGUAGE sql STABLE PARALLEL SAFE AS $nearsim$
         WHERE ({probes})
           AND {ext}.hamming(b.si, query) <= max_distance))
       AND {ext}.hamming(d.{fp}, query) <= max_distance
-      AND {ext}.nearsim_check_profile({table.oid}::oid::pg_catalog.regclass, {self.literal(enabled.profile)})
+      AND {ext}.nearsim_check_profile({table.oid}::oid::pg_catalog.regclass, {profile})
 $nearsim$""")
         self.db.execute(f"""CREATE FUNCTION {similar}(query text, max_distance integer DEFAULT 6)
 RETURNS TABLE (doc {table.qualified}, distance integer)
@@ -584,7 +594,8 @@ $nearsim$""")
         bucket = enabled.qualify(enabled.bucket_table, self.db)
         stale = (
             f", (SELECT count(*) FROM {table.qualified} d WHERE d.{fp} IS DISTINCT FROM"
-            f" {self.ext}.simhash(d.{text})) AS stale" if fingerprints else ", NULL::bigint AS stale"
+            f" {self.ext}.simhash(d.{text})) AS stale"
+            if fingerprints else ", NULL::bigint AS stale"
         )
         report = self.one(
             f"SELECT count(d.key) AS documents, count(d.si) AS fingerprinted,"
@@ -675,7 +686,8 @@ $nearsim$""")
         self.db.execute(f"DROP FUNCTION IF EXISTS {similar}(text, integer)")
         self.db.execute(f"DROP FUNCTION IF EXISTS {similar}(bigint, integer)")
         for name in (FINGERPRINT_TRIGGER, *(n for n, _ in BUCKET_TRIGGERS.values())):
-            self.db.execute(f"DROP TRIGGER IF EXISTS {self.ident(name)} ON {enabled.table.qualified}")
+            self.db.execute(
+                f"DROP TRIGGER IF EXISTS {self.ident(name)} ON {enabled.table.qualified}")
         for function in (enabled.fingerprint_function, enabled.bucket_function):
             self.db.execute(f"DROP FUNCTION IF EXISTS {enabled.qualify(function, self.db)}()")
 
@@ -696,11 +708,15 @@ $nearsim$""")
     def pairs(self, tbl: str, max_distance: int) -> Iterator[tuple[str, str, int]]:
         from .pairs import all_pairs
 
-        keys, sis = self.fingerprints(tbl)
+        # Errors are raised here, not inside the generator, where PL/Python
+        # would hide them behind "error fetching next item from iterator".
         self.check_distance(max_distance)
+        keys, sis = self.fingerprints(tbl)
         first, second, distance = all_pairs(sis, max_distance)
-        for i, j, d in zip(first.tolist(), second.tolist(), distance.tolist()):
-            yield keys[i], keys[j], d
+        return (
+            (keys[i], keys[j], d)
+            for i, j, d in zip(first.tolist(), second.tolist(), distance.tolist(), strict=True)
+        )
 
     def clusters(self, tbl: str, max_distance: int, method: str,
                  min_size: int) -> Iterator[tuple[str, str, str | None]]:
@@ -710,8 +726,8 @@ $nearsim$""")
                       " member within max_distance of its group's pivot).")
         from .pairs import all_pairs, connected_components, pivot_groups
 
-        keys, sis = self.fingerprints(tbl)
         self.check_distance(max_distance)
+        keys, sis = self.fingerprints(tbl)
         first, second, _ = all_pairs(sis, max_distance)
         if method == "components":
             groups = connected_components(len(keys), first, second)
@@ -722,11 +738,11 @@ $nearsim$""")
         smallest = np.full(len(keys), len(keys), dtype=np.int64)
         np.minimum.at(smallest, groups, np.arange(len(keys), dtype=np.int64))
         sizes = np.bincount(groups, minlength=len(keys))
-        for member in range(len(keys)):
-            group = int(groups[member])
-            if sizes[group] >= min_size:
-                pivot = keys[group] if method == "pivot" else None
-                yield keys[member], keys[int(smallest[group])], pivot
+        return (
+            (keys[member], keys[int(smallest[group])], keys[group] if method == "pivot" else None)
+            for member, group in enumerate(groups.tolist())
+            if sizes[group] >= min_size
+        )
 
     def check_distance(self, max_distance: int) -> None:
         if not 0 <= max_distance <= 64:
