@@ -263,6 +263,8 @@ class BucketIndex:
 
     def enable(self, tbl: str, text_column: str, hash_column: str, bands: int | None,
                prefix: str | None, batch_size: int) -> None:
+        if text_column is None or hash_column is None or batch_size is None:
+            self.fail("text_column, hash_column and batch_size must not be NULL", sqlstate="22004")
         table = self.table(tbl)
         if self.db.execute(f"SELECT 1 FROM {self.registry} WHERE tbl = {table.oid}::oid"):
             self.fail(f"table {table.qualified} is already enabled for nearsim",
@@ -270,8 +272,6 @@ class BucketIndex:
                       sqlstate="55000")
         if batch_size < 1:
             self.fail(f"batch_size must be positive, not {batch_size}")
-        if text_column is None or hash_column is None or batch_size is None:
-            self.fail("text_column, hash_column and batch_size must not be NULL", sqlstate="22004")
         text_type = self.column_type(table, text_column)
         if text_type is None:
             self.fail(f"column {self.ident(text_column)} of table {table.qualified} does not"
