@@ -227,6 +227,8 @@ def test_enable_errors_name_the_table(conn: psycopg.Connection) -> None:
     conn.execute("CREATE TABLE numkey (id numeric PRIMARY KEY, body text)")
     conn.execute("CREATE TABLE docs (id int PRIMARY KEY, body text, n int, si bigint)")
     conn.execute("CREATE VIEW docview AS SELECT * FROM docs")
+    conn.execute("CREATE TABLE gen (id int PRIMARY KEY, a text, b text,"
+                 " body text GENERATED ALWAYS AS (a || ' ' || b) STORED)")
     cases = {
         "SELECT nearsim_enable('nokey', 'body')":
             "table public.nokey has no single-column primary key",
@@ -244,6 +246,8 @@ def test_enable_errors_name_the_table(conn: psycopg.Connection) -> None:
         "SELECT nearsim_disable('docs')": "table public.docs is not enabled for nearsim",
         "SELECT * FROM nearsim_verify('docs')": "table public.docs is not enabled for nearsim",
         "SELECT nearsim_enable('missing', 'body')": 'relation "missing" does not exist',
+        "SELECT nearsim_enable('gen', 'body')":
+            "column body of table public.gen is a generated column",
     }
     for statement, message in cases.items():
         assert message in str(error_of(conn, statement)), statement

@@ -200,11 +200,21 @@ class BucketIndex:
                      facts["owner"], key["attname"], key_type)
 
     def column_type(self, table: Table, column: str) -> str | None:
+        """The column's type, None if it does not exist; generated columns are refused.
+
+        A BEFORE trigger sees a generated column before it is computed, so
+        the fingerprint trigger could neither read one nor write one.
+        """
         rows = self.db.execute(
-            "SELECT pg_catalog.format_type(a.atttypid, NULL) AS type"
-            f" FROM pg_catalog.pg_attribute a WHERE a.attrelid = {table.oid}"
-            f" AND a.attname = {self.literal(column)} AND a.attnum > 0 AND NOT a.attisdropped"
+            "SELECT pg_catalog.format_type(a.atttypid, NULL) AS type, a.attgenerated <> ''"
+            " AS generated FROM pg_catalog.pg_attribute a"
+            f" WHERE a.attrelid = {table.oid} AND a.attname = {self.literal(column)}"
+            " AND a.attnum > 0 AND NOT a.attisdropped"
         )
+        if rows and rows[0]["generated"]:
+            self.fail(f"column {self.ident(column)} of table {table.qualified} is a generated"
+                      " column", hint="Fingerprint the columns it is computed from, or a"
+                      " plain text column.", sqlstate="42P16")
         return str(rows[0]["type"]) if rows else None
 
     def lookup(self, tbl: str) -> Enabled:
