@@ -716,15 +716,17 @@ $nearsim$""")
         return keys, np.array(row["sis"] or [], dtype=np.int64)
 
     def pairs(self, tbl: str, max_distance: int) -> Iterator[tuple[str, str, int]]:
-        from .pairs import all_pairs
+        from .pairs import iter_pairs
 
         # Errors are raised here, not inside the generator, where PL/Python
         # would hide them behind "error fetching next item from iterator".
         self.check_distance(max_distance)
         keys, sis = self.fingerprints(tbl)
-        first, second, distance = all_pairs(sis, max_distance)
+        # Pairs are streamed a piece at a time: a corpus with thousands of
+        # identical documents has tens of millions of them.
         return (
             (keys[i], keys[j], d)
+            for first, second, distance in iter_pairs(sis, max_distance)
             for i, j, d in zip(first.tolist(), second.tolist(), distance.tolist(), strict=True)
         )
 
