@@ -2,11 +2,32 @@
 
 from __future__ import annotations
 
+import importlib.util
+import secrets
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
+
+import numpy as np
+import psycopg
+import pytest
+from psycopg import sql
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def bench() -> ModuleType:
+    """benchmarks/run.py as a module."""
+    spec = importlib.util.spec_from_file_location("nearsim_bench_run",
+                                                  ROOT / "benchmarks" / "run.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
 
 
 def test_quick_benchmark_run(database: str) -> None:
@@ -15,8 +36,67 @@ def test_quick_benchmark_run(database: str) -> None:
         capture_output=True, text=True, timeout=300,
     )
     assert result.returncode == 0, result.stderr
+    out = result.stdout
     # The run checks that server and client fingerprints agree and that the
     # C and pure-SQL filters count the same rows; its summary names each target.
-    assert "simhash in database, KJV chapters, MB/s per core" in result.stdout
-    assert "hamming() <= 6 scan of" in result.stdout
-    assert "Both queries count" in result.stdout
+    assert "simhash in database, KJV chapters, MB/s per core" in out
+    assert "hamming() <= 6 scan of" in out
+    assert "Both queries count" in out
+    # Every section of the bucket index ran, and its checks passed.
+    for heading in ("4. Search latency", "5. Band layouts", "6. All pairs",
+                    "7. Bucket storage", "8. Writes"):
+        assert heading in out
+    assert "Every query gave the same rows in all five ways." in out
+    assert "bucket search k=6, uniform 2k, generic plan, p50 ms" in out
+    assert "bucket search k=6, text-like 2k, custom plan, p50 ms" in out
+    assert "nearsim_pairs k=6, text-like 2k, s" in out
+    assert "not installed" not in out and "timed out" not in out
+    assert "bucket storage, uniform 2k, bytes/doc as loaded" in out
+    assert "single-row UPDATEs, statement triggers, rows/s" in out
+
+
+def test_check_same_names_the_difference(bench: ModuleType) -> None:
+    same = frozenset({(1, 0), (2, 3)})
+    bench.check_same("k = 6", {"numpy": same, "bucket": same, "hamming()": same})
+    difference = r"bucket returned 1 rows.*only in numpy: \[\(2, 3\)\]"
+    with pytest.raises(bench.BenchError, match=difference):
+        bench.check_same("k = 6", {"numpy": same, "hamming()": same,
+                                   "bucket": frozenset({(1, 0)})})
+
+
+def test_flip_masks_flip_distinct_bits(bench: ModuleType) -> None:
+    rng = np.random.default_rng(7)
+    flips = rng.integers(0, 9, size=1000)
+    masks = bench.flip_masks(rng, flips)
+    assert (bench.popcount(masks) == flips).all()
+
+
+@pytest.fixture
+def scratch(database: str, bench: ModuleType) -> Iterator[tuple[psycopg.Connection, str]]:
+    conn = bench.connect(database)
+    conn.prepare_threshold = bench.PREPARE_WHEN_ASKED
+    schema = f"bench_test_{secrets.token_hex(4)}"
+    conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
+    try:
+        yield conn, schema
+    finally:
+        conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
+        conn.close()
+
+
+def test_search_timing_stops_when_the_bucket_search_misses_a_row(
+        bench: ModuleType, scratch: tuple[psycopg.Connection, str]) -> None:
+    conn, schema = scratch
+    rng = np.random.default_rng(11)
+    fingerprints = bench.random_fingerprints(rng, 500)
+    queries = fingerprints[:3].copy()  # rows 1, 2 and 3 themselves
+    docset = bench.make_docset(conn, schema, bench.UNIFORM, fingerprints, queries, "test")
+    statements = bench.search_statements(docset, 6)
+    expected = bench.expected_matches(fingerprints, queries, 6)
+    seconds, found = bench.time_searches(conn, docset, statements, expected, 6)
+    assert found == [1, 1, 1] and all(len(s) == 3 for s in seconds.values())
+
+    conn.execute(sql.SQL("DELETE FROM {} WHERE key = 2").format(sql.SQL(docset.bucket)))
+    missed = r"query 1 .*: bucket, (generic|custom) plan returned 0 rows"
+    with pytest.raises(bench.BenchError, match=missed):
+        bench.time_searches(conn, docset, statements, expected, 6)
