@@ -41,6 +41,7 @@ BUCKET_TRIGGERS = {
     "DELETE": ("nearsim_delete", "REFERENCING OLD TABLE AS nearsim_old"),
     "TRUNCATE": ("nearsim_truncate", ""),
 }
+TRIGGERS = (FINGERPRINT_TRIGGER, *(name for name, _ in BUCKET_TRIGGERS.values()))
 
 
 class Database(Protocol):
@@ -565,7 +566,7 @@ $nearsim$""")
                     f"CREATE TRIGGER {self.ident(name)} AFTER {event} ON {table.qualified}"
                     f" {referencing} FOR EACH STATEMENT EXECUTE FUNCTION {bucket_fn}()"
                 )
-        for name in (FINGERPRINT_TRIGGER, *(n for n, _ in BUCKET_TRIGGERS.values())):
+        for name in TRIGGERS:
             self.db.execute(f"ALTER TABLE {table.qualified} ENABLE TRIGGER {self.ident(name)}")
 
     # -- disabling -----------------------------------------------------------
@@ -577,23 +578,9 @@ $nearsim$""")
             self.remove(enabled)
 
     def remove(self, enabled: Enabled) -> None:
-        table = enabled.table
-        existing = {r["tgname"] for r in self.db.execute(
-            f"SELECT tgname FROM pg_catalog.pg_trigger WHERE tgrelid = {table.oid}::oid"
-        )}
-        for name in (FINGERPRINT_TRIGGER, *(n for n, _ in BUCKET_TRIGGERS.values())):
-            if name in existing:
-                self.db.execute(f"DROP TRIGGER {self.ident(name)} ON {table.qualified}")
-        self.drop_objects(enabled)
-        self.db.execute(f"DELETE FROM {self.registry} WHERE tbl = {table.oid}::oid")
-
-    def drop_objects(self, enabled: Enabled) -> None:
-        similar = enabled.qualify(enabled.similar_function, self.db)
-        self.db.execute(f"DROP FUNCTION IF EXISTS {similar}(text, integer)")
-        self.db.execute(f"DROP FUNCTION IF EXISTS {similar}(bigint, integer)")
-        for function in (enabled.fingerprint_function, enabled.bucket_function):
-            self.db.execute(f"DROP FUNCTION IF EXISTS {enabled.qualify(function, self.db)}()")
+        self.drop_functions_and_triggers(enabled)
         self.db.execute(f"DROP TABLE IF EXISTS {enabled.qualify(enabled.bucket_table, self.db)}")
+        self.db.execute(f"DELETE FROM {self.registry} WHERE tbl = {enabled.table.oid}::oid")
 
     # -- checking and repairing -------------------------------------------
 
@@ -625,8 +612,7 @@ $nearsim$""")
             f" WHERE t.tgrelid = {table.oid}::oid"
         )
         states = {r["tgname"]: r["tgenabled"] for r in triggers}
-        wanted = (FINGERPRINT_TRIGGER, *(n for n, _ in BUCKET_TRIGGERS.values()))
-        report["triggers_ok"] = all(states.get(name) in ("O", "A") for name in wanted)
+        report["triggers_ok"] = all(states.get(name) in ("O", "A") for name in TRIGGERS)
         report["bands"] = enabled.bands
         report["band_indexes_ok"] = len(self.band_indexes(enabled)) == enabled.bands
         report["profile_ok"] = enabled.profile == PROFILE
@@ -696,7 +682,7 @@ $nearsim$""")
         similar = enabled.qualify(enabled.similar_function, self.db)
         self.db.execute(f"DROP FUNCTION IF EXISTS {similar}(text, integer)")
         self.db.execute(f"DROP FUNCTION IF EXISTS {similar}(bigint, integer)")
-        for name in (FINGERPRINT_TRIGGER, *(n for n, _ in BUCKET_TRIGGERS.values())):
+        for name in TRIGGERS:
             self.db.execute(
                 f"DROP TRIGGER IF EXISTS {self.ident(name)} ON {enabled.table.qualified}")
         for function in (enabled.fingerprint_function, enabled.bucket_function):
