@@ -125,7 +125,11 @@ def test_huge_text_is_cut_into_pieces_alike(monkeypatch: pytest.MonkeyPatch) -> 
 
 @given(st.text(max_size=100))
 def test_case_and_compatibility_forms_do_not_matter(text: str) -> None:
-    assert nearsim.simhash(text.upper().lower()) == nearsim.simhash(text.lower())
+    # Only where the round trip stays the same word: dotless ı upper-cases to
+    # I, which lower-cases to a different letter, i.
+    if text.upper().lower().casefold() == text.lower().casefold():
+        assert nearsim.simhash(text.upper().lower()) == nearsim.simhash(text.lower())
+    assert nearsim.simhash("ı") != nearsim.simhash("i")
     assert nearsim.simhash(unicodedata.normalize("NFKD", text)) == nearsim.simhash(
         unicodedata.normalize("NFKC", text)
     )
