@@ -1,0 +1,325 @@
+"""A table of documents as the command line uses it: create, check, query.
+
+``nearsim init`` and ``nearsim-load --create`` make tables of this layout::
+
+    key           text PRIMARY KEY   -- the absolute path, or a record's id
+    source        text NOT NULL      -- where it was read from (path, or file:line)
+    content_hash  bytea NOT NULL     -- SHA-256 of the text (UTF-8): reloads skip unchanged ones
+    body          text NOT NULL      -- the document's text
+    si            bigint             -- its fingerprint, kept current by nearsim's trigger
+    loaded_at     timestamptz NOT NULL DEFAULT now()
+
+The query functions work on any table enabled with ``nearsim_enable``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+from psycopg import sql
+
+from .db import ensure_extension
+
+DEFAULT_TABLE = "docs"
+TEXT_COLUMN = "body"
+FINGERPRINT_COLUMN = "si"
+LAYOUT = {
+    "key": "text",
+    "source": "text",
+    "content_hash": "bytea",
+    TEXT_COLUMN: "text",
+    FINGERPRINT_COLUMN: "bigint",
+}
+
+
+class TableError(RuntimeError):
+    """The table is missing, has another layout, or is not enabled."""
+
+
+@dataclass(frozen=True)
+class Registration:
+    """What ``nearsim_tables`` records about an enabled table."""
+
+    key_column: str
+    text_column: str
+    hash_column: str
+    bands: int
+    profile: str
+    similar_function: sql.Composable
+    bucket_table: sql.Composable
+
+
+@dataclass(frozen=True)
+class Match:
+    key: str
+    distance: int
+    source: str | None
+
+
+@dataclass(frozen=True)
+class Pair:
+    a: str
+    b: str
+    distance: int
+
+
+@dataclass(frozen=True)
+class Cluster:
+    pivot: str
+    members: list[str]  # the pivot first, then the others in key order
+
+
+@dataclass(frozen=True)
+class StoredDocument:
+    key: str
+    source: str | None
+    text: str | None
+    fingerprint: int | None
+
+
+class DocumentTable:
+    """One table, named as in SQL (``docs``, ``archive."Mail"``)."""
+
+    def __init__(self, conn: psycopg.Connection[Any], name: str = DEFAULT_TABLE) -> None:
+        self.conn = conn
+        self.name = name
+        try:
+            row = conn.execute("SELECT pg_catalog.parse_ident(%s)", [name]).fetchone()
+        except psycopg.Error as error:
+            conn.rollback()
+            reason = error.diag.message_primary
+            raise TableError(f"invalid table name {name!r}: {reason}") from error
+        parts: list[str] = row[0] if row else []
+        if not 1 <= len(parts) <= 2:
+            raise TableError(f"invalid table name {name!r}: expected [schema.]table")
+        self.identifier = sql.Identifier(*parts)
+        self.schema = parts[0] if len(parts) == 2 else None
+        self.quoted = self.identifier.as_string(conn)
+        self.extension = ensure_extension_schema(conn)
+
+    def __str__(self) -> str:
+        return self.quoted
+
+    # -- catalog ----------------------------------------------------------
+
+    def exists(self) -> bool:
+        row = self.conn.execute("SELECT pg_catalog.to_regclass(%s) IS NOT NULL", [self.quoted])
+        found = row.fetchone()
+        return bool(found and found[0])
+
+    def columns(self) -> dict[str, str]:
+        rows = self.conn.execute(
+            """SELECT a.attname, pg_catalog.format_type(a.atttypid, NULL)
+               FROM pg_catalog.pg_attribute a
+               WHERE a.attrelid = %s::regclass AND a.attnum > 0 AND NOT a.attisdropped""",
+            [self.quoted],
+        ).fetchall()
+        return {str(name): str(kind) for name, kind in rows}
+
+    def require(self) -> None:
+        """Raise TableError unless the table exists."""
+        if not self.exists():
+            raise TableError(
+                f"table {self} does not exist: create it with `nearsim init --table {self.name}`"
+                " or load with --create"
+            )
+
+    def check_layout(self) -> None:
+        """Raise TableError unless the table has the loader's columns and key."""
+        self.require()
+        have = self.columns()
+        wrong = [f"{column} {kind}" for column, kind in LAYOUT.items() if have.get(column) != kind]
+        if wrong:
+            raise TableError(
+                f"table {self} cannot take loaded documents: it needs the columns "
+                f"{', '.join(wrong)} (create a new table with --create)"
+            )
+        row = self.conn.execute(
+            """SELECT pg_catalog.array_agg(a.attname::text)
+               FROM pg_catalog.pg_index i
+               JOIN pg_catalog.pg_attribute a
+                 ON a.attrelid = i.indrelid AND a.attnum = ANY (i.indkey)
+               WHERE i.indrelid = %s::regclass AND i.indisprimary""",
+            [self.quoted],
+        ).fetchone()
+        if not row or row[0] != ["key"]:
+            raise TableError(f"table {self} needs PRIMARY KEY (key)")
+
+    def registration(self) -> Registration | None:
+        row = self.conn.execute(
+            sql.SQL(
+                """SELECT key_column, text_column, hash_column, bands, profile,
+                          object_schema, similar_function, bucket_table
+                   FROM {}.nearsim_tables WHERE tbl = %s::regclass"""
+            ).format(self.extension),
+            [self.quoted],
+        ).fetchone()
+        if row is None:
+            return None
+        key, text, fingerprint, bands, profile, schema, similar, bucket = row
+        return Registration(
+            key, text, fingerprint, bands, profile, sql.Identifier(schema, similar),
+            sql.Identifier(schema, bucket),
+        )
+
+    def require_enabled(self) -> Registration:
+        self.require()
+        registration = self.registration()
+        if registration is None:
+            raise TableError(
+                f"table {self} is not enabled for nearsim: run `nearsim init --table {self.name}`"
+                " or SELECT nearsim_enable(...)"
+            )
+        return registration
+
+    # -- creating -----------------------------------------------------------
+
+    def create(self, bands: int | None = None) -> bool:
+        """Create the table (if missing) and enable it (if not yet); True if created.
+
+        Concurrent callers wait for each other on an advisory lock.
+        """
+        created = False
+        with self.conn.transaction():
+            self.conn.execute(
+                "SELECT pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtext(%s))",
+                [f"nearsim create {self.quoted}"],
+            )
+            if not self.exists():
+                if self.schema is not None:
+                    schema = sql.Identifier(self.schema)
+                    self.conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(schema))
+                self.conn.execute(
+                    sql.SQL(
+                        """CREATE TABLE {} (
+                            key text PRIMARY KEY,
+                            source text NOT NULL,
+                            content_hash bytea NOT NULL,
+                            body text NOT NULL,
+                            si bigint,
+                            loaded_at timestamptz NOT NULL DEFAULT pg_catalog.now())"""
+                    ).format(self.identifier)
+                )
+                self.conn.execute(
+                    sql.SQL("COMMENT ON TABLE {} IS 'documents loaded by nearsim-load'").format(
+                        self.identifier
+                    )
+                )
+                created = True
+            self.check_layout()
+            if self.registration() is None:
+                self.conn.execute(
+                    sql.SQL("SELECT {}.nearsim_enable(%s::regclass, %s, %s, bands => %s)").format(
+                        self.extension
+                    ),
+                    [self.quoted, TEXT_COLUMN, FINGERPRINT_COLUMN, bands],
+                )
+        return created
+
+    def analyze(self) -> None:
+        """Fresh planner statistics after a bulk load, for the table and its buckets."""
+        self.conn.execute(sql.SQL("ANALYZE {}").format(self.identifier))
+        registration = self.registration()
+        if registration is not None:
+            self.conn.execute(sql.SQL("ANALYZE {}").format(registration.bucket_table))
+
+    # -- queries ------------------------------------------------------------
+
+    def similar(
+        self, query: str | int, max_distance: int, limit: int | None = None
+    ) -> list[Match]:
+        """Documents within ``max_distance`` bits of a text or fingerprint, nearest first.
+
+        A text is fingerprinted by the database, with the table's profile.
+        """
+        registration = self.require_enabled()
+        with_source = "source" in self.columns()
+        statement = sql.SQL(
+            """SELECT (s.doc).{key}::text, s.distance, {source}
+               FROM {similar}(%s::{kind}, %s) AS s
+               ORDER BY s.distance, 1 LIMIT %s"""
+        ).format(
+            key=sql.Identifier(registration.key_column),
+            source=sql.SQL("(s.doc).source::text" if with_source else "NULL::text"),
+            similar=registration.similar_function,
+            kind=sql.SQL("text" if isinstance(query, str) else "bigint"),
+        )
+        rows = self.conn.execute(statement, [query, max_distance, limit]).fetchall()
+        return [Match(key, distance, source) for key, distance, source in rows]
+
+    def pairs(self, max_distance: int) -> Iterator[Pair]:
+        """Every pair of documents within ``max_distance`` bits, streamed."""
+        self.require_enabled()
+        query = sql.SQL("SELECT a, b, distance FROM {}.nearsim_pairs(%s::regclass, %s)").format(
+            self.extension
+        )
+        for a, b, distance in self.conn.cursor().stream(query, [self.quoted, max_distance]):
+            yield Pair(a, b, distance)
+
+    def clusters(
+        self, max_distance: int, method: str = "components", min_size: int = 2
+    ) -> Iterator[Cluster]:
+        """Groups of near-duplicates, largest first."""
+        self.require_enabled()
+        query = sql.SQL(
+            """SELECT c.pivot, pg_catalog.array_agg(c.key ORDER BY c.key = c.pivot DESC, c.key)
+               FROM {}.nearsim_clusters(%s::regclass, %s, %s, %s) AS c
+               GROUP BY c.pivot ORDER BY pg_catalog.count(*) DESC, c.pivot"""
+        ).format(self.extension)
+        arguments = [self.quoted, max_distance, method, min_size]
+        for pivot, members in self.conn.cursor().stream(query, arguments):
+            yield Cluster(pivot, list(members))
+
+    def document(self, key: str) -> StoredDocument | None:
+        """A stored document by its key (the registered key column, compared as text)."""
+        registration = self.require_enabled()
+        with_source = "source" in self.columns()
+        query = sql.SQL(
+            "SELECT {key}::text, {source}, {text}, {si} FROM {table} WHERE {key}::text = %s"
+        ).format(
+            key=sql.Identifier(registration.key_column),
+            source=sql.SQL("source::text" if with_source else "NULL::text"),
+            text=sql.Identifier(registration.text_column),
+            si=sql.Identifier(registration.hash_column),
+            table=self.identifier,
+        )
+        row = self.conn.execute(query, [key]).fetchone()
+        return None if row is None else StoredDocument(*row)
+
+    def stats(self, check_fingerprints: bool = False) -> dict[str, Any]:
+        """Document counts, profile and bucket index health (``nearsim_verify``)."""
+        registration = self.require_enabled()
+        health = self.conn.execute(
+            sql.SQL("SELECT * FROM {}.nearsim_verify(%s::regclass, %s)").format(self.extension),
+            [self.quoted, check_fingerprints],
+        )
+        columns = [c.name for c in health.description or ()]
+        row = health.fetchone()
+        verify = dict(zip(columns, row or (), strict=True))
+        size = self.conn.execute(
+            "SELECT pg_catalog.pg_total_relation_size(%s::regclass)", [self.quoted]
+        ).fetchone()
+        return {
+            "table": self.quoted,
+            "documents": verify.pop("documents"),
+            "fingerprinted": verify.pop("fingerprinted"),
+            "profile": registration.profile,
+            "bands": registration.bands,
+            "table_bytes": size[0] if size else None,
+            "buckets": verify,
+        }
+
+
+def ensure_extension_schema(conn: psycopg.Connection[Any]) -> sql.Identifier:
+    """The schema of the nearsim extension, which is created if missing."""
+    row = conn.execute(
+        """SELECT n.nspname FROM pg_catalog.pg_extension e
+           JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace WHERE e.extname = 'nearsim'"""
+    ).fetchone()
+    if row is None:
+        ensure_extension(conn)
+        return ensure_extension_schema(conn)
+    return sql.Identifier(row[0])
