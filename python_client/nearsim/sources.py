@@ -1,0 +1,297 @@
+"""What to load: files found under the given paths, and records of JSONL/CSV files.
+
+:func:`iter_inputs` streams the inputs in a stable order (paths as given,
+directories walked in sorted order), so a rerun meets them in the same order
+and memory stays flat however many files there are.  Paths that cannot be
+loaded come out as :class:`Failure` items among the inputs; the walk goes on.
+
+Rules:
+
+- A directory is walked recursively; symbolic links to directories are
+  followed, a link back to an enclosing directory is reported as a loop and a
+  directory reached twice is walked once.
+- Names starting with ``.`` are skipped unless ``hidden`` is set.
+- ``include``/``exclude`` globs apply to files found by walking, matched
+  against the file name and the path below the walked directory; an
+  excluded directory is not entered.  Files named explicitly are always read.
+- A file's key is its absolute path (without resolving symbolic links); the
+  same key is produced once.
+- ``*.jsonl``/``*.ndjson`` and ``*.csv``/``*.tsv`` files hold one document
+  per record (``records="auto"``), with the key in ``id_field`` (the source
+  ``file:line`` when missing) and the text in ``text_field``.
+"""
+
+from __future__ import annotations
+
+import codecs
+import csv
+import errno
+import json
+import os
+import stat
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from fnmatch import fnmatchcase
+from typing import IO, Any, Literal
+
+from .extract import InputError, input_error
+
+RecordFormat = Literal["auto", "jsonl", "csv", "none"]
+JSONL_SUFFIXES = (".jsonl", ".ndjson")
+CSV_SUFFIXES = (".csv", ".tsv")
+
+
+@dataclass(frozen=True, slots=True)
+class FileInput:
+    """A document file: ``path`` to read, stored under ``key``."""
+
+    path: str
+    key: str
+
+
+@dataclass(frozen=True, slots=True)
+class RecordInput:
+    """A document from a record of a JSONL or CSV file (``source`` is file:line)."""
+
+    key: str
+    source: str
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class Failure:
+    """An input that was not loaded, and why (``reason``: see extract.REASONS)."""
+
+    source: str
+    reason: str
+    message: str
+    offset: int | None = None
+
+
+Input = FileInput | RecordInput | Failure
+
+
+@dataclass(frozen=True)
+class SourceOptions:
+    include: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
+    hidden: bool = False
+    records: RecordFormat = "auto"
+    id_field: str = "id"
+    text_field: str = "text"
+    encoding: str = "utf-8"  # of CSV files; JSON Lines are UTF-8
+    max_bytes: int = 64 * 1024 * 1024
+
+
+def iter_inputs(
+    paths: Iterable[str], options: SourceOptions | None = None, stdin: IO[str] | None = None
+) -> Iterator[Input]:
+    """The inputs under ``paths``; ``-`` reads more paths from ``stdin``, one per line."""
+    walker = _Walker(options or SourceOptions())
+    for path in paths:
+        if path == "-":
+            if stdin is None:
+                raise ValueError("'-' needs stdin")
+            for line in stdin:
+                named = line.rstrip("\r\n")
+                if named:
+                    yield from walker.named(named)
+        else:
+            yield from walker.named(path)
+
+
+class _Walker:
+    def __init__(self, options: SourceOptions) -> None:
+        self.options = options
+        self.keys: set[str] = set()  # files produced so far
+        self.walked: set[tuple[int, int]] = set()  # directories walked so far
+
+    def named(self, path: str) -> Iterator[Input]:
+        """A path given by the user: a file, a directory or an error."""
+        absolute = os.path.abspath(path)
+        try:
+            info = os.stat(absolute)
+        except OSError as error:
+            yield _failure(absolute, input_error(absolute, error))
+            return
+        if stat.S_ISDIR(info.st_mode):
+            yield from self._directory(absolute, "", info, ())
+        else:
+            yield from self._file(absolute, info)
+
+    def _file(self, path: str, info: os.stat_result) -> Iterator[Input]:
+        if not stat.S_ISREG(info.st_mode):
+            yield Failure(path, "not-a-file", "not a regular file (FIFO, socket or device)")
+            return
+        if path in self.keys:
+            return
+        self.keys.add(path)
+        record_format = self._record_format(path)
+        if record_format == "none":
+            yield FileInput(path, path)
+        else:
+            yield from _records(path, record_format, self.options)
+
+    def _record_format(self, path: str) -> RecordFormat:
+        chosen = self.options.records
+        if chosen != "auto":
+            return chosen
+        lower = path.lower()
+        if lower.endswith(JSONL_SUFFIXES):
+            return "jsonl"
+        if lower.endswith(CSV_SUFFIXES):
+            return "csv"
+        return "none"
+
+    def _directory(
+        self, path: str, relative: str, info: os.stat_result, ancestors: tuple[tuple[int, int], ...]
+    ) -> Iterator[Input]:
+        identity = (info.st_dev, info.st_ino)
+        if identity in ancestors:
+            yield Failure(path, "symlink-loop", "a symbolic link to an enclosing directory")
+            return
+        if identity in self.walked:
+            return
+        self.walked.add(identity)
+        try:
+            with os.scandir(path) as listing:
+                entries = sorted(listing, key=lambda entry: entry.name)
+        except OSError as error:
+            yield _failure(path, input_error(path, error))
+            return
+        for entry in entries:
+            if entry.name.startswith(".") and not self.options.hidden:
+                continue
+            below = f"{relative}/{entry.name}" if relative else entry.name
+            if self._matches(self.options.exclude, entry.name, below):
+                continue
+            try:
+                entry_info = entry.stat(follow_symlinks=True)
+            except OSError as error:
+                yield _failure(entry.path, input_error(entry.path, error))
+                continue
+            if stat.S_ISDIR(entry_info.st_mode):
+                yield from self._directory(entry.path, below, entry_info, (*ancestors, identity))
+            elif not self.options.include or self._matches(self.options.include, entry.name,
+                                                           below):  # fmt: skip
+                yield from self._file(entry.path, entry_info)
+
+    @staticmethod
+    def _matches(globs: tuple[str, ...], name: str, below: str) -> bool:
+        return any(fnmatchcase(name, glob) or fnmatchcase(below, glob) for glob in globs)
+
+
+def _failure(source: str, error: InputError) -> Failure:
+    return Failure(source, error.reason, error.message, error.offset)
+
+
+# -- records ------------------------------------------------------------------------------
+
+
+def _records(path: str, record_format: RecordFormat, options: SourceOptions) -> Iterator[Input]:
+    try:
+        if record_format == "jsonl":
+            yield from _jsonl_records(path, options)
+        else:
+            yield from _csv_records(path, options)
+    except OSError as error:
+        if error.errno == errno.ENOENT:
+            yield Failure(path, "vanished", "the file had gone when it was read")
+        else:
+            yield _failure(path, input_error(path, error))
+
+
+def _record(
+    path: str, line: int, fields: Any, options: SourceOptions
+) -> RecordInput | Failure:
+    source = f"{path}:{line}"
+    if not isinstance(fields, dict):
+        return Failure(source, "invalid-record",
+                       f"a record must be an object, not {type(fields).__name__}")
+    text = fields.get(options.text_field)
+    if text is None:
+        return Failure(source, "invalid-record", f"no text field {options.text_field!r}"
+                       f" (the fields are {', '.join(map(repr, list(fields)[:10]))})")
+    if not isinstance(text, str):
+        return Failure(source, "invalid-record",
+                       f"field {options.text_field!r} is a {type(text).__name__}, not a string")
+    key = fields.get(options.id_field)
+    if key is None or key == "":
+        key = source
+    elif isinstance(key, (dict, list)):
+        return Failure(source, "invalid-record", f"field {options.id_field!r} is not a scalar")
+    return RecordInput(str(key), source, text)
+
+
+def _jsonl_records(path: str, options: SourceOptions) -> Iterator[Input]:
+    with open(path, "rb") as file:
+        for number, raw in enumerate(file, 1):
+            source = f"{path}:{number}"
+            try:
+                line = raw.decode("utf-8-sig" if number == 1 else "utf-8")
+            except UnicodeDecodeError as error:
+                yield Failure(source, "invalid-encoding",
+                              f"invalid UTF-8 at byte {error.start} of the line", error.start)
+                continue
+            if not line.strip():
+                continue
+            try:
+                fields = json.loads(line)
+            except json.JSONDecodeError as error:
+                yield Failure(source, "invalid-record", f"not valid JSON: {error.msg} at "
+                              f"column {error.colno}")  # fmt: skip
+                continue
+            yield _record(path, number, fields, options)
+
+
+class _UndecodableLine(Exception):
+    def __init__(self, line: int, error: UnicodeDecodeError) -> None:
+        super().__init__(str(error))
+        self.line = line
+        self.error = error
+
+
+def _decoded_lines(file: IO[bytes], encoding: str) -> Iterator[str]:
+    """The lines of a binary file as text; a decoding error names its line."""
+    decoder = codecs.getincrementaldecoder(encoding)(errors="strict")
+    for number, raw in enumerate(file, 1):
+        try:
+            yield decoder.decode(raw)
+        except UnicodeDecodeError as error:
+            raise _UndecodableLine(number, error) from None
+
+
+def _csv_records(path: str, options: SourceOptions) -> Iterator[Input]:
+    dialect = "excel-tab" if path.lower().endswith(".tsv") else "excel"
+    # A field may be a whole document; checking its size is the loader's job.
+    csv.field_size_limit(max(options.max_bytes * 4 + 1, 131072))
+    encoding = options.encoding
+    if encoding == "auto" or codecs.lookup(encoding).name == "utf-8":
+        encoding = "utf-8-sig"  # spreadsheets often start CSV files with a byte order mark
+    with open(path, "rb") as file:
+        reader = csv.reader(_decoded_lines(file, encoding), dialect)
+        line = 1
+        try:
+            header = next(reader, None)
+            if header is None:
+                return
+            if options.text_field not in header:
+                yield Failure(path, "invalid-record", f"no column {options.text_field!r} in the "
+                              f"header ({', '.join(map(repr, header[:10]))})")  # fmt: skip
+                return
+            line = reader.line_num + 1
+            for row in reader:
+                if row:
+                    if len(row) != len(header):
+                        yield Failure(f"{path}:{line}", "invalid-record",
+                                      f"{len(row)} fields where the header has {len(header)}")
+                    else:
+                        yield _record(path, line, dict(zip(header, row, strict=True)), options)
+                line = reader.line_num + 1
+        except _UndecodableLine as bad:
+            yield Failure(f"{path}:{bad.line}", "invalid-encoding",
+                          f"invalid {options.encoding} on line {bad.line} ({bad.error.reason}):"
+                          " the rest of the file is skipped; use --encoding NAME")  # fmt: skip
+        except csv.Error as error:
+            yield Failure(f"{path}:{line}", "invalid-record",
+                          f"malformed CSV ({error}): the rest of the file is skipped")
