@@ -74,7 +74,7 @@ def describe(dsn: str) -> str:
     except psycopg.ProgrammingError:
         return "the given DSN"
     params.pop("password", None)
-    return make_conninfo(**params) or "the libpq environment"
+    return make_conninfo("", **params) or "the libpq environment"
 
 
 def connect(dsn: str | None = None, **kwargs: Any) -> psycopg.Connection[Any]:

@@ -21,8 +21,6 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from .db import ensure_extension
-
 DEFAULT_TABLE = "docs"
 TEXT_COLUMN = "body"
 FINGERPRINT_COLUMN = "si"
@@ -68,7 +66,7 @@ class Pair:
 
 @dataclass(frozen=True)
 class Cluster:
-    pivot: str
+    pivot: str | None  # with method "pivot"; components have none
     members: list[str]  # the pivot first, then the others in key order
 
 
@@ -98,7 +96,7 @@ class DocumentTable:
         self.identifier = sql.Identifier(*parts)
         self.schema = parts[0] if len(parts) == 2 else None
         self.quoted = self.identifier.as_string(conn)
-        self.extension = ensure_extension_schema(conn)
+        self.extension = extension_schema(conn)
 
     def __str__(self) -> str:
         return self.quoted
@@ -265,9 +263,10 @@ class DocumentTable:
         """Groups of near-duplicates, largest first."""
         self.require_enabled()
         query = sql.SQL(
-            """SELECT c.pivot, pg_catalog.array_agg(c.key ORDER BY c.key = c.pivot DESC, c.key)
+            """SELECT pg_catalog.max(c.pivot),
+                      pg_catalog.array_agg(c.key ORDER BY c.key = c.pivot DESC NULLS LAST, c.key)
                FROM {}.nearsim_clusters(%s::regclass, %s, %s, %s) AS c
-               GROUP BY c.pivot ORDER BY pg_catalog.count(*) DESC, c.pivot"""
+               GROUP BY c.cluster ORDER BY pg_catalog.count(*) DESC, c.cluster"""
         ).format(self.extension)
         arguments = [self.quoted, max_distance, method, min_size]
         for pivot, members in self.conn.cursor().stream(query, arguments):
@@ -313,13 +312,14 @@ class DocumentTable:
         }
 
 
-def ensure_extension_schema(conn: psycopg.Connection[Any]) -> sql.Identifier:
-    """The schema of the nearsim extension, which is created if missing."""
+def extension_schema(conn: psycopg.Connection[Any]) -> sql.Identifier:
+    """The schema of the nearsim extension; TableError if it is not installed."""
     row = conn.execute(
         """SELECT n.nspname FROM pg_catalog.pg_extension e
            JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace WHERE e.extname = 'nearsim'"""
     ).fetchone()
     if row is None:
-        ensure_extension(conn)
-        return ensure_extension_schema(conn)
+        raise TableError(
+            "the nearsim extension is not installed in this database: run `nearsim init`"
+        )
     return sql.Identifier(row[0])

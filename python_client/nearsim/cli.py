@@ -1,0 +1,583 @@
+"""The ``nearsim`` and ``nearsim-load`` commands.
+
+Each command parses its arguments, calls the library (documents.py,
+loader.py) and prints the result; library errors become one-line messages
+with exit code 2.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, replace
+from typing import IO, TYPE_CHECKING, Any, ClassVar, TypeVar
+
+import click
+import psycopg
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    DownloadColumn,
+    Progress,
+    TaskID,
+    TaskProgressColumn,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+    TransferSpeedColumn,
+)  # fmt: skip
+
+from . import __version__
+from .connect import ConnectionFailed, connect
+from .db import ProfileMismatch as ServerProfileMismatch
+from .db import ensure_extension
+from .documents import DEFAULT_TABLE, DocumentTable, TableError
+from .extract import InputError, check_encoding, read_text
+from .fingerprint import BITS, PROFILE, bits, hamming, simhash
+from .loader import DEFAULT_MAX_BYTES, LoadOptions, LoadSummary, ProfileMismatch, Reporter, load
+from .sources import Failure, FileInput, RecordFormat, SourceOptions, iter_inputs
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+if TYPE_CHECKING:  # click 8.2+ types its ParamType; older ones are not generic
+    _IntParamType = click.ParamType[int, Any]
+else:
+    _IntParamType = click.ParamType
+
+EXIT_FAILURES = 1
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+
+
+class Fatal(click.ClickException):
+    """A usage, connection or table error: exit code 2, like click's usage errors."""
+
+    exit_code = EXIT_USAGE
+
+
+@contextmanager
+def _errors() -> Iterator[None]:
+    """Library errors as one line on stderr."""
+    try:
+        yield
+    except (ConnectionFailed, TableError, ProfileMismatch, ServerProfileMismatch) as error:
+        raise Fatal(str(error)) from error
+    except psycopg.OperationalError as error:
+        raise Fatal(f"database connection lost: {str(error).strip().splitlines()[0]}") from error
+    except psycopg.Error as error:
+        raise Fatal(f"database error: {error.diag.message_primary or error}") from error
+
+
+def _database_options(function: F) -> F:
+    function = click.option(
+        "--table", "-t", default=DEFAULT_TABLE, show_default=True, metavar="NAME",
+        help="The documents table, as in SQL: docs, archive.mail, '\"Odd Name\"'.",
+    )(function)  # fmt: skip
+    return click.option(
+        "--dsn", metavar="DSN", envvar="NEARSIM_DSN", show_envvar=True,
+        help="PostgreSQL connection string. Default: NEARSIM_DSN, then the PG* environment "
+        "variables, then the local cluster that `make demo` starts.",
+    )(function)  # fmt: skip
+
+
+def _json_option(function: F) -> F:
+    return click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")(
+        function
+    )
+
+
+def _distance_option(function: F) -> F:
+    return click.option(
+        "-k", "--max-distance", type=click.IntRange(0, BITS), default=6, show_default=True,
+        help="Largest Hamming distance in bits (6 is about 90% similar).",
+    )(function)  # fmt: skip
+
+
+def _open(
+    dsn: str | None, table: str, create_extension: bool = False
+) -> tuple[psycopg.Connection[Any], DocumentTable]:
+    conn = connect(dsn, autocommit=True)
+    if create_extension:
+        ensure_extension(conn)
+    return conn, DocumentTable(conn, table)
+
+
+def _print_json(value: Any) -> None:
+    click.echo(json.dumps(value, ensure_ascii=False, indent=2))
+
+
+def _print_json_array(items: Iterable[dict[str, Any]]) -> None:
+    """A JSON array written as it is produced (pairs can be many)."""
+    click.echo("[", nl=False)
+    for index, item in enumerate(items):
+        click.echo(("," if index else "") + "\n  " + json.dumps(item, ensure_ascii=False), nl=False)
+    click.echo("\n]")
+
+
+class ByteSize(_IntParamType):
+    """A number of bytes: 1000000, 64MB, 1.5GiB, 512k."""
+
+    name = "size"
+    UNITS: ClassVar[dict[str, int]] = {
+        "": 1, "b": 1, "k": 10**3, "kb": 10**3, "kib": 2**10, "m": 10**6, "mb": 10**6,
+        "mib": 2**20, "g": 10**9, "gb": 10**9, "gib": 2**30,
+    }  # fmt: skip
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        if isinstance(value, int):
+            return value
+        text = str(value).strip().lower()
+        number = text.rstrip("abcdefghijklmnopqrstuvwxyz")
+        unit = text[len(number):].strip()
+        try:
+            size = int(float(number) * self.UNITS[unit])
+        except (KeyError, ValueError):
+            self.fail(f"{value!r} is not a size such as 1000000, 64MB or 1GiB", param, ctx)
+        if size <= 0:
+            self.fail(f"{value!r} must be positive", param, ctx)
+        return size
+
+
+def _human_bytes(size: float) -> str:
+    for unit in ("B", "kB", "MB", "GB"):
+        if size < 1000 or unit == "GB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1000
+    raise AssertionError("unreachable")
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="nearsim")
+def cli() -> None:
+    """Find near-duplicate documents in PostgreSQL.
+
+    \b
+    Example:
+        nearsim init
+        nearsim load ~/contracts
+        nearsim similar --file draft.docx
+    """
+
+
+# -- init ------------------------------------------------------------------------
+
+
+@cli.command()
+@_database_options
+@click.option("--bands", type=click.IntRange(3, 16), help="Bucket index layout (default: by size).")
+def init(dsn: str | None, table: str, bands: int | None) -> None:
+    """Create the extension and a documents table, and enable it.
+
+    Does nothing that is already done.
+
+    \b
+    Example:
+        nearsim init --table docs
+    """
+    with _errors():
+        conn, documents = _open(dsn, table, create_extension=True)
+        with conn:
+            created = documents.create(bands)
+    click.echo(f"{'created' if created else 'kept'} table {documents}, enabled for nearsim")
+
+
+# -- load ------------------------------------------------------------------------
+
+
+class _ConsoleReporter(Reporter):
+    """Failures on stderr (and to --errors); progress in a bar, when there is one."""
+
+    def __init__(self, errors: IO[str] | None, bar: Any | None = None) -> None:
+        self.errors = errors
+        self.bar = bar
+        self.task = TaskID(0) if bar is None else bar.add_task("load", done=0, rate="0")
+        self.done = 0
+
+    def failure(self, failure: Failure) -> None:
+        line = f"{failure.source}: {failure.message} [{failure.reason}]"
+        if self.bar is not None:
+            self.bar.console.print(line, markup=False, highlight=False)
+        else:
+            click.echo(line, err=True)
+        if self.errors is not None:
+            self.errors.write(json.dumps(asdict(failure), ensure_ascii=False) + "\n")
+
+    def progress(self, documents: int, size: int) -> None:
+        if self.bar is None:
+            return
+        self.done += documents
+        elapsed = self.bar.tasks[0].elapsed or 0.0
+        rate = f"{self.done / elapsed:,.0f}" if elapsed > 0 else "0"
+        self.bar.update(self.task, advance=size, done=self.done, rate=rate)
+
+
+def _progress_bar() -> Progress:
+    return Progress(
+        TextColumn("{task.fields[done]:,} documents"),
+        BarColumn(),
+        TaskProgressColumn(),
+        DownloadColumn(binary_units=False),
+        TransferSpeedColumn(),
+        TextColumn("{task.fields[rate]} docs/s"),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        console=Console(stderr=True),
+        transient=False,
+    )
+
+
+def _scan_size(paths: tuple[str, ...], options: SourceOptions) -> int:
+    """Bytes to read, for the progress bar's estimate (records files count whole)."""
+    total = 0
+    for item in iter_inputs(paths, replace(options, records="none")):
+        if isinstance(item, FileInput):
+            try:
+                total += os.stat(item.path).st_size
+            except OSError:
+                pass
+    return total
+
+
+def _summary_line(summary: LoadSummary) -> str:
+    rate = (summary.loaded + summary.updated) / summary.seconds if summary.seconds else 0.0
+    parts = [
+        f"{summary.loaded:,} loaded", f"{summary.updated:,} updated",
+        f"{summary.unchanged:,} unchanged", f"{summary.failures:,} failed",
+    ]  # fmt: skip
+    line = (f"{', '.join(parts)}: {_human_bytes(summary.bytes)} in {summary.seconds:.1f} s"
+            f" ({rate:,.0f} docs/s)")  # fmt: skip
+    if summary.failed:
+        line += "\nfailed: " + ", ".join(
+            f"{reason} {count:,}" for reason, count in sorted(summary.failed.items())
+        )
+    if summary.interrupted:
+        line += "\ninterrupted: run the same command again to load the rest"
+    return line
+
+
+@cli.command("load")
+@click.argument("paths", nargs=-1, required=True, metavar="PATH...")
+@_database_options
+@click.option("--create", is_flag=True, help="Create and enable the table if it is missing.")
+@click.option("--include", multiple=True, metavar="GLOB",
+              help="Only files matching (path below the directory, or name); repeatable.")
+@click.option("--exclude", multiple=True, metavar="GLOB", help="Skip matching files; repeatable.")
+@click.option("--hidden", is_flag=True, help="Also walk files and directories named .*")
+@click.option("--format", "records", default="auto", show_default=True,
+              type=click.Choice(["auto", "files", "jsonl", "csv"]),
+              help="auto: *.jsonl/*.ndjson and *.csv/*.tsv hold one document per record.")
+@click.option("--id-field", default="id", show_default=True,
+              help="Record field with the document's key (missing: file:line).")
+@click.option("--text-field", default="text", show_default=True,
+              help="Record field with the document's text.")
+@click.option("--encoding", default="utf-8", show_default=True,
+              help="Encoding of text files, or 'auto' to detect it.")
+@click.option("--max-bytes", type=ByteSize(), default=DEFAULT_MAX_BYTES, show_default=True,
+              help="Larger documents are reported and skipped, before sending.")
+@click.option("--server-side", is_flag=True,
+              help="Let the database compute the fingerprints (slower).")
+@click.option("--workers", type=click.IntRange(1, 256),
+              help="Processes that read and fingerprint [default: one per CPU].")
+@click.option("--batch-rows", type=click.IntRange(1), default=2000, show_default=True,
+              help="Documents per transaction.")
+@click.option("--errors", "errors_file", type=click.File("w", encoding="utf-8", lazy=False),
+              help="Write the failures to this file as JSON Lines.")
+@click.option("--bands", type=click.IntRange(3, 16), help="Bucket index layout with --create.")
+@click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON on stdout.")
+def load_command(
+    paths: tuple[str, ...], dsn: str | None, table: str, create: bool,
+    include: tuple[str, ...], exclude: tuple[str, ...], hidden: bool, records: str,
+    id_field: str, text_field: str, encoding: str, max_bytes: int, server_side: bool,
+    workers: int | None, batch_rows: int, errors_file: IO[str] | None, bands: int | None,
+    quiet: bool, as_json: bool,
+) -> None:  # fmt: skip
+    """Load documents from files, directories, JSON Lines or CSV.
+
+    PATH is a file, a directory (walked recursively) or - for a list of paths
+    on stdin. Text, Markdown, HTML, PDF and Word (.docx) files are read; each
+    file that cannot be loaded is reported with the reason and skipped. Loading
+    the same files again adds nothing; an interrupted load is finished by
+    running it again.
+
+    Exit status: 0 all loaded, 1 some inputs failed, 2 usage or connection
+    error, 130 interrupted.
+
+    \b
+    Examples:
+        nearsim-load --create ~/review-set
+        find /srv/docs -name '*.pdf' | nearsim-load -
+        nearsim-load --format jsonl --id-field url --text-field body crawl.jsonl
+    """
+    try:
+        check_encoding(encoding)
+    except ValueError as error:
+        raise click.BadParameter(str(error), param_hint="--encoding") from error
+    formats: dict[str, RecordFormat] = {"auto": "auto", "files": "none", "jsonl": "jsonl",
+                                        "csv": "csv"}  # fmt: skip
+    record_format = formats[records]
+    source_options = SourceOptions(
+        include=include, exclude=exclude, hidden=hidden, records=record_format,
+        id_field=id_field, text_field=text_field, encoding=encoding, max_bytes=max_bytes,
+    )  # fmt: skip
+    options = LoadOptions(
+        max_bytes=max_bytes, encoding=encoding, batch_rows=batch_rows, workers=workers,
+        server_side=server_side,
+    )  # fmt: skip
+    show_progress = not quiet and sys.stderr.isatty()
+    with _errors():
+        conn, documents = _open(dsn, table, create_extension=create)
+        with conn, connect(dsn) as lookup_conn:
+            if create:
+                documents.create(bands)
+            inputs = iter_inputs(paths, source_options, stdin=sys.stdin)
+            if show_progress:
+                with _progress_bar() as bar:
+                    reporter = _ConsoleReporter(errors_file, bar)
+                    if "-" not in paths:
+                        bar.update(reporter.task, total=_scan_size(paths, source_options))
+                    summary = load(conn, lookup_conn, documents, inputs, options, reporter)
+            else:
+                summary = load(conn, lookup_conn, documents, inputs, options,
+                               _ConsoleReporter(errors_file))  # fmt: skip
+            if summary.loaded or summary.updated:
+                documents.analyze()
+    if as_json:
+        _print_json(summary.as_dict())
+    click.echo(_summary_line(summary), err=True)
+    if summary.interrupted:
+        sys.exit(EXIT_INTERRUPTED)
+    if summary.failures:
+        sys.exit(EXIT_FAILURES)
+
+
+
+# -- queries -----------------------------------------------------------------------
+
+
+def _query_text(text: str | None, file: str | None) -> str:
+    if (text is None) == (file is None):
+        raise click.UsageError("give either TEXT or --file FILE")
+    if file is not None:
+        try:
+            return read_text(file, max_bytes=DEFAULT_MAX_BYTES)
+        except InputError as error:
+            raise Fatal(f"{file}: {error.message}") from error
+    assert text is not None
+    return text
+
+
+@cli.command()
+@click.argument("text", required=False)
+@click.option("--file", "-f", metavar="FILE", help="Take the query document from a file.")
+@_distance_option
+@click.option("--limit", type=click.IntRange(1), help="At most this many documents.")
+@_database_options
+@_json_option
+def similar(
+    text: str | None, file: str | None, max_distance: int, limit: int | None,
+    dsn: str | None, table: str, as_json: bool,
+) -> None:  # fmt: skip
+    """Stored documents similar to TEXT or to a file, nearest first.
+
+    \b
+    Examples:
+        nearsim similar "In the beginning God created the heaven and the earth"
+        nearsim similar --file contract-v2.pdf -k 10 --json
+    """
+    query = _query_text(text, file)
+    with _errors():
+        conn, documents = _open(dsn, table)
+        with conn:
+            matches = documents.similar(query, max_distance, limit)
+    if as_json:
+        _print_json([asdict(match) for match in matches])
+        return
+    for match in matches:
+        source = f"  {match.source}" if match.source and match.source != match.key else ""
+        click.echo(f"{match.distance:2d}  {match.key}{source}")
+
+
+@cli.command()
+@_distance_option
+@_database_options
+@_json_option
+def pairs(max_distance: int, dsn: str | None, table: str, as_json: bool) -> None:
+    """Every pair of stored documents within the distance.
+
+    \b
+    Example:
+        nearsim pairs -k 3 --json > pairs.json
+    """
+    with _errors():
+        conn, documents = _open(dsn, table)
+        with conn:
+            found = documents.pairs(max_distance)
+            if as_json:
+                _print_json_array(asdict(pair) for pair in found)
+            else:
+                for pair in found:
+                    click.echo(f"{pair.distance:2d}  {pair.a}  {pair.b}")
+
+
+@cli.command()
+@_distance_option
+@click.option("--method", type=click.Choice(["components", "pivot"]), default="components",
+              show_default=True,
+              help="components: linked through any chain of pairs; pivot: every member "
+              "within the distance of the group's pivot.")
+@click.option("--min-size", type=click.IntRange(1), default=2, show_default=True)
+@_database_options
+@_json_option
+def clusters(
+    max_distance: int, method: str, min_size: int, dsn: str | None, table: str, as_json: bool
+) -> None:
+    """Groups of near-duplicate documents, largest first.
+
+    \b
+    Example:
+        nearsim clusters -k 6 --method pivot
+    """
+    with _errors():
+        conn, documents = _open(dsn, table)
+        with conn:
+            found = documents.clusters(max_distance, method, min_size)
+            if as_json:
+                _print_json_array(asdict(cluster) for cluster in found)
+                return
+            for number, cluster in enumerate(found, 1):
+                click.echo(f"cluster {number}: {len(cluster.members)} documents")
+                for member in cluster.members:
+                    click.echo(f"  {member}{'  (pivot)' if member == cluster.pivot else ''}")
+
+
+def _fingerprint_of(
+    name: str, documents: Callable[[], DocumentTable]
+) -> tuple[dict[str, Any], int | None]:
+    """A file's fingerprint, or else a stored document's."""
+    if os.path.exists(name):
+        try:
+            text = read_text(name, max_bytes=DEFAULT_MAX_BYTES)
+        except InputError as error:
+            raise Fatal(f"{name}: {error.message}") from error
+        return {"name": name, "kind": "file", "bytes": len(text.encode())}, simhash(text)
+    table = documents()
+    registration = table.require_enabled()
+    if registration.profile != PROFILE:
+        raise Fatal(f"table {table} uses profile {registration.profile}, this client {PROFILE}")
+    stored = table.document(name)
+    if stored is None:
+        raise Fatal(f"{name} is neither a file nor the key of a document in {table}")
+    return {"name": name, "kind": "document", "table": str(table)}, stored.fingerprint
+
+
+@cli.command()
+@click.argument("a")
+@click.argument("b")
+@_database_options
+@_json_option
+def compare(a: str, b: str, dsn: str | None, table: str, as_json: bool) -> None:
+    """Compare two documents: files, or keys of stored documents.
+
+    Prints both fingerprints as bits with the differing ones marked, the
+    Hamming distance and the similarity 1 - distance/64.
+
+    \b
+    Examples:
+        nearsim compare draft-1.docx draft-2.docx
+        nearsim compare /srv/docs/a.txt /srv/docs/b.txt --json
+    """
+    opened: list[tuple[psycopg.Connection[Any], DocumentTable]] = []
+
+    def documents() -> DocumentTable:
+        if not opened:
+            opened.append(_open(dsn, table))
+        return opened[0][1]
+
+    with _errors():
+        try:
+            first, first_fp = _fingerprint_of(a, documents)
+            second, second_fp = _fingerprint_of(b, documents)
+        finally:
+            for conn, _ in opened:
+                conn.close()
+    result: dict[str, Any] = {"a": first, "b": second, "profile": PROFILE}
+    for side, fingerprint in ((first, first_fp), (second, second_fp)):
+        side["fingerprint"] = fingerprint
+        side["bits"] = None if fingerprint is None else bits(fingerprint)
+    if first_fp is None or second_fp is None:
+        result.update(distance=None, similarity=None)
+    else:
+        distance = hamming(first_fp, second_fp)
+        result.update(distance=distance, similarity=round(1 - distance / BITS, 4))
+    if as_json:
+        _print_json(result)
+        return
+    for label, side in (("A", first), ("B", second)):
+        click.echo(f"{label} {side['bits'] or '(no words: no fingerprint)'}  {side['name']}")
+    if result["distance"] is None:
+        click.echo("no distance: a document without words has no fingerprint")
+        return
+    marks = "".join("^" if x != y else " " for x, y in zip(first["bits"], second["bits"],
+                                                           strict=True))  # fmt: skip
+    click.echo(f"  {marks}".rstrip())
+    click.echo(f"Hamming distance {result['distance']} of {BITS} bits, "
+               f"similarity {result['similarity']:.1%} (profile {PROFILE})")  # fmt: skip
+
+
+@cli.command()
+@click.option("--check-fingerprints", is_flag=True,
+              help="Also recompute every stored fingerprint (reads all texts).")
+@_database_options
+@_json_option
+def stats(check_fingerprints: bool, dsn: str | None, table: str, as_json: bool) -> None:
+    """Documents, fingerprint profile and bucket index health of a table.
+
+    Exit status 1 when the bucket index needs repair (nearsim_rebuild).
+
+    \b
+    Example:
+        nearsim stats --table docs --json
+    """
+    with _errors():
+        conn, documents = _open(dsn, table)
+        with conn:
+            result = documents.stats(check_fingerprints)
+    if as_json:
+        _print_json(result)
+    else:
+        click.echo(f"table          {result['table']}")
+        click.echo(f"documents      {result['documents']:,}")
+        click.echo(f"fingerprinted  {result['fingerprinted']:,}")
+        click.echo(f"profile        {result['profile']}")
+        click.echo(f"size           {_human_bytes(result['table_bytes'] or 0)}")
+        click.echo(f"bucket index   {result['bands']} bands, "
+                   f"{'healthy' if result['buckets']['ok'] else 'NEEDS REPAIR'}")  # fmt: skip
+        for name, value in result["buckets"].items():
+            if name not in ("ok", "bands") and value not in (0, True, None, []):
+                click.echo(f"  {name}: {value}")
+    if not result["buckets"]["ok"]:
+        sys.exit(EXIT_FAILURES)
+
+
+cli.add_command(load_command)
+
+
+def main() -> None:
+    """Entry point of ``nearsim``."""
+    cli(prog_name="nearsim")
+
+
+def load_main() -> None:
+    """Entry point of ``nearsim-load`` (the same as ``nearsim load``)."""
+    load_command(prog_name="nearsim-load")
+
+
+__all__ = ["cli", "load_command", "load_main", "main"]
+
+
+if __name__ == "__main__":
+    main()
