@@ -14,6 +14,8 @@ Measures, in one run:
 6. all pairs (``nearsim_pairs``, next to ``nearsim_clusters``);
 7. bucket storage per document;
 8. writes through nearsim's statement-level triggers against row-level ones;
+9. ``nearsim-load`` on a corpus of text files (105 MB; --quick: 3 MB) against a
+   plain ``COPY`` of the same texts (loading.py);
 
 then prints a summary table against the seed paper's Java (3.3 MB/s) and the
 project's targets.  Every table lives in a scratch schema that is dropped at the
@@ -47,6 +49,9 @@ from nearsim.bucket_index import default_bands
 from nearsim.db import ProfileMismatch, ensure_extension
 from nearsim.report import format_table, one_line
 from nearsim.samples import Chapter, SampleUnavailable, kjv_chapters
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import loading  # section 9, a module next to this file
 
 Connection = psycopg.Connection[tuple[Any, ...]]
 
@@ -1630,6 +1635,25 @@ def bucket_summary(searches: Sequence[SearchResult], pairs: Sequence[PairsResult
     return rows
 
 
+def load_summary(loads: Sequence[loading.LoadResult]) -> list[Row]:
+    baseline, *commands = loads
+    size = f"{baseline.nbytes / MB:,.0f} MB"
+    rows = []
+    for result in commands:
+        ratio = result.mb_per_second / baseline.mb_per_second
+        first_load = result.name == "nearsim-load"
+        rows.append(Row(
+            f"{result.name}, {size}, MB/s ({result.docs_per_second:,.0f} docs/s)",
+            f"{result.mb_per_second:.1f}", f"{baseline.mb_per_second:.1f} (plain COPY)",
+            f"{ratio:.2f}x",
+            f">= {loading.TARGET_RATIO:.2f}x at >= 100 MB" if first_load else "none",
+            # Below 100 MB the command's start-up time weighs too much.
+            yes_no(ratio >= loading.TARGET_RATIO)
+            if first_load and baseline.nbytes >= 100 * MB else "-",
+        ))
+    return rows
+
+
 def disable_tables(conn: Connection, schema: str) -> None:
     """nearsim_disable the tables of the scratch schema that are still enabled.
 
@@ -1677,6 +1701,7 @@ def run(dsn: str, rows: int, repeat: int, quick: bool, plan: BucketPlan) -> None
             pairs = all_pairs(conn, sets, plan.pairs_timeout, searches)
             bucket_storage_table(sets)
             writes = trigger_writes(conn, schema, plan)
+            loads, load_problems = loading.bulk_load(dsn, conn, schema, kjv_chapters(), quick)
         finally:
             try:
                 disable_tables(conn, schema)
@@ -1686,7 +1711,8 @@ def run(dsn: str, rows: int, repeat: int, quick: bool, plan: BucketPlan) -> None
                       file=sys.stderr)
 
     print("\nSummary (MB = 10^6 bytes; one core each; ratio = value against the baseline)\n")
-    table = summary(db, client, scan) + bucket_summary(searches, pairs, sets, writes, plan)
+    table = (summary(db, client, scan) + bucket_summary(searches, pairs, sets, writes, plan)
+             + load_summary(loads))
     print_table(
         ["measurement", "value", "baseline", "ratio", "target", "met?"],
         [[r.measurement, r.value, r.baseline, r.ratio, r.target, r.met] for r in table],
@@ -1695,6 +1721,8 @@ def run(dsn: str, rows: int, repeat: int, quick: bool, plan: BucketPlan) -> None
     missed = sum(r.met == "no" for r in table)
     print(f"\n   {missed} of {sum(r.met != '-' for r in table)} targets missed;"
           f" total time {time.perf_counter() - started:.1f} s")
+    if load_problems:
+        raise BenchError("bulk loading checks failed: " + "; ".join(load_problems))
 
 
 def main() -> None:

@@ -53,6 +53,12 @@ def test_quick_benchmark_run(database: str) -> None:
     assert "not installed" not in out and "timed out" not in out
     assert "bucket storage, uniform 2k, bytes/doc as loaded" in out
     assert "single-row UPDATEs, statement triggers, rows/s" in out
+    # Section 9 loaded the corpus three ways and its checks passed.
+    assert "9. Bulk loading: " in out
+    assert "Both loaded tables hold every file, the client's fingerprints equal the server's" in out
+    for row in ("nearsim-load, 3 MB, MB/s", "nearsim-load again (all unchanged), 3 MB, MB/s",
+                "nearsim-load --server-side, 3 MB, MB/s"):
+        assert row in out
 
 
 def test_check_same_names_the_difference(bench: ModuleType) -> None:

@@ -38,7 +38,7 @@ def test_walk_is_sorted_recursive_and_skips_hidden(tmp_path: Path) -> None:
     assert files(walk(root, hidden=True), root) == [
         ".git/config", "a/.secret.txt", "a/b/c.md", "a/z.txt", "b.txt"]
     item = walk(root / "b.txt")[0]
-    assert item == FileInput(str(root / "b.txt"), str(root / "b.txt"))
+    assert item == FileInput(str(root / "b.txt"), str(root / "b.txt"), len("text of b.txt"))
 
 
 def test_include_and_exclude(tmp_path: Path) -> None:
@@ -58,7 +58,7 @@ def test_relative_paths_become_absolute_keys_once(
     root = tree(tmp_path, ["d/a.txt"])
     monkeypatch.chdir(root)
     items = walk("d", "d/a.txt", "./d/../d/a.txt")
-    assert items == [FileInput(str(root / "d" / "a.txt"), str(root / "d" / "a.txt"))]
+    assert items == [FileInput(str(root / "d" / "a.txt"), str(root / "d" / "a.txt"), 15)]
 
 
 def test_symbolic_links(tmp_path: Path) -> None:
@@ -116,7 +116,7 @@ def test_json_lines_records(tmp_path: Path) -> None:
     # Other field names, and the same file read as plain text.
     custom = walk(path, id_field="id", text_field="body")
     assert [r.key for r in custom if isinstance(r, RecordInput)] == ["x"]
-    assert walk(path, records="none") == [FileInput(str(path), str(path))]
+    assert walk(path, records="none") == [FileInput(str(path), str(path), path.stat().st_size)]
 
 
 def test_csv_and_tsv_records(tmp_path: Path) -> None:
@@ -148,4 +148,4 @@ def test_records_format_can_be_forced(tmp_path: Path) -> None:
     path = tmp_path / "export.txt"
     path.write_text(json.dumps({"id": 1, "text": "t"}) + "\n")
     assert walk(path, records="jsonl") == [RecordInput("1", f"{path}:1", "t")]
-    assert walk(path) == [FileInput(str(path), str(path))]
+    assert walk(path) == [FileInput(str(path), str(path), path.stat().st_size)]

@@ -234,10 +234,7 @@ def _scan_size(paths: tuple[str, ...], options: SourceOptions) -> int:
     total = 0
     for item in iter_inputs(paths, replace(options, records="none")):
         if isinstance(item, FileInput):
-            try:
-                total += os.stat(item.path).st_size
-            except OSError:
-                pass
+            total += item.size
     return total
 
 

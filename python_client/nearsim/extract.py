@@ -63,6 +63,7 @@ _MAGIC = {
     b"ID3": "MP3 audio",
     b"fLaC": "FLAC audio",
 }
+_MAGIC_PREFIXES = tuple(_MAGIC)
 _SNIFF_BYTES = 8192
 _CONTROL_BYTES = bytes(b for b in range(32) if b not in b"\t\n\v\f\r\x1b")
 _BINARY_CONTROL_SHARE = 0.10
@@ -156,11 +157,15 @@ def _read_bytes(path: str, max_bytes: int) -> bytes:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except OSError as error:
         raise input_error(path, error) from None
-    with os.fdopen(fd, "rb") as file:
+    with os.fdopen(fd, "rb", buffering=0) as file:
         try:
             if not stat.S_ISREG(os.fstat(fd).st_mode):
                 raise InputError("not-a-file", "not a regular file")
-            data = file.read(max_bytes + 1)
+            # Read the size the stat saw, then whatever the file has grown by:
+            # read(max_bytes + 1) would allocate the whole limit every time.
+            data = file.read(info.st_size + 1)
+            if len(data) > info.st_size:
+                data += file.read(max_bytes + 1 - len(data))
         except OSError as error:
             raise input_error(path, error) from None
     if len(data) > max_bytes:
@@ -190,9 +195,8 @@ def input_error(path: str, error: OSError) -> InputError:
 
 def _binary_kind(data: bytes) -> str | None:
     """What binary format ``data`` is in, or None if it may be text."""
-    for magic, kind in _MAGIC.items():
-        if data.startswith(magic):
-            return kind
+    if data.startswith(_MAGIC_PREFIXES):
+        return next(kind for magic, kind in _MAGIC.items() if data.startswith(magic))
     head = data[:_SNIFF_BYTES]
     if b"\x00" in head:
         controls = len(head) - len(head.translate(None, _CONTROL_BYTES))

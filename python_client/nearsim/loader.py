@@ -39,10 +39,12 @@ DEFAULT_MAX_BYTES = 64 * 1024 * 1024
 COLUMNS = ("key", "source", "content_hash", "body", FINGERPRINT_COLUMN)
 
 # Work is sent to the workers in tasks of this many documents (fewer for big
-# texts), and at most this many tasks per worker wait in the queue.
+# texts), and at most this many tasks per worker are queued or done but not
+# yet taken: enough to keep the workers busy while a batch is being written
+# (2,000 documents by default), and at most 64 MiB per worker.
 TASK_DOCUMENTS = 64
 TASK_BYTES = 4 * 1024 * 1024
-QUEUED_TASKS_PER_WORKER = 4
+QUEUED_TASKS_PER_WORKER = 16
 
 
 class ProfileMismatch(RuntimeError):
@@ -168,7 +170,7 @@ def _prepare_all(tasks: list[Task], options: LoadOptions) -> list[Outcome]:
 
 
 def _task_size(item: FileInput | RecordInput) -> int:
-    return len(item.text) if isinstance(item, RecordInput) else 0
+    return len(item.text) if isinstance(item, RecordInput) else item.size
 
 
 def _chunks(inputs: Iterable[Input], on_failure: Callable[[Failure], None]) -> Iterator[

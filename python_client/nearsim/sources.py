@@ -43,10 +43,11 @@ CSV_SUFFIXES = (".csv", ".tsv")
 
 @dataclass(frozen=True, slots=True)
 class FileInput:
-    """A document file: ``path`` to read, stored under ``key``."""
+    """A document file: ``path`` to read, stored under ``key``; ``size`` when listed."""
 
     path: str
     key: str
+    size: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,7 +129,7 @@ class _Walker:
         self.keys.add(path)
         record_format = self._record_format(path)
         if record_format == "none":
-            yield FileInput(path, path)
+            yield FileInput(path, path, info.st_size)
         else:
             yield from _records(path, record_format, self.options)
 
