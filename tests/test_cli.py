@@ -312,6 +312,43 @@ def test_an_interrupted_load_is_completed_by_a_rerun(
     assert verify(database, interrupted)["ok"]
 
 
+def test_a_server_restart_midway_is_completed_by_a_rerun(tmp_path: Path) -> None:
+    cluster = tmp_path / "cluster"
+    script = str(Path(__file__).resolve().parents[1] / "scripts" / "pgcluster.sh")
+
+    def pgcluster(*args: str) -> str:
+        return subprocess.run([script, *args], check=True, capture_output=True,
+                              text=True).stdout.strip()
+
+    dsn = pgcluster("start", str(cluster), "5432", "--throwaway")
+    try:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute("CREATE EXTENSION nearsim CASCADE")
+        total = 1500
+        root = tmp_path / "corpus"
+        big_corpus(root, total)
+        clean, interrupted = table_name(), table_name()
+        assert load(dsn, clean, str(root)).exit_code == 0
+        process = load_process(dsn, interrupted, root)
+        deadline = time.monotonic() + 60
+        while count(dsn, interrupted) < total // 5 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        pgcluster("stop", str(cluster))  # fast shutdown: every session is ended
+        pgcluster("start", str(cluster))
+        _, stderr = process.communicate(timeout=60)
+        assert process.returncode == 2
+        assert stderr.startswith("Error: database connection lost: "), stderr
+        assert len(stderr.strip().splitlines()) == 1
+        assert 0 < count(dsn, interrupted) < total
+        assert count(dsn, interrupted) % 10 == 0  # whole batches only
+        rerun = load(dsn, interrupted, str(root))
+        assert rerun.exit_code == 0, rerun.output
+        assert rows(dsn, interrupted) == rows(dsn, clean)
+        assert verify(dsn, interrupted)["ok"]
+    finally:
+        subprocess.run([script, "stop", str(cluster)], check=False)
+
+
 def test_similar_finds_a_planted_near_duplicate(database: str, tmp_path: Path) -> None:
     root = tmp_path / "docs"
     root.mkdir()
