@@ -25,7 +25,6 @@ from rich.progress import (
     TaskID,
     TaskProgressColumn,
     TextColumn,
-    TimeElapsedColumn,
     TimeRemainingColumn,
     TransferSpeedColumn,
 )  # fmt: skip
@@ -222,7 +221,6 @@ def _progress_bar() -> Progress:
         DownloadColumn(binary_units=False),
         TransferSpeedColumn(),
         TextColumn("{task.fields[rate]} docs/s"),
-        TimeElapsedColumn(),
         TimeRemainingColumn(),
         console=Console(stderr=True),
         transient=False,
