@@ -5,7 +5,16 @@ The fingerprint functions here compute exactly what the database's
 a client can be stored next to fingerprints made by the server.
 """
 
-from .fingerprint import PROFILE, bits, from_bits, hamming, shingles, simhash, tokens
+from .fingerprint import (
+    PROFILE,
+    bits,
+    from_bits,
+    hamming,
+    shingles,
+    simhash,
+    simhash_many,
+    tokens,
+)
 
 __version__ = "0.1.0"
 
@@ -17,5 +26,6 @@ __all__ = [
     "hamming",
     "shingles",
     "simhash",
+    "simhash_many",
     "tokens",
 ]
