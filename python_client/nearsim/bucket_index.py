@@ -34,14 +34,18 @@ TEXT_TYPES = ("text", "character varying")
 MIN_BANDS, MAX_BANDS = 3, 16
 MAX_IDENTIFIER = 63  # NAMEDATALEN - 1: longer names would be truncated silently
 
-FINGERPRINT_TRIGGER = "zz_nearsim_fingerprint"  # sorts after the table's other BEFORE triggers
+# The fingerprint triggers sort after the table's other BEFORE triggers.
+FINGERPRINT_TRIGGERS = {
+    "INSERT": "zz_nearsim_fingerprint",
+    "UPDATE": "zz_nearsim_fingerprint_update",
+}
 BUCKET_TRIGGERS = {
     "INSERT": ("nearsim_insert", "REFERENCING NEW TABLE AS nearsim_new"),
     "UPDATE": ("nearsim_update", "REFERENCING OLD TABLE AS nearsim_old NEW TABLE AS nearsim_new"),
     "DELETE": ("nearsim_delete", "REFERENCING OLD TABLE AS nearsim_old"),
     "TRUNCATE": ("nearsim_truncate", ""),
 }
-TRIGGERS = (FINGERPRINT_TRIGGER, *(name for name, _ in BUCKET_TRIGGERS.values()))
+TRIGGERS = (*FINGERPRINT_TRIGGERS.values(), *(name for name, _ in BUCKET_TRIGGERS.values()))
 
 
 class Database(Protocol):
@@ -555,11 +559,22 @@ $nearsim$""")
         )}
         fingerprint_fn = enabled.qualify(enabled.fingerprint_function, self.db)
         bucket_fn = enabled.qualify(enabled.bucket_function, self.db)
-        if FINGERPRINT_TRIGGER not in existing:
-            self.db.execute(
-                f"CREATE TRIGGER {self.ident(FINGERPRINT_TRIGGER)} BEFORE INSERT OR UPDATE ON"
-                f" {table.qualified} FOR EACH ROW EXECUTE FUNCTION {fingerprint_fn}()"
-            )
+        # The conditions are those under which the function changes the row,
+        # tested without calling it: a bulk load that brings its fingerprints
+        # costs no function call per row.
+        text, fp = self.ident(enabled.text_column), self.ident(enabled.hash_column)
+        needs_work = {
+            "INSERT": f"NEW.{fp} IS NULL OR NEW.{text} IS NULL",
+            "UPDATE": f"NEW.{fp} IS NULL OR NEW.{text} IS NULL"
+                      f" OR (NEW.{fp} = OLD.{fp} AND NEW.{text} IS DISTINCT FROM OLD.{text})",
+        }
+        for event, name in FINGERPRINT_TRIGGERS.items():
+            if name not in existing:
+                self.db.execute(
+                    f"CREATE TRIGGER {self.ident(name)} BEFORE {event} ON {table.qualified}"
+                    f" FOR EACH ROW WHEN ({needs_work[event]})"
+                    f" EXECUTE FUNCTION {fingerprint_fn}()"
+                )
         for event, (name, referencing) in BUCKET_TRIGGERS.items():
             if name not in existing:
                 self.db.execute(
