@@ -15,7 +15,15 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pypdf import PdfReader, PdfWriter
 
-from nearsim.extract import REASONS, InputError, check_encoding, check_text, html_text, read_text
+from nearsim.extract import (
+    REASONS,
+    InputError,
+    check_encoding,
+    check_text,
+    html_text,
+    read_document,
+    read_text,
+)
 
 TEXT = "In the beginning God created the heaven and the earth.\nAnd the earth was void.\n"
 LIMIT = 1_000_000
@@ -241,3 +249,22 @@ def test_any_bytes_give_text_or_a_reason(data: bytes) -> None:
         text.encode("utf-8")  # storable
     finally:
         path.unlink()
+
+
+@pytest.mark.parametrize("content,encoding", [
+    (b"plain ascii", "utf-8"),
+    ("naïve café".encode(), "utf-8"),
+    (b"\xef\xbb\xbf" + b"with a BOM", "utf-8"),
+    (b"\xff\xfe" + "utf-16 text".encode("utf-16-le"), "utf-8"),
+    ("Straße".encode("latin-1"), "latin-1"),
+    ("ascii in latin-1".encode("latin-1"), "latin-1"),
+    ("détecté".encode(), "auto"),
+    (b"<html><body><p>a &amp; b</p></body></html>", "utf-8"),
+])  # fmt: skip
+def test_read_document_gives_the_texts_utf8(tmp_path: Path, content: bytes, encoding: str
+                                            ) -> None:  # fmt: skip
+    path = tmp_path / "doc.txt"
+    path.write_bytes(content)
+    text, encoded = read_document(path, max_bytes=LIMIT, encoding=encoding)
+    assert encoded == text.encode("utf-8")
+    assert text == read_text(path, max_bytes=LIMIT, encoding=encoding)

@@ -196,10 +196,10 @@ class DocumentTable:
                             key text PRIMARY KEY,
                             source text NOT NULL,
                             content_hash bytea NOT NULL,
-                            body text NOT NULL,
+                            body text {} NOT NULL,
                             si bigint,
                             loaded_at timestamptz NOT NULL DEFAULT pg_catalog.now())"""
-                    ).format(self.identifier)
+                    ).format(self.identifier, self._body_compression())
                 )
                 self.conn.execute(
                     sql.SQL("COMMENT ON TABLE {} IS 'documents loaded by nearsim-load'").format(
@@ -216,6 +216,15 @@ class DocumentTable:
                     [self.quoted, TEXT_COLUMN, FINGERPRINT_COLUMN, bands],
                 )
         return created
+
+    def _body_compression(self) -> sql.Composable:
+        """lz4 for the texts where the server has it: it compresses several times
+        faster than PostgreSQL's default (pglz), and texts are read back faster."""
+        row = self.conn.execute(
+            "SELECT 'lz4' = ANY (enumvals) FROM pg_catalog.pg_settings"
+            " WHERE name = 'default_toast_compression'"
+        ).fetchone()
+        return sql.SQL("COMPRESSION lz4" if row and row[0] else "")
 
     def analyze(self) -> None:
         """Fresh planner statistics after a bulk load, for the table and its buckets."""

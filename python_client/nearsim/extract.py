@@ -99,6 +99,13 @@ def read_text(path: str | os.PathLike[str], *, max_bytes: int, encoding: str = "
     and the name (HTML); anything else is plain text in ``encoding``
     (``auto`` detects it).
     """
+    return read_document(path, max_bytes=max_bytes, encoding=encoding)[0]
+
+
+def read_document(
+    path: str | os.PathLike[str], *, max_bytes: int, encoding: str = "utf-8"
+) -> tuple[str, bytes]:
+    """:func:`read_text`, with the text's UTF-8 encoding (often the file itself)."""
     data = _read_bytes(os.fspath(path), max_bytes)
     name = os.fspath(path).lower()
     if data.startswith(b"%PDF-") or (name.endswith(".pdf") and b"%PDF-" in data[:1024]):
@@ -106,30 +113,40 @@ def read_text(path: str | os.PathLike[str], *, max_bytes: int, encoding: str = "
     elif data.startswith(b"PK\x03\x04"):
         text = _docx_text(data, name)
     else:
-        text = _decode(data, encoding)
+        text, is_utf8 = _decode(data, encoding)
         if name.endswith(HTML_SUFFIXES) or _looks_like_html(text):
             text = html_text(text)
-    return check_text(text, max_bytes=max_bytes)
+        elif is_utf8:
+            return check_document(text, max_bytes=max_bytes, encoded=data)
+    return check_document(text, max_bytes=max_bytes)
 
 
 def check_text(text: str, *, max_bytes: int) -> str:
     """``text`` if PostgreSQL can store it and it is worth loading; else InputError."""
-    nul = text.find("\x00")
+    return check_document(text, max_bytes=max_bytes)[0]
+
+
+def check_document(
+    text: str, *, max_bytes: int, encoded: bytes | None = None
+) -> tuple[str, bytes]:
+    """:func:`check_text`, with the text's UTF-8 encoding (``encoded``, if given, is it)."""
+    if encoded is None:
+        try:
+            encoded = text.encode("utf-8")
+        except UnicodeEncodeError as error:
+            offset = len(text[: error.start].encode("utf-8", "replace"))
+            raise InputError("invalid-encoding", f"contains a lone surrogate "
+                             f"U+{ord(text[error.start]):04X} at byte {offset}, which is not "
+                             "valid Unicode text", offset) from None  # fmt: skip
+    nul = encoded.find(b"\x00")  # in UTF-8, the byte 0 is U+0000 and nothing else
     if nul >= 0:
-        raise InputError("nul-bytes", _nul_message(len(text[:nul].encode("utf-8", "replace"))),
-                         len(text[:nul].encode("utf-8", "replace")))
-    try:
-        size = len(text.encode("utf-8"))
-    except UnicodeEncodeError as error:
-        offset = len(text[: error.start].encode("utf-8", "replace"))
-        raise InputError("invalid-encoding", f"contains a lone surrogate "
-                         f"U+{ord(text[error.start]):04X} at byte {offset}, which is not "
-                         "valid Unicode text", offset) from None  # fmt: skip
-    if size > max_bytes:
-        raise InputError("too-large", f"its text is {size:,} bytes, over --max-bytes {max_bytes:,}")
-    if not text.strip():
+        raise InputError("nul-bytes", _nul_message(nul), nul)
+    if len(encoded) > max_bytes:
+        raise InputError("too-large",
+                         f"its text is {len(encoded):,} bytes, over --max-bytes {max_bytes:,}")
+    if not text or text.isspace():
         raise InputError("empty", "no text (empty or only whitespace)")
-    return text
+    return text, encoded
 
 
 def _nul_message(offset: int) -> str:
@@ -205,13 +222,16 @@ def _binary_kind(data: bytes) -> str | None:
     return None
 
 
-def _decode(data: bytes, encoding: str) -> str:
-    """Text from bytes; byte order marks decide first, then ``encoding``."""
+def _decode(data: bytes, encoding: str) -> tuple[str, bool]:
+    """Text from bytes, and whether the bytes are its UTF-8 encoding.
+
+    Byte order marks decide first, then ``encoding``.
+    """
     for bom, codec in ((codecs.BOM_UTF8, "utf-8"), (codecs.BOM_UTF32_LE, "utf-32"),
                        (codecs.BOM_UTF32_BE, "utf-32"), (codecs.BOM_UTF16_LE, "utf-16"),
                        (codecs.BOM_UTF16_BE, "utf-16")):  # fmt: skip
         if data.startswith(bom):
-            return _decode_as(data, codec, len(bom) if codec == "utf-8" else 0)
+            return _decode_as(data, codec, len(bom) if codec == "utf-8" else 0), False
     kind = _binary_kind(data)
     if kind is not None:
         raise InputError("binary", f"{kind}, not text")
@@ -219,8 +239,10 @@ def _decode(data: bytes, encoding: str) -> str:
     if nul >= 0:
         raise InputError("nul-bytes", _nul_message(nul), nul)
     if encoding == "auto":
-        return _detect(data)
-    return _decode_as(data, encoding, 0)
+        text = _detect(data)
+        return text, len(text) == len(data) and data.isascii()
+    text = _decode_as(data, encoding, 0)
+    return text, data.isascii() or codecs.lookup(encoding).name == "utf-8"
 
 
 def _decode_as(data: bytes, codec: str, skip: int) -> str:

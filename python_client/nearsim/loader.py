@@ -16,23 +16,25 @@ from __future__ import annotations
 
 import hashlib
 import os
+import queue
 import signal
+import struct
 import threading
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any
+from typing import Any, NamedTuple
 
 import psycopg
 from psycopg import sql
 
 from .documents import FINGERPRINT_COLUMN, DocumentTable
-from .extract import InputError, check_text, read_text
-from .fingerprint import PROFILE, simhash
+from .extract import InputError, check_document, read_document
+from .fingerprint import PROFILE, simhash_many
 from .sources import Failure, FileInput, Input, RecordInput
 
 DEFAULT_MAX_BYTES = 64 * 1024 * 1024
@@ -42,6 +44,7 @@ COLUMNS = ("key", "source", "content_hash", "body", FINGERPRINT_COLUMN)
 # texts), and at most this many tasks per worker are queued or done but not
 # yet taken: enough to keep the workers busy while a batch is being written
 # (2,000 documents by default), and at most 64 MiB per worker.
+SEND_BYTES = 256 * 1024  # rows are sent to the server in pieces of about this size
 TASK_DOCUMENTS = 64
 TASK_BYTES = 4 * 1024 * 1024
 QUEUED_TASKS_PER_WORKER = 16
@@ -84,22 +87,30 @@ class LoadSummary:
         }  # fmt: skip
 
 
-@dataclass(frozen=True, slots=True)
-class Prepared:
-    """A document ready to be written."""
+class Prepared(NamedTuple):
+    """A document ready to be written (tuples pickle quickly between processes)."""
+
+    key: str
+    source: str
+    size: int  # bytes of its text in UTF-8
+    content_hash: bytes
+    fingerprint: int | None
+    row: bytes  # its values of COLUMNS, a row of COPY's binary format
+
+
+class Unchanged(NamedTuple):
+    key: str
+    size: int
+
+
+class _Text(NamedTuple):
+    """A document read, hashed, not yet fingerprinted (stays in the worker)."""
 
     key: str
     source: str
     text: str
+    encoded: bytes
     content_hash: bytes
-    fingerprint: int | None
-    size: int
-
-
-@dataclass(frozen=True, slots=True)
-class Unchanged:
-    key: str
-    size: int
 
 
 Outcome = Prepared | Unchanged | Failure
@@ -140,30 +151,68 @@ def _start_worker() -> None:
     threading.Thread(target=exit_when_orphaned, daemon=True).start()
 
 
+def prepare_many(tasks: list[Task], options: LoadOptions) -> list[Outcome]:
+    """Read, check, hash and fingerprint inputs (runs in a worker).
+
+    The new and changed texts are fingerprinted together, which is much
+    quicker than one at a time for short documents, and each becomes the
+    row that the main process sends to the server as it is.
+    """
+    read = [_read(task, options) for task in tasks]
+    texts = [r for r in read if isinstance(r, _Text)]
+    fingerprints = iter(
+        [None] * len(texts) if options.server_side else simhash_many([t.text for t in texts])
+    )
+    return [_prepared(r, next(fingerprints)) if isinstance(r, _Text) else r for r in read]
+
+
 def prepare(task: Task, options: LoadOptions) -> Outcome:
-    """Read, check, hash and fingerprint one input (runs in a worker)."""
+    """Read, check, hash and fingerprint one input."""
+    return prepare_many([task], options)[0]
+
+
+def _read(task: Task, options: LoadOptions) -> _Text | Unchanged | Failure:
+    """The input's text and hash, or why it cannot be loaded."""
     item = task.item
     source = item.path if isinstance(item, FileInput) else item.source
     try:
         if isinstance(item, FileInput):
-            text = read_text(item.path, max_bytes=options.max_bytes, encoding=options.encoding)
+            text, encoded = read_document(item.path, max_bytes=options.max_bytes,
+                                          encoding=options.encoding)  # fmt: skip
         else:
-            text = check_text(item.text, max_bytes=options.max_bytes)
+            text, encoded = check_document(item.text, max_bytes=options.max_bytes)
     except InputError as error:
         reason = error.reason
         if reason == "not-found" and isinstance(item, FileInput):
             reason = "vanished"  # it was there when the inputs were listed
         return Failure(source, reason, error.message, error.offset)
-    encoded = text.encode()
     digest = hashlib.sha256(encoded).digest()
     if digest == task.stored_hash:
         return Unchanged(item.key, len(encoded))
-    fingerprint = None if options.server_side else simhash(text)
-    return Prepared(item.key, source, text, digest, fingerprint, len(encoded))
+    return _Text(item.key, source, text, encoded, digest)
 
 
-def _prepare_all(tasks: list[Task], options: LoadOptions) -> list[Outcome]:
-    return [prepare(task, options) for task in tasks]
+# COPY's binary format: a signature, flags and header extension length
+# before the rows; a field count of -1 after them.
+COPY_HEADER = b"PGCOPY\n\xff\r\n\x00" + bytes(8)
+COPY_TRAILER = b"\xff\xff"
+_NULL = b"\xff\xff\xff\xff"
+_LENGTH = struct.Struct("!i")
+_FIELDS = struct.Struct("!hi")  # the field count, then the first field's length
+_BIGINT = struct.Struct("!iq")  # its length (8), then the value
+
+
+def _prepared(document: _Text, fingerprint: int | None) -> Prepared:
+    key, source = document.key.encode(), document.source.encode()
+    row = b"".join((
+        _FIELDS.pack(len(COLUMNS), len(key)), key,
+        _LENGTH.pack(len(source)), source,
+        _LENGTH.pack(len(document.content_hash)), document.content_hash,
+        _LENGTH.pack(len(document.encoded)), document.encoded,
+        _NULL if fingerprint is None else _BIGINT.pack(8, fingerprint),
+    ))  # fmt: skip
+    return Prepared(document.key, document.source, len(document.encoded), document.content_hash,
+                    fingerprint, row)  # fmt: skip
 
 
 # -- the main process ----------------------------------------------------------
@@ -192,6 +241,58 @@ def _chunks(inputs: Iterable[Input], on_failure: Callable[[Failure], None]) -> I
         yield chunk
 
 
+class _Listing:
+    """The items of an iterator, produced ahead by a thread.
+
+    Walking directories and asking the database for stored hashes then
+    overlap with writing batches, which waits for the server.  Exceptions
+    come out where the items would.
+    """
+
+    _END = object()
+
+    def __init__(self, items: Iterator[Any], depth: int) -> None:
+        self.queue: queue.Queue[Any] = queue.Queue(maxsize=depth)
+        self.stopped = threading.Event()
+        self.thread = threading.Thread(target=self._produce, args=(items,), daemon=True,
+                                       name="nearsim-listing")  # fmt: skip
+        self.thread.start()
+
+    def _produce(self, items: Iterator[Any]) -> None:
+        try:
+            for item in items:
+                if not self._put(item):
+                    return
+        except BaseException as error:  # handed to the consumer
+            self._put(_Raised(error))
+        self._put(self._END)
+
+    def _put(self, item: Any) -> bool:
+        while not self.stopped.is_set():
+            try:
+                self.queue.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def __iter__(self) -> Iterator[Any]:
+        while (item := self.queue.get()) is not self._END:
+            if isinstance(item, _Raised):
+                raise item.error
+            yield item
+
+    def close(self) -> None:
+        self.stopped.set()
+        # It may wait for a line on stdin that never comes; it is a daemon.
+        self.thread.join(timeout=5)
+
+
+@dataclass(frozen=True)
+class _Raised:
+    error: BaseException
+
+
 class Loader:
     """Loads documents into one table (see the module docstring)."""
 
@@ -210,6 +311,10 @@ class Loader:
         self.reporter = reporter or Reporter()
         self.summary = LoadSummary()
         self.seen: set[str] = set()
+        self.nothing_stored = False
+        self.open_copy: tuple[ExitStack, psycopg.Copy] | None = None
+        self.unsent = bytearray()  # rows for the open COPY
+        self.merging = False
         self.batch: list[Prepared] = []
         self.batch_bytes = 0
 
@@ -228,14 +333,19 @@ class Loader:
         """Load every input; returns the counts (also on Ctrl-C, marked interrupted)."""
         self.check()
         started = time.perf_counter()
+        self.nothing_stored = self._is_empty()
         workers = self.options.workers or os.cpu_count() or 1
         executor = ProcessPoolExecutor(workers, initializer=_start_worker)
         pending: deque[Future[list[Outcome]]] = deque()
-        work = partial(_prepare_all, options=self.options)
+        work = partial(prepare_many, options=self.options)
+        listing = _Listing(self._listed(inputs), depth=workers * QUEUED_TASKS_PER_WORKER)
         try:
             with self._stopping_gracefully():
-                for chunk in _chunks(inputs, self._fail):
-                    pending.append(executor.submit(work, self._tasks(chunk)))
+                for item in listing:
+                    if isinstance(item, Failure):
+                        self._fail(item)
+                        continue
+                    pending.append(executor.submit(work, item))
                     while len(pending) >= workers * QUEUED_TASKS_PER_WORKER:
                         self._take(pending.popleft().result())
                     if self.summary.interrupted:
@@ -246,9 +356,27 @@ class Loader:
         except KeyboardInterrupt:
             self.summary.interrupted = True
         finally:
+            self._abandon_copy()  # after an error; _flush has closed it otherwise
+            listing.close()
             executor.shutdown(wait=True, cancel_futures=True)
             self.summary.seconds = time.perf_counter() - started
         return self.summary
+
+    def _is_empty(self) -> bool:
+        row = self.lookup_conn.execute(
+            sql.SQL("SELECT NOT EXISTS (SELECT FROM {})").format(self.table.identifier)
+        ).fetchone()
+        self.lookup_conn.rollback()
+        return bool(row and row[0])
+
+    def _listed(self, inputs: Iterable[Input]) -> Iterator[list[Task] | Failure]:
+        """Worker tasks with the stored hashes of their keys, and listing failures."""
+        failures: list[Failure] = []
+        for chunk in _chunks(inputs, failures.append):
+            yield from failures
+            failures.clear()
+            yield self._tasks(chunk)
+        yield from failures
 
     @contextmanager
     def _stopping_gracefully(self) -> Iterator[None]:
@@ -281,6 +409,10 @@ class Loader:
 
     def _tasks(self, chunk: list[FileInput | RecordInput]) -> list[Task]:
         """The chunk with the stored content hashes of its keys."""
+        if self.nothing_stored:
+            # A first load asks nothing: any key stored since by another
+            # loader makes the batch's COPY fail and merge instead.
+            return [Task(item, None) for item in chunk]
         keys = [item.key for item in chunk]
         rows = self.lookup_conn.execute(
             sql.SQL("SELECT key, content_hash FROM {} WHERE key = ANY (%s)").format(
@@ -311,21 +443,62 @@ class Loader:
                 continue
             self.batch.append(outcome)
             self.batch_bytes += outcome.size
+            if not self.options.server_side and not self.merging:
+                self._stream(outcome)
             if (len(self.batch) >= self.options.batch_rows
                     or self.batch_bytes >= self.options.batch_bytes):
                 self._flush()
 
+    def _stream(self, document: Prepared) -> None:
+        """Send the document in the batch's COPY, which is opened for the first.
+
+        The server stores the rows while the workers prepare the next ones;
+        the COPY ends and commits when the batch is full.
+        """
+        try:
+            if self.open_copy is None:
+                stack = ExitStack()
+                stack.enter_context(self.conn.transaction())
+                copy = stack.enter_context(self.conn.cursor().copy(self._copy_statement(
+                    self.table.identifier)))  # fmt: skip
+                self.open_copy = (stack, copy)
+                self.unsent += COPY_HEADER
+            self.unsent += document.row
+            if len(self.unsent) >= SEND_BYTES:
+                self.open_copy[1].write(self.unsent)
+                self.unsent.clear()
+        except psycopg.errors.UniqueViolation:
+            self._abandon_copy()
+            self.merging = True  # the rest of the batch is merged at its end
+
+    def _abandon_copy(self) -> None:
+        """Roll the open COPY's batch back (the connection may be gone)."""
+        if self.open_copy is None:
+            return
+        stack, _ = self.open_copy
+        self.open_copy = None
+        self.unsent.clear()
+        try:
+            stack.__exit__(RuntimeError, RuntimeError("batch abandoned"), None)
+        except (psycopg.Error, RuntimeError):
+            pass
+
     def _flush(self) -> None:
-        """Write the batch in one transaction."""
+        """End the batch's transaction: all its documents are stored, or none."""
         if not self.batch:
             return
         batch, self.batch, self.batch_bytes = self.batch, [], 0
-        if self.options.server_side:
+        merging, self.merging = self.merging, False
+        if self.options.server_side or merging:
             inserted, updated = self._upsert(batch)
         else:
             try:
-                with self.conn.transaction():
-                    self._copy(self.table.identifier, batch)
+                assert self.open_copy is not None
+                (stack, copy), self.open_copy = self.open_copy, None
+                self.unsent += COPY_TRAILER
+                copy.write(self.unsent)
+                self.unsent.clear()
+                stack.close()  # ends the COPY, then commits
                 inserted, updated = {document.key for document in batch}, set()
             except psycopg.errors.UniqueViolation:
                 # Some keys are stored already (changed documents, or another
@@ -341,13 +514,16 @@ class Loader:
             self.summary.bytes += document.size
         self.reporter.progress(len(batch), sum(document.size for document in batch))
 
-    def _copy(self, target: sql.Composable, batch: list[Prepared]) -> None:
-        statement = sql.SQL("COPY {} ({}) FROM STDIN").format(
+    @staticmethod
+    def _copy_statement(target: sql.Composable) -> sql.Composed:
+        return sql.SQL("COPY {} ({}) FROM STDIN (FORMAT binary)").format(
             target, sql.SQL(", ").join(map(sql.Identifier, COLUMNS))
         )
-        with self.conn.cursor().copy(statement) as copy:
-            for d in batch:
-                copy.write_row((d.key, d.source, d.content_hash, d.text, d.fingerprint))
+
+    def _copy(self, target: sql.Composable, batch: list[Prepared]) -> None:
+        with self.conn.cursor().copy(self._copy_statement(target)) as copy:
+            copy.write(b"".join((COPY_HEADER, *(document.row for document in batch),
+                                 COPY_TRAILER)))  # fmt: skip
 
     def _upsert(self, batch: list[Prepared]) -> tuple[set[str], set[str]]:
         """Insert new keys, update changed ones; returns the keys inserted and updated."""
