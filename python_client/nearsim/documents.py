@@ -227,8 +227,13 @@ class DocumentTable:
         return sql.SQL("COMPRESSION lz4" if row and row[0] else "")
 
     def analyze(self) -> None:
-        """Fresh planner statistics after a bulk load, for the table and its buckets."""
-        self.conn.execute(sql.SQL("ANALYZE {}").format(self.identifier))
+        """Fresh planner statistics after a bulk load, for the searches.
+
+        Only the columns the searches filter on and the bucket table: sampling
+        the texts would take longer, and autovacuum comes round to them.
+        """
+        self.conn.execute(sql.SQL("ANALYZE {} (key, {})").format(
+            self.identifier, sql.Identifier(FINGERPRINT_COLUMN)))
         registration = self.registration()
         if registration is not None:
             self.conn.execute(sql.SQL("ANALYZE {}").format(registration.bucket_table))

@@ -222,16 +222,21 @@ def _binary_kind(data: bytes) -> str | None:
     return None
 
 
+_BOMS = ((codecs.BOM_UTF8, "utf-8"), (codecs.BOM_UTF32_LE, "utf-32"),
+         (codecs.BOM_UTF32_BE, "utf-32"), (codecs.BOM_UTF16_LE, "utf-16"),
+         (codecs.BOM_UTF16_BE, "utf-16"))  # fmt: skip
+_BOM_PREFIXES = tuple(bom for bom, _ in _BOMS)
+
+
 def _decode(data: bytes, encoding: str) -> tuple[str, bool]:
     """Text from bytes, and whether the bytes are its UTF-8 encoding.
 
     Byte order marks decide first, then ``encoding``.
     """
-    for bom, codec in ((codecs.BOM_UTF8, "utf-8"), (codecs.BOM_UTF32_LE, "utf-32"),
-                       (codecs.BOM_UTF32_BE, "utf-32"), (codecs.BOM_UTF16_LE, "utf-16"),
-                       (codecs.BOM_UTF16_BE, "utf-16")):  # fmt: skip
-        if data.startswith(bom):
-            return _decode_as(data, codec, len(bom) if codec == "utf-8" else 0), False
+    if data.startswith(_BOM_PREFIXES):
+        for bom, codec in _BOMS:
+            if data.startswith(bom):
+                return _decode_as(data, codec, len(bom) if codec == "utf-8" else 0), False
     kind = _binary_kind(data)
     if kind is not None:
         raise InputError("binary", f"{kind}, not text")
@@ -281,7 +286,7 @@ _BLOCKS = ("address", "article", "aside", "blockquote", "br", "dd", "div", "dl",
 
 
 def _looks_like_html(text: str) -> bool:
-    start = text.lstrip()[:200].lower()
+    start = text[:1000].lstrip()[:20].lower()
     return start.startswith(("<!doctype html", "<html"))
 
 
