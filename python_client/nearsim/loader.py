@@ -95,7 +95,20 @@ class Prepared(NamedTuple):
     size: int  # bytes of its text in UTF-8
     content_hash: bytes
     fingerprint: int | None
-    row: bytes  # its values of COLUMNS, a row of COPY's binary format
+    row_bytes: int  # the length of its row in Done.rows
+
+
+class Done(NamedTuple):
+    """A worker's results for one task.
+
+    The rows of the prepared documents (their values of COLUMNS in COPY's
+    binary format) come back to back in one string, which the main process
+    sends on as it is: it handles a task, not each document.
+    """
+
+    others: list[Unchanged | Failure]
+    prepared: list[Prepared]
+    rows: bytes
 
 
 class Unchanged(NamedTuple):
@@ -116,8 +129,7 @@ class _Text(NamedTuple):
 Outcome = Prepared | Unchanged | Failure
 
 
-@dataclass(frozen=True, slots=True)
-class Task:
+class Task(NamedTuple):
     item: FileInput | RecordInput
     stored_hash: bytes | None
 
@@ -151,24 +163,31 @@ def _start_worker() -> None:
     threading.Thread(target=exit_when_orphaned, daemon=True).start()
 
 
-def prepare_many(tasks: list[Task], options: LoadOptions) -> list[Outcome]:
+def prepare_many(tasks: list[Task], options: LoadOptions) -> Done:
     """Read, check, hash and fingerprint inputs (runs in a worker).
 
     The new and changed texts are fingerprinted together, which is much
-    quicker than one at a time for short documents, and each becomes the
-    row that the main process sends to the server as it is.
+    quicker than one at a time for short documents.
     """
     read = [_read(task, options) for task in tasks]
     texts = [r for r in read if isinstance(r, _Text)]
-    fingerprints = iter(
+    fingerprints = (
         [None] * len(texts) if options.server_side else simhash_many([t.text for t in texts])
     )
-    return [_prepared(r, next(fingerprints)) if isinstance(r, _Text) else r for r in read]
+    rows = [_row(text, fingerprint) for text, fingerprint in zip(texts, fingerprints,
+                                                                  strict=True)]  # fmt: skip
+    prepared = [
+        Prepared(t.key, t.source, len(t.encoded), t.content_hash, fingerprint, len(row))
+        for t, fingerprint, row in zip(texts, fingerprints, rows, strict=True)
+    ]
+    others = [r for r in read if not isinstance(r, _Text)]
+    return Done(others, prepared, b"".join(rows))
 
 
 def prepare(task: Task, options: LoadOptions) -> Outcome:
     """Read, check, hash and fingerprint one input."""
-    return prepare_many([task], options)[0]
+    done = prepare_many([task], options)
+    return (done.others or done.prepared)[0]
 
 
 def _read(task: Task, options: LoadOptions) -> _Text | Unchanged | Failure:
@@ -202,17 +221,15 @@ _FIELDS = struct.Struct("!hi")  # the field count, then the first field's length
 _BIGINT = struct.Struct("!iq")  # its length (8), then the value
 
 
-def _prepared(document: _Text, fingerprint: int | None) -> Prepared:
+def _row(document: _Text, fingerprint: int | None) -> bytes:
     key, source = document.key.encode(), document.source.encode()
-    row = b"".join((
+    return b"".join((
         _FIELDS.pack(len(COLUMNS), len(key)), key,
         _LENGTH.pack(len(source)), source,
         _LENGTH.pack(len(document.content_hash)), document.content_hash,
         _LENGTH.pack(len(document.encoded)), document.encoded,
         _NULL if fingerprint is None else _BIGINT.pack(8, fingerprint),
     ))  # fmt: skip
-    return Prepared(document.key, document.source, len(document.encoded), document.content_hash,
-                    fingerprint, row)  # fmt: skip
 
 
 # -- the main process ----------------------------------------------------------
@@ -315,7 +332,8 @@ class Loader:
         self.open_copy: tuple[ExitStack, psycopg.Copy] | None = None
         self.unsent = bytearray()  # rows for the open COPY
         self.merging = False
-        self.batch: list[Prepared] = []
+        self.batch: list[tuple[list[Prepared], bytes]] = []  # documents and their rows
+        self.batch_count = 0
         self.batch_bytes = 0
 
     def check(self) -> None:
@@ -336,7 +354,7 @@ class Loader:
         self.nothing_stored = self._is_empty()
         workers = self.options.workers or os.cpu_count() or 1
         executor = ProcessPoolExecutor(workers, initializer=_start_worker)
-        pending: deque[Future[list[Outcome]]] = deque()
+        pending: deque[Future[Done]] = deque()
         work = partial(prepare_many, options=self.options)
         listing = _Listing(self._listed(inputs), depth=workers * QUEUED_TASKS_PER_WORKER)
         try:
@@ -424,33 +442,54 @@ class Loader:
         stored = dict(rows)
         return [Task(item, stored.get(item.key)) for item in chunk]
 
-    def _take(self, outcomes: list[Outcome]) -> None:
-        for outcome in outcomes:
+    def _take(self, done: Done) -> None:
+        for outcome in done.others:
             if isinstance(outcome, Failure):
                 self._fail(outcome)
-                continue
-            if outcome.key in self.seen:
-                self._fail(Failure(
-                    outcome.source if isinstance(outcome, Prepared) else outcome.key,
-                    "duplicate-key", f"key {outcome.key!r} was already loaded in this run",
-                ))  # fmt: skip
-                continue
-            self.seen.add(outcome.key)
-            if isinstance(outcome, Unchanged):
+            elif self._first(outcome.key, outcome.key):
                 self.summary.unchanged += 1
                 self.summary.bytes += outcome.size
                 self.reporter.progress(1, outcome.size)
-                continue
-            self.batch.append(outcome)
-            self.batch_bytes += outcome.size
+        keys = [document.key for document in done.prepared]
+        if self.seen.isdisjoint(keys) and len(set(keys)) == len(keys):
+            self.seen.update(keys)
+            self._add(done.prepared, done.rows)
+            return
+        start = 0  # a key met before: one document at a time
+        for document in done.prepared:
+            end = start + document.row_bytes
+            if self._first(document.key, document.source):
+                self._add([document], done.rows[start:end])
+            start = end
+
+    def _first(self, key: str, source: str) -> bool:
+        """Whether ``key`` is new in this run; a failure if not."""
+        if key not in self.seen:
+            self.seen.add(key)
+            return True
+        self._fail(Failure(source, "duplicate-key",
+                           f"key {key!r} was already loaded in this run"))  # fmt: skip
+        return False
+
+    def _add(self, documents: list[Prepared], rows: bytes) -> None:
+        """Put documents in the batch, ending batches where they are full."""
+        while documents:
+            room = self.options.batch_rows - self.batch_count
+            taken = documents[:room]
+            cut = len(rows) if len(taken) == len(documents) else sum(
+                document.row_bytes for document in taken)
+            self.batch.append((taken, rows[:cut]))
+            self.batch_count += len(taken)
+            self.batch_bytes += sum(document.size for document in taken)
             if not self.options.server_side and not self.merging:
-                self._stream(outcome)
-            if (len(self.batch) >= self.options.batch_rows
+                self._stream(rows[:cut])
+            documents, rows = documents[len(taken):], rows[cut:]
+            if (self.batch_count >= self.options.batch_rows
                     or self.batch_bytes >= self.options.batch_bytes):
                 self._flush()
 
-    def _stream(self, document: Prepared) -> None:
-        """Send the document in the batch's COPY, which is opened for the first.
+    def _stream(self, rows: bytes) -> None:
+        """Send rows in the batch's COPY, which the first ones open.
 
         The server stores the rows while the workers prepare the next ones;
         the COPY ends and commits when the batch is full.
@@ -463,7 +502,7 @@ class Loader:
                     self.table.identifier)))  # fmt: skip
                 self.open_copy = (stack, copy)
                 self.unsent += COPY_HEADER
-            self.unsent += document.row
+            self.unsent += rows
             if len(self.unsent) >= SEND_BYTES:
                 self.open_copy[1].write(self.unsent)
                 self.unsent.clear()
@@ -487,10 +526,12 @@ class Loader:
         """End the batch's transaction: all its documents are stored, or none."""
         if not self.batch:
             return
-        batch, self.batch, self.batch_bytes = self.batch, [], 0
+        pieces, self.batch, self.batch_count, self.batch_bytes = self.batch, [], 0, 0
+        batch = [document for documents, _ in pieces for document in documents]
+        rows = b"".join(piece_rows for _, piece_rows in pieces)
         merging, self.merging = self.merging, False
         if self.options.server_side or merging:
-            inserted, updated = self._upsert(batch)
+            inserted, updated = self._upsert(rows)
         else:
             try:
                 assert self.open_copy is not None
@@ -503,7 +544,7 @@ class Loader:
             except psycopg.errors.UniqueViolation:
                 # Some keys are stored already (changed documents, or another
                 # loader got there first): merge instead.
-                inserted, updated = self._upsert(batch)
+                inserted, updated = self._upsert(rows)
         for document in batch:
             if document.key in inserted:
                 self.summary.loaded += 1
@@ -520,12 +561,11 @@ class Loader:
             target, sql.SQL(", ").join(map(sql.Identifier, COLUMNS))
         )
 
-    def _copy(self, target: sql.Composable, batch: list[Prepared]) -> None:
+    def _copy(self, target: sql.Composable, rows: bytes) -> None:
         with self.conn.cursor().copy(self._copy_statement(target)) as copy:
-            copy.write(b"".join((COPY_HEADER, *(document.row for document in batch),
-                                 COPY_TRAILER)))  # fmt: skip
+            copy.write(b"".join((COPY_HEADER, rows, COPY_TRAILER)))
 
-    def _upsert(self, batch: list[Prepared]) -> tuple[set[str], set[str]]:
+    def _upsert(self, rows: bytes) -> tuple[set[str], set[str]]:
         """Insert new keys, update changed ones; returns the keys inserted and updated."""
         staging = sql.Identifier("nearsim_load_staging")
         fingerprint = sql.SQL("{}.simhash(s.body)" if self.options.server_side else "s.si").format(
@@ -539,8 +579,8 @@ class Loader:
                     ) ON COMMIT DELETE ROWS"""
                 ).format(staging)
             )
-            self._copy(staging, batch)
-            rows = self.conn.execute(
+            self._copy(staging, rows)
+            written = self.conn.execute(
                 sql.SQL(
                     """INSERT INTO {table} AS t (key, source, content_hash, body, si)
                        SELECT s.key, s.source, s.content_hash, s.body, {fingerprint}
@@ -554,8 +594,8 @@ class Loader:
                 ).format(table=self.table.identifier, staging=staging, fingerprint=fingerprint)
             ).fetchall()
         return (
-            {key for key, inserted in rows if inserted},
-            {key for key, inserted in rows if not inserted},
+            {key for key, inserted in written if inserted},
+            {key for key, inserted in written if not inserted},
         )
 
 

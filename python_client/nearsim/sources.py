@@ -32,7 +32,7 @@ import stat
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
-from typing import IO, Any, Literal
+from typing import IO, Any, Literal, NamedTuple
 
 from .extract import InputError, input_error
 
@@ -41,8 +41,11 @@ JSONL_SUFFIXES = (".jsonl", ".ndjson")
 CSV_SUFFIXES = (".csv", ".tsv")
 
 
-@dataclass(frozen=True, slots=True)
-class FileInput:
+# Inputs are tuples: they go to worker processes by the thousand, and tuples
+# pickle several times faster than dataclasses.
+
+
+class FileInput(NamedTuple):
     """A document file: ``path`` to read, stored under ``key``; ``size`` when listed."""
 
     path: str
@@ -50,8 +53,7 @@ class FileInput:
     size: int = 0
 
 
-@dataclass(frozen=True, slots=True)
-class RecordInput:
+class RecordInput(NamedTuple):
     """A document from a record of a JSONL or CSV file (``source`` is file:line)."""
 
     key: str
