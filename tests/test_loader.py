@@ -107,3 +107,9 @@ def test_a_table_without_the_layout_is_refused(database: str) -> None:
     documents = DocumentTable(conn, name)
     with pytest.raises(TableError, match="needs the columns key text, source text"):
         run_load(database, documents, [])
+
+
+def test_the_connection_must_be_in_autocommit_mode(database: str, table: DocumentTable) -> None:
+    with psycopg.connect(database) as conn, psycopg.connect(database) as lookup:
+        with pytest.raises(ValueError, match="autocommit"):
+            load(conn, lookup, DocumentTable(conn, table.quoted), [], LoadOptions(workers=1))

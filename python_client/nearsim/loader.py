@@ -1,12 +1,14 @@
 """Bulk loading of documents: read, fingerprint in parallel, COPY in batches.
 
 Worker processes read and extract the files (or check the records' texts),
-hash the text and compute its fingerprint; the main process writes batches
-of rows with ``COPY``, one transaction per batch.  A batch is all or
-nothing, so an interrupted run leaves only whole batches behind, and a rerun
-skips what is already there: a document whose key is stored with the same
-content hash is "unchanged" and is neither fingerprinted nor sent again; a
-stored key with another hash is updated.
+hash the text, compute its fingerprint and make its row in COPY's binary
+format; the main process streams the rows into one ``COPY`` per batch, one
+transaction per batch, while a thread walks the inputs ahead and looks up
+the stored content hashes of their keys.  A batch is all or nothing, so an
+interrupted run leaves only whole batches behind, and a rerun skips what is
+already there: a document whose key is stored with the same content hash is
+"unchanged" and is neither fingerprinted nor sent again; a stored key with
+another hash is updated (the batch is merged through a temporary table).
 
 Bad inputs become :class:`~nearsim.sources.Failure` reports and never stop
 the run.
@@ -338,6 +340,9 @@ class Loader:
 
     def check(self) -> None:
         """Refuse tables this client cannot fill correctly."""
+        if not self.conn.autocommit:
+            raise ValueError("the loader needs a connection in autocommit mode: each batch is"
+                             " a transaction of its own")
         self.table.check_layout()
         registration = self.table.registration()
         if (not self.options.server_side and registration is not None
@@ -352,6 +357,7 @@ class Loader:
         self.check()
         started = time.perf_counter()
         self.nothing_stored = self._is_empty()
+        self._raise_work_mem()
         workers = self.options.workers or os.cpu_count() or 1
         executor = ProcessPoolExecutor(workers, initializer=_start_worker)
         pending: deque[Future[Done]] = deque()
@@ -379,6 +385,18 @@ class Loader:
             executor.shutdown(wait=True, cancel_futures=True)
             self.summary.seconds = time.perf_counter() - started
         return self.summary
+
+    def _raise_work_mem(self) -> None:
+        """Let the batch's transition table (whole rows, for the bucket trigger)
+        stay in memory instead of spilling to a temporary file: a session setting
+        of this loader's connection, never lowered."""
+        wanted = self.options.batch_bytes + 16 * 1024 * 1024
+        row = self.conn.execute(
+            "SELECT setting::bigint * 1024 FROM pg_catalog.pg_settings WHERE name = 'work_mem'"
+        ).fetchone()
+        if row is not None and row[0] < wanted:
+            self.conn.execute(sql.SQL("SET work_mem = {}").format(
+                sql.Literal(f"{wanted // 1024}kB")))
 
     def _is_empty(self) -> bool:
         row = self.lookup_conn.execute(
