@@ -22,6 +22,7 @@ from fpdf import FPDF
 from psycopg import sql
 
 import nearsim
+from nearsim import measures
 from nearsim.cli import cli, load_command
 from nearsim.connect import ConnectionFailed, resolve_dsn
 from nearsim.samples import kjv_chapters
@@ -409,6 +410,22 @@ def test_pairs_clusters_compare_and_stats(database: str, tmp_path: Path) -> None
     assert compared["distance"] == distance
     assert compared["similarity"] == round(1 - distance / 64, 4)
     assert compared["a"]["bits"] == nearsim.bits(nearsim.simhash(base))
+    assert compared["near_duplicates"] is True and compared["max_distance"] == 6
+    exact = measures.compare(base, base + "Selah.\n")
+    found = compared["measures"]
+    assert (found["s_l"], found["s_j"], found["s_r"]) == (
+        round(exact.s_l, 4), round(exact.s_j, 4), round(exact.s_r, 4))
+    assert found["words"]["common"] == exact.common == len(base.split())
+    assert found["minhash"]["low"] <= exact.s_r <= found["minhash"]["high"]
+    assert found["minhash"]["hashes"] == 200
+    strict = json.loads(run("compare", keys["a.txt"], keys["c.txt"], "-k", "0", "--dsn",
+                            database, "-t", table, "--json").stdout)
+    assert strict["near_duplicates"] is (strict["distance"] == 0)
+    assert strict["measures"]["s_l"] < 1
+    text = run("compare", keys["a.txt"], keys["b.txt"], "--dsn", database, "-t", table)
+    assert "NEAR-DUPLICATES at -k 6" in text.output
+    assert f"S_L {found['s_l']:.1%}  S_J {found['s_j']:.1%}" in text.output
+    assert "MinHash estimate of S_R" in text.output
     os.rename(root / "other.txt", tmp_path / "moved.txt")
     stored = run("compare", str(tmp_path / "moved.txt"), keys["other.txt"], "--dsn", database,
                  "-t", table)

@@ -29,7 +29,7 @@ from rich.progress import (
     TransferSpeedColumn,
 )  # fmt: skip
 
-from . import __version__
+from . import __version__, measures
 from .connect import ConnectionFailed, connect
 from .db import ProfileMismatch as ServerProfileMismatch
 from .db import ensure_extension
@@ -449,16 +449,16 @@ def clusters(
                     click.echo(f"  {member}{'  (pivot)' if member == cluster.pivot else ''}")
 
 
-def _fingerprint_of(
+def _document_of(
     name: str, documents: Callable[[], DocumentTable]
-) -> tuple[dict[str, Any], int | None]:
-    """A file's fingerprint, or else a stored document's."""
+) -> tuple[dict[str, Any], str, int | None]:
+    """A file's text and fingerprint, or else a stored document's."""
     if os.path.exists(name):
         try:
             text = read_text(name, max_bytes=DEFAULT_MAX_BYTES)
         except InputError as error:
             raise Fatal(f"{name}: {error.message}") from error
-        return {"name": name, "kind": "file", "bytes": len(text.encode())}, simhash(text)
+        return {"name": name, "kind": "file", "bytes": len(text.encode())}, text, simhash(text)
     table = documents()
     registration = table.require_enabled()
     if registration.profile != PROFILE:
@@ -466,24 +466,53 @@ def _fingerprint_of(
     stored = table.document(name)
     if stored is None:
         raise Fatal(f"{name} is neither a file nor the key of a document in {table}")
-    return {"name": name, "kind": "document", "table": str(table)}, stored.fingerprint
+    text = stored.text or ""  # a NULL text has no words
+    info = {"name": name, "kind": "document", "table": str(table), "bytes": len(text.encode())}
+    return info, text, stored.fingerprint
+
+
+def _measured(text_a: str, text_b: str) -> dict[str, Any]:
+    """The exact measures of a pair and the MinHash estimate of its resemblance."""
+    exact = measures.compare(text_a, text_b)
+    estimate = measures.minhash_estimate(measures.minhash_signature(text_a),
+                                         measures.minhash_signature(text_b))  # fmt: skip
+    return {
+        "words": {"longer": exact.longer, "shorter": exact.shorter, "common": exact.common,
+                  "chunks": len(exact.chunks), "min_chunk_words": exact.min_chunk_words},
+        "s_l": round(exact.s_l, 4), "s_j": round(exact.s_j, 4),
+        "information_s_l": round(exact.information_s_l, 4),
+        "information_s_j": round(exact.information_s_j, 4),
+        "s_r": round(exact.s_r, 4), "shingle_words": exact.shingle_words,
+        "containment": round(exact.containment, 4),
+        "multiset_jaccard": round(exact.multiset_jaccard, 4),
+        "minhash": {"estimate": round(estimate.value, 4), "low": round(estimate.low, 4),
+                    "high": round(estimate.high, 4), "hashes": estimate.hashes},
+    }  # fmt: skip
 
 
 @cli.command()
 @click.argument("a")
 @click.argument("b")
+@_distance_option
 @_database_options
 @_json_option
-def compare(a: str, b: str, dsn: str | None, table: str, as_json: bool) -> None:
+def compare(
+    a: str, b: str, max_distance: int, dsn: str | None, table: str, as_json: bool
+) -> None:
     """Compare two documents: files, or keys of stored documents.
 
     Prints both fingerprints as bits with the differing ones marked, the
-    Hamming distance and the similarity 1 - distance/64.
+    Hamming distance, and the verdict at -k bits; then what the texts
+    really share: S_L (the share of the longer text found in the shorter),
+    S_J (common words over all words of the pair), both with literal and
+    with information matching of passages of at least 5 words; S_R (the
+    Jaccard coefficient of the 3-word shingle sets), containment, and the
+    MinHash estimate of S_R with its 95% interval.
 
     \b
     Examples:
         nearsim compare draft-1.docx draft-2.docx
-        nearsim compare /srv/docs/a.txt /srv/docs/b.txt --json
+        nearsim compare /srv/docs/a.txt /srv/docs/b.txt -k 3 --json
     """
     opened: list[tuple[psycopg.Connection[Any], DocumentTable]] = []
 
@@ -494,8 +523,8 @@ def compare(a: str, b: str, dsn: str | None, table: str, as_json: bool) -> None:
 
     with _errors():
         try:
-            first, first_fp = _fingerprint_of(a, documents)
-            second, second_fp = _fingerprint_of(b, documents)
+            first, first_text, first_fp = _document_of(a, documents)
+            second, second_text, second_fp = _document_of(b, documents)
         finally:
             for conn, _ in opened:
                 conn.close()
@@ -504,10 +533,13 @@ def compare(a: str, b: str, dsn: str | None, table: str, as_json: bool) -> None:
         side["fingerprint"] = fingerprint
         side["bits"] = None if fingerprint is None else bits(fingerprint)
     if first_fp is None or second_fp is None:
-        result.update(distance=None, similarity=None)
+        result.update(distance=None, similarity=None, near_duplicates=False)
     else:
         distance = hamming(first_fp, second_fp)
-        result.update(distance=distance, similarity=round(1 - distance / BITS, 4))
+        result.update(distance=distance, similarity=round(1 - distance / BITS, 4),
+                      near_duplicates=distance <= max_distance)  # fmt: skip
+    result["max_distance"] = max_distance
+    result["measures"] = _measured(first_text, second_text)
     if as_json:
         _print_json(result)
         return
@@ -515,12 +547,25 @@ def compare(a: str, b: str, dsn: str | None, table: str, as_json: bool) -> None:
         click.echo(f"{label} {side['bits'] or '(no words: no fingerprint)'}  {side['name']}")
     if result["distance"] is None:
         click.echo("no distance: a document without words has no fingerprint")
-        return
-    marks = "".join("^" if x != y else " " for x, y in zip(first["bits"], second["bits"],
-                                                           strict=True))  # fmt: skip
-    click.echo(f"  {marks}".rstrip())
-    click.echo(f"Hamming distance {result['distance']} of {BITS} bits, "
-               f"similarity {result['similarity']:.1%} (profile {PROFILE})")  # fmt: skip
+    else:
+        marks = "".join("^" if x != y else " " for x, y in zip(first["bits"], second["bits"],
+                                                               strict=True))  # fmt: skip
+        click.echo(f"  {marks}".rstrip())
+        click.echo(f"Hamming distance {result['distance']} of {BITS} bits, "
+                   f"similarity {result['similarity']:.1%} (profile {PROFILE})")  # fmt: skip
+        verdict = ("NEAR-DUPLICATES" if result["near_duplicates"] else "not near-duplicates")
+        click.echo(f"{verdict} at -k {max_distance}")
+    m = result["measures"]
+    words, minhash = m["words"], m["minhash"]
+    click.echo(f"words: longer {words['longer']:,}, shorter {words['shorter']:,}, common "
+               f"{words['common']:,} in {words['chunks']:,} passages of >= "
+               f"{words['min_chunk_words']} words")  # fmt: skip
+    click.echo(f"S_L {m['s_l']:.1%}  S_J {m['s_j']:.1%}  (information matching: S_L "
+               f"{m['information_s_l']:.1%}, S_J {m['information_s_j']:.1%})")  # fmt: skip
+    click.echo(f"S_R {m['s_r']:.1%} (Jaccard of {m['shingle_words']}-word shingles), "
+               f"containment {m['containment']:.1%}, MinHash estimate of S_R "
+               f"{minhash['estimate']:.1%} [{minhash['low']:.1%}, {minhash['high']:.1%}] "
+               f"with {minhash['hashes']} hashes")  # fmt: skip
 
 
 @cli.command()
