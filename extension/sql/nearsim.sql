@@ -174,6 +174,32 @@ $python$;
 COMMENT ON FUNCTION nearsim_check_profile(regclass, text) IS
 'true if fingerprints of profile can be compared with this server''s; an error otherwise (immutable: checked once when a search is planned)';
 
+-- Exact measures of a pair of texts (PL/Python, nearsim/measures.py): what
+-- a fingerprint distance only suggests, measured on the words.
+
+CREATE FUNCTION nearsim_compare(a text, b text, min_chunk_words integer DEFAULT 5,
+		shingle_words integer DEFAULT 3,
+		OUT longer integer, OUT shorter integer, OUT common integer,
+		OUT s_l double precision, OUT s_j double precision,
+		OUT information_s_l double precision, OUT information_s_j double precision,
+		OUT s_r double precision, OUT containment double precision,
+		OUT multiset_jaccard double precision)
+	LANGUAGE plpython3u IMMUTABLE STRICT PARALLEL SAFE
+	SET search_path = pg_catalog, pg_temp
+	AS $python$
+#NEARSIM-IMPORT
+from nearsim import measures
+for name, value in (("min_chunk_words", min_chunk_words), ("shingle_words", shingle_words)):
+    if value < 1:
+        plpy.error("%s must be at least 1, not %d" % (name, value), sqlstate="22023")
+c = measures.compare(a, b, min_chunk_words=min_chunk_words, shingle_words=shingle_words)
+return (c.longer, c.shorter, c.common, c.s_l, c.s_j, c.information_s_l, c.information_s_j,
+        c.s_r, c.containment, c.multiset_jaccard)
+$python$;
+
+COMMENT ON FUNCTION nearsim_compare(text, text, integer, integer) IS
+'exact similarity of two texts: words of the longer and shorter, common words in passages of at least min_chunk_words, S_L = C/L and S_J = C/(L+S-C) (literal and information matching), S_R = Jaccard of shingle_words-word shingle sets, containment, multiset Jaccard';
+
 -- All pairs and clusters (PL/Python, nearsim/pairs.py)
 
 CREATE FUNCTION nearsim_pairs(tbl regclass, max_distance integer DEFAULT 6)

@@ -1,0 +1,25 @@
+-- nearsim_compare: exact measures of two texts
+\set VERBOSITY terse
+-- identical texts share everything
+SELECT longer, shorter, common, s_l, s_j, s_r, containment
+FROM nearsim_compare('the quick brown fox jumps over the lazy dog',
+                     'the quick brown fox jumps over the lazy dog');
+
+-- a reply quoting a 5-word e-mail (seed 001, example 4): S_R 1/2, S_J 5/6
+SELECT longer, shorter, common, round(s_l::numeric, 4) AS s_l, round(s_j::numeric, 4) AS s_j,
+       round(s_r::numeric, 4) AS s_r
+FROM nearsim_compare('alpha bravo charlie delta echo', 'alpha bravo charlie delta echo foxtrot',
+                     shingle_words => 5);
+
+-- a document pasted twice: literal matching counts the copy once, information matching not at all
+SELECT common, s_l, information_s_l
+FROM nearsim_compare('one two three four five six', 'one two three four five six one two three four five six');
+
+-- nothing in common, and texts without words
+SELECT common, s_l, s_j, s_r FROM nearsim_compare('red green blue', 'north south east west');
+SELECT longer, shorter, common, s_l, s_j, s_r FROM nearsim_compare('', '...');
+
+-- NULL in, NULL out (STRICT); bad parameters are named
+SELECT * FROM nearsim_compare(NULL, 'text');
+SELECT * FROM nearsim_compare('a b c', 'a b c', min_chunk_words => 0);
+SELECT * FROM nearsim_compare('a b c', 'a b c', shingle_words => -1);
