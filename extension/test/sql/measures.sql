@@ -23,3 +23,20 @@ SELECT longer, shorter, common, s_l, s_j, s_r FROM nearsim_compare('', '...');
 SELECT * FROM nearsim_compare(NULL, 'text');
 SELECT * FROM nearsim_compare('a b c', 'a b c', min_chunk_words => 0);
 SELECT * FROM nearsim_compare('a b c', 'a b c', shingle_words => -1);
+
+-- MinHash: a signature per document, and the estimate of S_R it gives
+SELECT array_length(nearsim_minhash('the quick brown fox jumps over the lazy dog'), 1) AS hashes,
+       array_length(nearsim_minhash('the quick brown fox', 16), 1) AS sixteen;
+SELECT nearsim_minhash('...') IS NULL AS no_words;
+SELECT estimate, low < 1 AS has_interval, high
+FROM nearsim_minhash_estimate(nearsim_minhash('the quick brown fox jumps over the lazy dog'),
+                              nearsim_minhash('the quick brown fox jumps over the lazy dog'));
+-- (the interval covers the exact S_R 95% of the time; the Python tests check that)
+SELECT round(m.s_r::numeric, 4) AS s_r, round(estimate::numeric, 3) AS estimate,
+       round(low::numeric, 3) AS low, round(high::numeric, 3) AS high
+FROM nearsim_compare('a b c d e f g h i j k l', 'a b c d e f g h i j k l m n o p q r s t u v w x y z') m,
+     nearsim_minhash_estimate(nearsim_minhash('a b c d e f g h i j k l'),
+                              nearsim_minhash('a b c d e f g h i j k l m n o p q r s t u v w x y z'));
+SELECT * FROM nearsim_minhash_estimate(nearsim_minhash('a b c', 10), nearsim_minhash('a b c', 20));
+SELECT nearsim_minhash('a b c', 0);
+SELECT * FROM nearsim_minhash_estimate(ARRAY[1, -2]::bigint[], ARRAY[1, 2]::bigint[]);
