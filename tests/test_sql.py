@@ -246,3 +246,25 @@ def test_ensure_extension_checks_the_profile(
     monkeypatch.setattr(nearsim.db, "PROFILE", "default/0")
     with pytest.raises(nearsim.db.ProfileMismatch, match=r"'default/1', this Python client"):
         nearsim.db.ensure_extension(conn)
+
+
+def test_measures_in_sql_are_the_python_measures(conn: psycopg.Connection) -> None:
+    from nearsim import measures
+
+    rng = random.Random(11)
+    words = "the lord said unto moses and aaron in the land of egypt saying".split()
+    texts = [" ".join(rng.choice(words) for _ in range(rng.randrange(0, 120)))
+             for _ in range(12)]  # fmt: skip
+    for a, b in zip(texts, texts[1:] + texts[:1], strict=True):
+        row = conn.execute(
+            "SELECT longer, shorter, common, s_l, s_j, information_s_l, information_s_j, s_r,"
+            " containment, multiset_jaccard FROM nearsim_compare(%s, %s)", [a, b]).fetchone()
+        c = measures.compare(a, b)
+        assert row == (c.longer, c.shorter, c.common, c.s_l, c.s_j, c.information_s_l,
+                       c.information_s_j, c.s_r, c.containment, c.multiset_jaccard)
+        signature = conn.execute("SELECT nearsim_minhash(%s, 64)", [a]).fetchone()
+        expected = measures.minhash_signature(a, 64)
+        if expected[0] == measures.EMPTY_SIGNATURE_VALUE:
+            assert signature == (None,)
+        else:
+            assert signature == ([int(v) for v in expected],)
