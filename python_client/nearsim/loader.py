@@ -42,11 +42,12 @@ from .sources import Failure, FileInput, Input, RecordInput
 DEFAULT_MAX_BYTES = 64 * 1024 * 1024
 COLUMNS = ("key", "source", "content_hash", "body", FINGERPRINT_COLUMN)
 
+SEND_BYTES = 256 * 1024  # rows are sent to the server in pieces of about this size
+
 # Work is sent to the workers in tasks of this many documents (fewer for big
 # texts), and at most this many tasks per worker are queued or done but not
 # yet taken: enough to keep the workers busy while a batch is being written
 # (2,000 documents by default), and at most 64 MiB per worker.
-SEND_BYTES = 256 * 1024  # rows are sent to the server in pieces of about this size
 TASK_DOCUMENTS = 64
 TASK_BYTES = 4 * 1024 * 1024
 QUEUED_TASKS_PER_WORKER = 16
