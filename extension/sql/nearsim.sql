@@ -242,6 +242,42 @@ $python$;
 COMMENT ON FUNCTION nearsim_minhash_estimate(bigint[], bigint[]) IS
 'estimate of the shingle resemblance S_R of two documents from their nearsim_minhash signatures, with a 95% Wilson interval (200 hashes: about +/-0.07)';
 
+-- What a distance means: the shingle resemblance S_R of calibration pairs
+-- (edited KJV chapters) at each Hamming distance, and the radius that finds
+-- 99% of the pairs at least so similar (nearsim/calibration.py).
+
+CREATE FUNCTION nearsim_estimate(distance integer,
+		OUT pairs integer, OUT mean double precision, OUT low double precision,
+		OUT high double precision)
+	LANGUAGE plpython3u IMMUTABLE STRICT PARALLEL SAFE
+	SET search_path = pg_catalog, pg_temp
+	AS $python$
+#NEARSIM-IMPORT
+from nearsim import calibration
+if not 0 <= distance <= 64:
+    plpy.error("distance must be between 0 and 64, not %d" % distance, sqlstate="22023")
+e = calibration.estimate(distance)
+return (e.pairs, e.mean, e.low, e.high)
+$python$;
+
+COMMENT ON FUNCTION nearsim_estimate(integer) IS
+'the shingle resemblance S_R of calibration pairs at this Hamming distance: how many, their mean, 5th and 95th percentiles (NULL where fewer than 10 pairs fell)';
+
+CREATE FUNCTION nearsim_radius(min_similarity double precision) RETURNS integer
+	LANGUAGE plpython3u IMMUTABLE STRICT PARALLEL SAFE
+	SET search_path = pg_catalog, pg_temp
+	AS $python$
+#NEARSIM-IMPORT
+from nearsim import calibration
+try:
+    return calibration.radius_for(min_similarity)
+except ValueError as error:
+    plpy.error(str(error), sqlstate="22023")
+$python$;
+
+COMMENT ON FUNCTION nearsim_radius(double precision) IS
+'the smallest Hamming radius within which at least 99% of the calibration pairs with S_R >= min_similarity (0.5 to 0.95) fall';
+
 -- All pairs and clusters (PL/Python, nearsim/pairs.py)
 
 CREATE FUNCTION nearsim_pairs(tbl regclass, max_distance integer DEFAULT 6)

@@ -40,3 +40,11 @@ FROM nearsim_compare('a b c d e f g h i j k l', 'a b c d e f g h i j k l m n o p
 SELECT * FROM nearsim_minhash_estimate(nearsim_minhash('a b c', 10), nearsim_minhash('a b c', 20));
 SELECT nearsim_minhash('a b c', 0);
 SELECT * FROM nearsim_minhash_estimate(ARRAY[1, -2]::bigint[], ARRAY[1, 2]::bigint[]);
+
+-- calibration: what a distance means, and the radius for a similarity
+SELECT d, e.pairs > 0 AS measured, round(e.mean::numeric, 2) AS mean_s_r
+FROM unnest(ARRAY[0, 6, 12, 30]) AS d, nearsim_estimate(d) AS e;
+SELECT s, nearsim_radius(s) FROM unnest(ARRAY[0.5, 0.8, 0.95]::float8[]) AS s;
+SELECT nearsim_radius(0.8) >= nearsim_radius(0.9) AS wider_for_less_similar;
+SELECT nearsim_radius(0.99);
+SELECT * FROM nearsim_estimate(65);
