@@ -372,6 +372,16 @@ def test_similar_finds_a_planted_near_duplicate(database: str, tmp_path: Path) -
                           "source": str(root / "Genesis 24.txt")}
     assert expected <= 6
 
+    verified = json.loads(run("similar", "--file", str(edited), "--min-similarity", "0.8",
+                              "--dsn", database, "--table", table, "--json").stdout)
+    assert verified[0]["key"] == str(root / "Genesis 24.txt")
+    assert verified[0]["similarity"] == pytest.approx(
+        measures.resemblance(edited.read_text(), original))
+    assert all(match["similarity"] >= 0.8 for match in verified)
+    shown = run("similar", "--file", str(edited), "-s", "0.8", "--measure", "s_l", "--dsn",
+                database, "--table", table)
+    assert shown.exit_code == 0 and "Genesis 24.txt" in shown.output and "%" in shown.output
+
     text = run("similar", original, "-k", "0", "--dsn", database, "--table", table)
     assert text.exit_code == 0
     assert text.output.splitlines() == [f" 0  {root / 'Genesis 24.txt'}"]

@@ -278,6 +278,24 @@ $python$;
 COMMENT ON FUNCTION nearsim_radius(double precision) IS
 'the smallest Hamming radius within which at least 99% of the calibration pairs with S_R >= min_similarity (0.5 to 0.95) fall';
 
+-- Verified search: "% similar" instead of "bits apart".
+
+CREATE FUNCTION nearsim_similar_verified(tbl regclass, query text,
+		min_similarity double precision DEFAULT 0.8, measure text DEFAULT 's_r',
+		max_distance integer DEFAULT NULL)
+	RETURNS TABLE (key text, distance integer, similarity double precision, short boolean)
+	LANGUAGE plpython3u STABLE
+	SET search_path = pg_catalog, pg_temp
+	AS $python$
+#NEARSIM-IMPORT
+from nearsim.bucket_index import BucketIndex, Plpy
+return BucketIndex(Plpy(plpy)).similar_verified(tbl, query, min_similarity, measure,
+                                                max_distance)
+$python$;
+
+COMMENT ON FUNCTION nearsim_similar_verified(regclass, text, double precision, text, integer) IS
+'documents of tbl whose exact similarity to query (measure s_r, s_l, s_j, containment, information_s_l or information_s_j) is at least min_similarity, most similar first; candidates come from the bucket index within max_distance bits, by default the calibrated radius for min_similarity (nearsim_radius); short marks pairs where a text has fewer than 10 shingles';
+
 -- All pairs and clusters (PL/Python, nearsim/pairs.py)
 
 CREATE FUNCTION nearsim_pairs(tbl regclass, max_distance integer DEFAULT 6)

@@ -48,6 +48,11 @@ BUCKET_TRIGGERS = {
 TRIGGERS = (*FINGERPRINT_TRIGGERS.values(), *(name for name, _ in BUCKET_TRIGGERS.values()))
 
 
+# Exact measures a verified search can filter on (see nearsim.measures).
+VERIFIED_MEASURES = ("s_r", "s_l", "s_j", "containment", "information_s_l", "information_s_j")
+SHORT_FEATURES = 10  # fewer shingles than this: the fingerprint is unreliable
+
+
 class Database(Protocol):
     """What the module needs from ``plpy``."""
 
@@ -757,6 +762,62 @@ $nearsim$""")
             for member, group in enumerate(groups.tolist())
             if sizes[group] >= min_size
         )
+
+    def similar_verified(
+        self, tbl: str, query: str | None, min_similarity: float, measure: str,
+        max_distance: int | None,
+    ) -> list[tuple[str, int, float, bool]]:
+        """Candidates from the bucket index, kept if their exact ``measure`` passes.
+
+        The radius comes from the calibration (the distance within which 99%
+        of the calibration pairs at least ``min_similarity`` similar fall)
+        unless ``max_distance`` is given.  ``short`` marks a pair where either
+        text has fewer than SHORT_FEATURES shingles: so few features make the
+        fingerprint jumpy, so such documents may be missed at any radius.
+        """
+        from . import calibration, measures
+
+        if measure not in VERIFIED_MEASURES:
+            self.fail(f"unknown measure {measure!r}",
+                      hint=f"Use one of {', '.join(VERIFIED_MEASURES)}.")
+        if min_similarity is None or not 0 <= min_similarity <= 1:
+            self.fail(f"min_similarity must be between 0 and 1, not {min_similarity}")
+        enabled = self.lookup(tbl)
+        if query is None:
+            return []
+        if max_distance is None:
+            try:
+                radius = calibration.radius_for(min_similarity)
+            except ValueError as error:
+                self.fail(str(error), hint="Pass max_distance to choose the radius yourself.")
+        else:
+            self.check_distance(max_distance)
+            radius = max_distance
+        query_features = len(set(measures.word_shingles(query)))
+        if query_features < SHORT_FEATURES:
+            self.db.notice(f"the query has {query_features} shingles: a fingerprint of fewer"
+                           f" than {SHORT_FEATURES} is unreliable, near-duplicates may be missed")
+        key = self.ident(enabled.table.key_column)
+        text = self.ident(enabled.text_column)
+        similar = enabled.qualify(enabled.similar_function, self.db)
+        rows = self.db.execute(
+            f"SELECT (s.doc).{key}::text AS key, (s.doc).{text}::text AS body, s.distance"
+            f" FROM {similar}({self.literal(query)}::text, {radius}) AS s"
+        )
+        found = []
+        for row in rows:
+            body = row["body"] or ""
+            if measure == "s_r":
+                value = measures.resemblance(query, body)
+            elif measure == "containment":
+                value = measures.containment(query, body)
+            else:
+                value = float(getattr(measures.compare(query, body), measure))
+            if value >= min_similarity:
+                short = min(query_features, len(set(measures.word_shingles(body)))) < SHORT_FEATURES
+                found.append((row["key"], int(row["distance"]), value, short))
+        found.sort(key=lambda match: (-match[2], match[1], match[0]))
+        return found
 
     def check_distance(self, max_distance: int) -> None:
         if not 0 <= max_distance <= 64:

@@ -30,6 +30,7 @@ from rich.progress import (
 )  # fmt: skip
 
 from . import __version__, measures
+from .bucket_index import VERIFIED_MEASURES
 from .connect import ConnectionFailed, connect
 from .db import ProfileMismatch as ServerProfileMismatch
 from .db import ensure_extension
@@ -369,25 +370,53 @@ def _query_text(text: str | None, file: str | None) -> str:
 @click.argument("text", required=False)
 @click.option("--file", "-f", metavar="FILE", help="Take the query document from a file.")
 @_distance_option
+@click.option("--min-similarity", "-s", type=click.FloatRange(0, 1), metavar="S",
+              help="Verified search: only documents at least S similar (0.5 to 0.95 picks"
+              " the radius from the calibration unless -k is given), measured exactly.")
+@click.option("--measure", type=click.Choice(VERIFIED_MEASURES), default="s_r",
+              show_default=True, help="The exact measure for --min-similarity.")
 @click.option("--limit", type=click.IntRange(1), help="At most this many documents.")
 @_database_options
 @_json_option
+@click.pass_context
 def similar(
-    text: str | None, file: str | None, max_distance: int, limit: int | None,
+    ctx: click.Context, text: str | None, file: str | None, max_distance: int,
+    min_similarity: float | None, measure: str, limit: int | None,
     dsn: str | None, table: str, as_json: bool,
 ) -> None:  # fmt: skip
-    """Stored documents similar to TEXT or to a file, nearest first.
+    """Stored documents similar to TEXT or to a file.
+
+    By Hamming distance (nearest first), or with --min-similarity by the
+    exact similarity of the texts (most similar first), which is what
+    "90% similar" means; documents with fewer than 10 shingles are marked
+    short: their fingerprints are unreliable.
 
     \b
     Examples:
         nearsim similar "In the beginning God created the heaven and the earth"
         nearsim similar --file contract-v2.pdf -k 10 --json
+        nearsim similar --file memo.docx --min-similarity 0.8
     """
     query = _query_text(text, file)
+    explicit_radius = (ctx.get_parameter_source("max_distance")
+                       is not click.core.ParameterSource.DEFAULT)  # fmt: skip
     with _errors():
         conn, documents = _open(dsn, table)
         with conn:
-            matches = documents.similar(query, max_distance, limit)
+            if min_similarity is not None:
+                verified = documents.similar_verified(
+                    query, min_similarity, measure, max_distance if explicit_radius else None,
+                    limit)  # fmt: skip
+            else:
+                matches = documents.similar(query, max_distance, limit)
+    if min_similarity is not None:
+        if as_json:
+            _print_json([asdict(match) for match in verified])
+            return
+        for found in verified:
+            short = "  (short)" if found.short else ""
+            click.echo(f"{found.similarity:6.1%}  {found.distance:2d}  {found.key}{short}")
+        return
     if as_json:
         _print_json([asdict(match) for match in matches])
         return

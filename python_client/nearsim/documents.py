@@ -65,6 +65,14 @@ class Pair:
 
 
 @dataclass(frozen=True)
+class VerifiedMatch:
+    key: str
+    distance: int
+    similarity: float  # the exact measure asked for
+    short: bool  # a text with fewer than 10 shingles: its fingerprint is unreliable
+
+
+@dataclass(frozen=True)
 class Cluster:
     pivot: str | None  # with method "pivot"; components have none
     members: list[str]  # the pivot first, then the others in key order
@@ -261,6 +269,25 @@ class DocumentTable:
         )
         rows = self.conn.execute(statement, [query, max_distance, limit]).fetchall()
         return [Match(key, distance, source) for key, distance, source in rows]
+
+    def similar_verified(
+        self, query: str, min_similarity: float = 0.8, measure: str = "s_r",
+        max_distance: int | None = None, limit: int | None = None,
+    ) -> list[VerifiedMatch]:
+        """Documents at least ``min_similarity`` similar to ``query``, measured exactly.
+
+        See ``nearsim_similar_verified``: the bucket index gives the candidates
+        within the calibrated radius (or ``max_distance``), their texts decide.
+        """
+        self.require_enabled()
+        statement = sql.SQL(
+            """SELECT v.key, v.distance, v.similarity, v.short
+               FROM {}.nearsim_similar_verified(%s::regclass, %s, %s, %s, %s) AS v LIMIT %s"""
+        ).format(self.extension)
+        rows = self.conn.execute(
+            statement, [self.quoted, query, min_similarity, measure, max_distance, limit]
+        ).fetchall()
+        return [VerifiedMatch(*row) for row in rows]
 
     def pairs(self, max_distance: int) -> Iterator[Pair]:
         """Every pair of documents within ``max_distance`` bits, streamed."""

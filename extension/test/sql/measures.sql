@@ -48,3 +48,24 @@ SELECT s, nearsim_radius(s) FROM unnest(ARRAY[0.5, 0.8, 0.95]::float8[]) AS s;
 SELECT nearsim_radius(0.8) >= nearsim_radius(0.9) AS wider_for_less_similar;
 SELECT nearsim_radius(0.99);
 SELECT * FROM nearsim_estimate(65);
+
+-- verified search: the bucket index proposes, the texts decide
+CREATE TABLE proverbs (id integer PRIMARY KEY, body text);
+SELECT nearsim_enable('proverbs', 'body');
+INSERT INTO proverbs VALUES
+  (1, 'My son, hear the instruction of thy father, and forsake not the law of thy mother: For they shall be an ornament of grace unto thy head, and chains about thy neck.'),
+  (2, 'My son, hear the instruction of thy father, and forsake not the law of thy mother: For they shall be an ornament of grace unto thy head.'),
+  (3, 'The proverbs of Solomon the son of David, king of Israel; To know wisdom and instruction; to perceive the words of understanding.'),
+  (4, 'hear my son');
+SELECT key, distance <= 64 AS found, round(similarity::numeric, 3) AS s_r, short
+FROM nearsim_similar_verified('proverbs',
+  'My son, hear the instruction of thy father, and forsake not the law of thy mother: For they shall be an ornament of grace unto thy head, and chains about thy neck.',
+  0.5, max_distance => 64);
+SELECT key, round(similarity::numeric, 3) AS containment
+FROM nearsim_similar_verified('proverbs', 'hear the instruction of thy father, and forsake not the law of thy mother',
+  0.5, 'containment', max_distance => 64);
+SELECT * FROM nearsim_similar_verified('proverbs', 'some words', 0.8, 'cosine');
+SELECT * FROM nearsim_similar_verified('proverbs', 'some words', 0.99);
+SET client_min_messages = warning;
+DROP TABLE proverbs CASCADE;
+RESET client_min_messages;
