@@ -403,6 +403,16 @@ def test_pairs_clusters_compare_and_stats(database: str, tmp_path: Path) -> None
     assert {(p["a"], p["b"]) for p in pairs} == {
         tuple(sorted((keys[x], keys[y]))) for x, y in (("a.txt", "b.txt"), ("a.txt", "c.txt"),
                                                       ("b.txt", "c.txt"))}
+    verified = json.loads(run("pairs", "-s", "0.9", "--dsn", database, "-t", table,
+                              "--json").stdout)
+    assert {(p["a"], p["b"]) for p in verified} == {
+        tuple(sorted((keys[x], keys[y]))) for x, y in (("a.txt", "b.txt"), ("a.txt", "c.txt"),
+                                                      ("b.txt", "c.txt"))}
+    assert all(p["similarity"] >= 0.9 and p["short"] is False for p in verified)
+    grouped = json.loads(run("clusters", "-s", "0.9", "--dsn", database, "-t", table,
+                             "--json").stdout)
+    assert [sorted(g["members"]) for g in grouped] == [
+        sorted(keys[n] for n in ("a.txt", "b.txt", "c.txt"))]
     groups = json.loads(run("clusters", "--dsn", database, "-t", table, "--json").stdout)
     assert len(groups) == 1 and sorted(groups[0]["members"]) == sorted(
         keys[n] for n in ("a.txt", "b.txt", "c.txt"))

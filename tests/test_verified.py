@@ -121,3 +121,32 @@ def test_bad_arguments_are_named(database: str, corpus: tuple[str, dict[int, str
             with pytest.raises(psycopg.Error, match=message):
                 conn.execute("SELECT * FROM nearsim_similar_verified(%s, 'some text here', %s,"
                              " %s, %s)", [table, minimum, measure, radius])
+
+
+def test_verified_pairs_and_clusters_are_the_brute_force_ones(
+    database: str, corpus: tuple[str, dict[int, str]]
+) -> None:
+    table, bodies = corpus
+    radius = calibration.radius_for(0.8)
+    fingerprints = {key: nearsim.simhash(body) for key, body in bodies.items()}
+    expected = {}
+    for a in bodies:
+        for b in bodies:
+            fa, fb = fingerprints[a], fingerprints[b]
+            if a < b and fa is not None and fb is not None and nearsim.hamming(fa, fb) <= radius:
+                value = measures.resemblance(bodies[a], bodies[b])
+                if value >= 0.8:
+                    expected[(str(a), str(b))] = value  # a < b in key order, as the pairs
+    assert len(expected) >= 20
+    with psycopg.connect(database) as conn:
+        rows = conn.execute("SELECT a, b, similarity FROM nearsim_pairs_verified(%s, 0.8)",
+                            [table]).fetchall()
+        assert {(a, b): value for a, b, value in rows} == pytest.approx(expected)
+        groups = conn.execute("SELECT key, cluster FROM nearsim_clusters_verified(%s, 0.8)",
+                              [table]).fetchall()
+    cluster_of = dict(groups)
+    assert set(cluster_of) == {key for pair in expected for key in pair}
+    for a, b in expected:
+        assert cluster_of[a] == cluster_of[b]
+    for cluster in set(cluster_of.values()):
+        assert cluster == min(k for k, c in cluster_of.items() if c == cluster)

@@ -296,6 +296,40 @@ $python$;
 COMMENT ON FUNCTION nearsim_similar_verified(regclass, text, double precision, text, integer) IS
 'documents of tbl whose exact similarity to query (measure s_r, s_l, s_j, containment, information_s_l or information_s_j) is at least min_similarity, most similar first; candidates come from the bucket index within max_distance bits, by default the calibrated radius for min_similarity (nearsim_radius); short marks pairs where a text has fewer than 10 shingles';
 
+CREATE FUNCTION nearsim_pairs_verified(tbl regclass, min_similarity double precision DEFAULT 0.8,
+		measure text DEFAULT 's_r', max_distance integer DEFAULT NULL)
+	RETURNS TABLE (a text, b text, distance integer, similarity double precision, short boolean)
+	LANGUAGE plpython3u STABLE
+	SET search_path = pg_catalog, pg_temp
+	AS $python$
+#NEARSIM-IMPORT
+from nearsim.bucket_index import BucketIndex, Plpy
+if tbl is None:
+    plpy.error("the table must not be NULL", sqlstate="22004")
+return BucketIndex(Plpy(plpy)).pairs_verified(tbl, min_similarity, measure, max_distance)
+$python$;
+
+COMMENT ON FUNCTION nearsim_pairs_verified(regclass, double precision, text, integer) IS
+'the pairs of nearsim_pairs within max_distance (by default nearsim_radius(min_similarity)) whose exact similarity (measure, of a to b for containment) is at least min_similarity';
+
+CREATE FUNCTION nearsim_clusters_verified(tbl regclass, min_similarity double precision DEFAULT 0.8,
+		measure text DEFAULT 's_r', max_distance integer DEFAULT NULL,
+		method text DEFAULT 'components', min_size integer DEFAULT 2)
+	RETURNS TABLE (key text, cluster text, pivot text)
+	LANGUAGE plpython3u STABLE
+	SET search_path = pg_catalog, pg_temp
+	AS $python$
+#NEARSIM-IMPORT
+from nearsim.bucket_index import BucketIndex, Plpy
+if tbl is None:
+    plpy.error("the table must not be NULL", sqlstate="22004")
+return BucketIndex(Plpy(plpy)).clusters_verified(tbl, min_similarity, measure, max_distance,
+                                                 method, min_size)
+$python$;
+
+COMMENT ON FUNCTION nearsim_clusters_verified(regclass, double precision, text, integer, text, integer) IS
+'nearsim_clusters over the verified pairs of nearsim_pairs_verified: groups of documents at least min_similarity similar';
+
 -- All pairs and clusters (PL/Python, nearsim/pairs.py)
 
 CREATE FUNCTION nearsim_pairs(tbl regclass, max_distance integer DEFAULT 6)

@@ -53,6 +53,17 @@ VERIFIED_MEASURES = ("s_r", "s_l", "s_j", "containment", "information_s_l", "inf
 SHORT_FEATURES = 10  # fewer shingles than this: the fingerprint is unreliable
 
 
+def _measure(measure: str, a: str, b: str) -> float:
+    """One of VERIFIED_MEASURES of texts a and b (containment: of a in b)."""
+    from . import measures
+
+    if measure == "s_r":
+        return measures.resemblance(a, b)
+    if measure == "containment":
+        return measures.containment(a, b)
+    return float(getattr(measures.compare(a, b), measure))
+
+
 class Database(Protocol):
     """What the module needs from ``plpy``."""
 
@@ -775,24 +786,12 @@ $nearsim$""")
         text has fewer than SHORT_FEATURES shingles: so few features make the
         fingerprint jumpy, so such documents may be missed at any radius.
         """
-        from . import calibration, measures
+        from . import measures
 
-        if measure not in VERIFIED_MEASURES:
-            self.fail(f"unknown measure {measure!r}",
-                      hint=f"Use one of {', '.join(VERIFIED_MEASURES)}.")
-        if min_similarity is None or not 0 <= min_similarity <= 1:
-            self.fail(f"min_similarity must be between 0 and 1, not {min_similarity}")
+        radius = self._verified_radius(min_similarity, measure, max_distance)
         enabled = self.lookup(tbl)
         if query is None:
             return []
-        if max_distance is None:
-            try:
-                radius = calibration.radius_for(min_similarity)
-            except ValueError as error:
-                self.fail(str(error), hint="Pass max_distance to choose the radius yourself.")
-        else:
-            self.check_distance(max_distance)
-            radius = max_distance
         query_features = len(set(measures.word_shingles(query)))
         if query_features < SHORT_FEATURES:
             self.db.notice(f"the query has {query_features} shingles: a fingerprint of fewer"
@@ -807,17 +806,97 @@ $nearsim$""")
         found = []
         for row in rows:
             body = row["body"] or ""
-            if measure == "s_r":
-                value = measures.resemblance(query, body)
-            elif measure == "containment":
-                value = measures.containment(query, body)
-            else:
-                value = float(getattr(measures.compare(query, body), measure))
+            value = _measure(measure, query, body)
             if value >= min_similarity:
                 short = min(query_features, len(set(measures.word_shingles(body)))) < SHORT_FEATURES
                 found.append((row["key"], int(row["distance"]), value, short))
         found.sort(key=lambda match: (-match[2], match[1], match[0]))
         return found
+
+    def _verified_radius(self, min_similarity: float, measure: str,
+                         max_distance: int | None) -> int:
+        """Check a verified search's arguments; the radius to take candidates from."""
+        from . import calibration
+
+        if measure not in VERIFIED_MEASURES:
+            self.fail(f"unknown measure {measure!r}",
+                      hint=f"Use one of {', '.join(VERIFIED_MEASURES)}.")
+        if min_similarity is None or not 0 <= min_similarity <= 1:
+            self.fail(f"min_similarity must be between 0 and 1, not {min_similarity}")
+        if max_distance is not None:
+            self.check_distance(max_distance)
+            return max_distance
+        try:
+            return calibration.radius_for(min_similarity)
+        except ValueError as error:
+            self.fail(str(error), hint="Pass max_distance to choose the radius yourself.")
+            raise  # not reached: fail raises
+
+    def pairs_verified(
+        self, tbl: str, min_similarity: float, measure: str, max_distance: int | None
+    ) -> list[tuple[str, str, int, float, bool]]:
+        """Pairs within the radius whose texts are at least ``min_similarity`` similar.
+
+        The texts of the documents in a piece of candidate pairs are read
+        once per piece, by key.
+        """
+        from . import measures
+        from .pairs import iter_pairs
+
+        radius = self._verified_radius(min_similarity, measure, max_distance)
+        enabled = self.lookup(tbl)
+        keys, sis = self.fingerprints(tbl)
+        key = self.ident(enabled.table.key_column)
+        text = self.ident(enabled.text_column)
+        found = []
+        for first, second, distance in iter_pairs(sis, radius):
+            wanted = sorted({*first.tolist(), *second.tolist()})
+            if not wanted:
+                continue
+            listed = ", ".join(self.literal(keys[i]) for i in wanted)
+            rows = self.db.execute(
+                f"SELECT {key}::text AS key, {text}::text AS body FROM {enabled.table.qualified}"
+                f" WHERE {key} = ANY (ARRAY[{listed}]::{enabled.table.key_type}[])"
+            )
+            bodies = {row["key"]: row["body"] or "" for row in rows}
+            features = {k: len(set(measures.word_shingles(b))) for k, b in bodies.items()}
+            for i, j, d in zip(first.tolist(), second.tolist(), distance.tolist(), strict=True):
+                a, b = keys[i], keys[j]
+                if a not in bodies or b not in bodies:
+                    continue  # deleted since the fingerprints were read
+                value = _measure(measure, bodies[a], bodies[b])
+                if value >= min_similarity:
+                    short = min(features[a], features[b]) < SHORT_FEATURES
+                    found.append((a, b, d, value, short))
+        return found
+
+    def clusters_verified(
+        self, tbl: str, min_similarity: float, measure: str, max_distance: int | None,
+        method: str, min_size: int,
+    ) -> list[tuple[str, str, str | None]]:
+        """``clusters`` over the verified pairs instead of all pairs within a distance."""
+        if method not in ("components", "pivot"):
+            self.fail(f"unknown clustering method {method!r}",
+                      hint="Use 'components' or 'pivot'.")
+        if min_size is None or min_size < 1:
+            self.fail(f"min_size must be at least 1, not {min_size}")
+        from .pairs import connected_components, pivot_groups
+
+        pairs = self.pairs_verified(tbl, min_similarity, measure, max_distance)
+        keys = sorted({k for a, b, *_ in pairs for k in (a, b)})
+        position = {k: i for i, k in enumerate(keys)}
+        first = np.array([position[a] for a, *_ in pairs], dtype=np.int64)
+        second = np.array([position[b] for _, b, *_ in pairs], dtype=np.int64)
+        grouping = connected_components if method == "components" else pivot_groups
+        groups = grouping(len(keys), first, second)
+        smallest = np.full(len(keys), len(keys), dtype=np.int64)
+        np.minimum.at(smallest, groups, np.arange(len(keys), dtype=np.int64))
+        sizes = np.bincount(groups, minlength=len(keys))
+        return [
+            (keys[member], keys[int(smallest[group])], keys[group] if method == "pivot" else None)
+            for member, group in enumerate(groups.tolist())
+            if sizes[group] >= min_size
+        ]
 
     def check_distance(self, max_distance: int) -> None:
         if not 0 <= max_distance <= 64:

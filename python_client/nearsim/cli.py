@@ -89,6 +89,24 @@ def _json_option(function: F) -> F:
     )
 
 
+def _verified_options(function: F) -> F:
+    function = click.option(
+        "--measure", type=click.Choice(VERIFIED_MEASURES), default="s_r", show_default=True,
+        help="The exact measure for --min-similarity.",
+    )(function)  # fmt: skip
+    return click.option(
+        "--min-similarity", "-s", type=click.FloatRange(0, 1), metavar="S",
+        help="Verified: only documents at least S similar, measured on the texts (0.5 to 0.95"
+        " picks the radius from the calibration unless -k is given).",
+    )(function)  # fmt: skip
+
+
+def _radius(ctx: click.Context, max_distance: int) -> int | None:
+    """-k if the user gave it; else None, for the calibrated radius."""
+    given = ctx.get_parameter_source("max_distance") is not click.core.ParameterSource.DEFAULT
+    return max_distance if given else None
+
+
 def _distance_option(function: F) -> F:
     return click.option(
         "-k", "--max-distance", type=click.IntRange(0, BITS), default=6, show_default=True,
@@ -370,11 +388,7 @@ def _query_text(text: str | None, file: str | None) -> str:
 @click.argument("text", required=False)
 @click.option("--file", "-f", metavar="FILE", help="Take the query document from a file.")
 @_distance_option
-@click.option("--min-similarity", "-s", type=click.FloatRange(0, 1), metavar="S",
-              help="Verified search: only documents at least S similar (0.5 to 0.95 picks"
-              " the radius from the calibration unless -k is given), measured exactly.")
-@click.option("--measure", type=click.Choice(VERIFIED_MEASURES), default="s_r",
-              show_default=True, help="The exact measure for --min-similarity.")
+@_verified_options
 @click.option("--limit", type=click.IntRange(1), help="At most this many documents.")
 @_database_options
 @_json_option
@@ -398,15 +412,12 @@ def similar(
         nearsim similar --file memo.docx --min-similarity 0.8
     """
     query = _query_text(text, file)
-    explicit_radius = (ctx.get_parameter_source("max_distance")
-                       is not click.core.ParameterSource.DEFAULT)  # fmt: skip
     with _errors():
         conn, documents = _open(dsn, table)
         with conn:
             if min_similarity is not None:
                 verified = documents.similar_verified(
-                    query, min_similarity, measure, max_distance if explicit_radius else None,
-                    limit)  # fmt: skip
+                    query, min_similarity, measure, _radius(ctx, max_distance), limit)
             else:
                 matches = documents.similar(query, max_distance, limit)
     if min_similarity is not None:
@@ -427,23 +438,42 @@ def similar(
 
 @cli.command()
 @_distance_option
+@_verified_options
 @_database_options
 @_json_option
-def pairs(max_distance: int, dsn: str | None, table: str, as_json: bool) -> None:
+@click.pass_context
+def pairs(
+    ctx: click.Context, max_distance: int, min_similarity: float | None, measure: str,
+    dsn: str | None, table: str, as_json: bool,
+) -> None:  # fmt: skip
     """Every pair of stored documents within the distance.
 
+    With --min-similarity, the pairs whose texts are at least that similar.
+
     \b
-    Example:
+    Examples:
         nearsim pairs -k 3 --json > pairs.json
+        nearsim pairs --min-similarity 0.9
     """
     with _errors():
         conn, documents = _open(dsn, table)
         with conn:
-            found = documents.pairs(max_distance)
+            if min_similarity is not None:
+                verified = documents.pairs_verified(min_similarity, measure,
+                                                    _radius(ctx, max_distance))  # fmt: skip
+                if as_json:
+                    _print_json_array(asdict(pair) for pair in verified)
+                else:
+                    for found in verified:
+                        short = "  (short)" if found.short else ""
+                        click.echo(f"{found.similarity:6.1%}  {found.distance:2d}  {found.a}  "
+                                   f"{found.b}{short}")  # fmt: skip
+                return
+            plain = documents.pairs(max_distance)
             if as_json:
-                _print_json_array(asdict(pair) for pair in found)
+                _print_json_array(asdict(pair) for pair in plain)
             else:
-                for pair in found:
+                for pair in plain:
                     click.echo(f"{pair.distance:2d}  {pair.a}  {pair.b}")
 
 
@@ -454,21 +484,30 @@ def pairs(max_distance: int, dsn: str | None, table: str, as_json: bool) -> None
               help="components: linked through any chain of pairs; pivot: every member "
               "within the distance of the group's pivot.")
 @click.option("--min-size", type=click.IntRange(1), default=2, show_default=True)
+@_verified_options
 @_database_options
 @_json_option
+@click.pass_context
 def clusters(
-    max_distance: int, method: str, min_size: int, dsn: str | None, table: str, as_json: bool
-) -> None:
+    ctx: click.Context, max_distance: int, method: str, min_size: int,
+    min_similarity: float | None, measure: str, dsn: str | None, table: str, as_json: bool,
+) -> None:  # fmt: skip
     """Groups of near-duplicate documents, largest first.
 
+    With --min-similarity, groups linked by pairs whose texts are at least
+    that similar.
+
     \b
-    Example:
+    Examples:
         nearsim clusters -k 6 --method pivot
+        nearsim clusters --min-similarity 0.8 --json
     """
     with _errors():
         conn, documents = _open(dsn, table)
         with conn:
-            found = documents.clusters(max_distance, method, min_size)
+            found = (documents.clusters(max_distance, method, min_size)
+                     if min_similarity is None else documents.clusters_verified(
+                         min_similarity, measure, _radius(ctx, max_distance), method, min_size))
             if as_json:
                 _print_json_array(asdict(cluster) for cluster in found)
                 return

@@ -73,6 +73,15 @@ class VerifiedMatch:
 
 
 @dataclass(frozen=True)
+class VerifiedPair:
+    a: str
+    b: str
+    distance: int
+    similarity: float
+    short: bool
+
+
+@dataclass(frozen=True)
 class Cluster:
     pivot: str | None  # with method "pivot"; components have none
     members: list[str]  # the pivot first, then the others in key order
@@ -298,18 +307,45 @@ class DocumentTable:
         for a, b, distance in self.conn.cursor().stream(query, [self.quoted, max_distance]):
             yield Pair(a, b, distance)
 
+    def pairs_verified(
+        self, min_similarity: float = 0.8, measure: str = "s_r", max_distance: int | None = None
+    ) -> list[VerifiedPair]:
+        """Pairs within the (calibrated) radius, at least ``min_similarity`` similar."""
+        self.require_enabled()
+        rows = self.conn.execute(
+            sql.SQL("SELECT a, b, distance, similarity, short"
+                    " FROM {}.nearsim_pairs_verified(%s::regclass, %s, %s, %s)").format(
+                self.extension),
+            [self.quoted, min_similarity, measure, max_distance],
+        ).fetchall()
+        return [VerifiedPair(*row) for row in rows]
+
     def clusters(
         self, max_distance: int, method: str = "components", min_size: int = 2
     ) -> Iterator[Cluster]:
         """Groups of near-duplicates, largest first."""
         self.require_enabled()
+        groups = sql.SQL("{}.nearsim_clusters(%s::regclass, %s, %s, %s)").format(self.extension)
+        return self._clusters(groups, [self.quoted, max_distance, method, min_size])
+
+    def clusters_verified(
+        self, min_similarity: float = 0.8, measure: str = "s_r",
+        max_distance: int | None = None, method: str = "components", min_size: int = 2,
+    ) -> Iterator[Cluster]:
+        """Groups linked by verified pairs (see :meth:`pairs_verified`), largest first."""
+        self.require_enabled()
+        groups = sql.SQL("{}.nearsim_clusters_verified(%s::regclass, %s, %s, %s, %s, %s)").format(
+            self.extension)
+        return self._clusters(groups, [self.quoted, min_similarity, measure, max_distance,
+                                       method, min_size])  # fmt: skip
+
+    def _clusters(self, groups: sql.Composable, arguments: list[Any]) -> Iterator[Cluster]:
         query = sql.SQL(
             """SELECT pg_catalog.max(c.pivot),
                       pg_catalog.array_agg(c.key ORDER BY c.key = c.pivot DESC NULLS LAST, c.key)
-               FROM {}.nearsim_clusters(%s::regclass, %s, %s, %s) AS c
+               FROM {} AS c
                GROUP BY c.cluster ORDER BY pg_catalog.count(*) DESC, c.cluster"""
-        ).format(self.extension)
-        arguments = [self.quoted, max_distance, method, min_size]
+        ).format(groups)
         for pivot, members in self.conn.cursor().stream(query, arguments):
             yield Cluster(pivot, list(members))
 

@@ -64,6 +64,11 @@ FROM nearsim_similar_verified('proverbs',
 SELECT key, round(similarity::numeric, 3) AS containment
 FROM nearsim_similar_verified('proverbs', 'hear the instruction of thy father, and forsake not the law of thy mother',
   0.5, 'containment', max_distance => 64);
+SELECT a, b, round(similarity::numeric, 3) AS s_r, short
+FROM nearsim_pairs_verified('proverbs', 0.5, max_distance => 64);
+SELECT key, cluster FROM nearsim_clusters_verified('proverbs', 0.5, max_distance => 64);
+SELECT * FROM nearsim_pairs_verified('proverbs', 0.8, 's_q');
+SELECT * FROM nearsim_clusters_verified('proverbs', 0.8, method => 'kmeans');
 SELECT * FROM nearsim_similar_verified('proverbs', 'some words', 0.8, 'cosine');
 SELECT * FROM nearsim_similar_verified('proverbs', 'some words', 0.99);
 SET client_min_messages = warning;
