@@ -18,6 +18,7 @@ packages=(
   python3-venv python3-pip            # the client's virtual environment
   make gcc
   bible-kjv                           # the demo corpus
+  chromium                            # the tests look at `nearsim report` pages in a browser
 )
 missing=()
 for package in "${packages[@]}"; do

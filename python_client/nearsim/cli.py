@@ -29,7 +29,7 @@ from rich.progress import (
     TransferSpeedColumn,
 )  # fmt: skip
 
-from . import __version__, measures
+from . import __version__, measures, sidebyside
 from .bucket_index import VERIFIED_MEASURES
 from .connect import ConnectionFailed, connect
 from .db import ProfileMismatch as ServerProfileMismatch
@@ -634,6 +634,70 @@ def compare(
                f"containment {m['containment']:.1%}, MinHash estimate of S_R "
                f"{minhash['estimate']:.1%} [{minhash['low']:.1%}, {minhash['high']:.1%}] "
                f"with {minhash['hashes']} hashes")  # fmt: skip
+
+
+@cli.command()
+@click.argument("names", nargs=-1, metavar="[A B...]")
+@click.option("--cluster", metavar="KEY",
+              help="Instead of A B...: every member of KEY's group against its pivot"
+              " (pivot groups within -k, or of verified pairs with --min-similarity).")
+@click.option("--output", "-o", type=click.Path(dir_okay=False, writable=True), required=True,
+              help="The HTML file to write.")
+@_distance_option
+@_verified_options
+@_database_options
+@click.pass_context
+def report(
+    ctx: click.Context, names: tuple[str, ...], cluster: str | None, output: str,
+    max_distance: int, min_similarity: float | None, measure: str, dsn: str | None, table: str,
+) -> None:  # fmt: skip
+    """Write an HTML page of documents side by side, common passages marked.
+
+    A B...: files or keys of stored documents; each of B... is shown next
+    to A. The page is self-contained (no scripts, nothing to download).
+
+    \b
+    Examples:
+        nearsim report draft-1.docx draft-2.docx -o drafts.html
+        nearsim report --cluster /srv/docs/memo.txt -s 0.8 -o memo-group.html
+    """
+    if (cluster is None) == (not names) or (cluster is None and len(names) < 2):
+        raise click.UsageError("give two or more documents A B..., or --cluster KEY")
+    opened: list[tuple[psycopg.Connection[Any], DocumentTable]] = []
+
+    def documents() -> DocumentTable:
+        if not opened:
+            opened.append(_open(dsn, table))
+        return opened[0][1]
+
+    with _errors():
+        try:
+            if cluster is not None:
+                names = _cluster_members(documents(), cluster, max_distance, min_similarity,
+                                         measure, _radius(ctx, max_distance))  # fmt: skip
+            texts = [sidebyside.Document(name, _document_of(name, documents)[1])
+                     for name in names]  # fmt: skip
+        finally:
+            for conn, _ in opened:
+                conn.close()
+    page = sidebyside.report(texts[0], texts[1:])
+    with open(output, "w", encoding="utf-8") as file:
+        file.write(page)
+    click.echo(f"wrote {output}: {texts[0].name} and {len(texts) - 1} other document(s)",
+               err=True)  # fmt: skip
+
+
+def _cluster_members(
+    documents: DocumentTable, key: str, max_distance: int, min_similarity: float | None,
+    measure: str, radius: int | None,
+) -> tuple[str, ...]:
+    """The pivot group holding ``key``, its pivot first."""
+    groups = (documents.clusters(max_distance, "pivot") if min_similarity is None
+              else documents.clusters_verified(min_similarity, measure, radius, "pivot"))
+    for group in groups:
+        if key in group.members:
+            return tuple(group.members)
+    raise Fatal(f"{key} is in no group of near-duplicates in {documents}")
 
 
 @cli.command()
