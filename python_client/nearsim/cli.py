@@ -517,6 +517,26 @@ def clusters(
                     click.echo(f"  {member}{'  (pivot)' if member == cluster.pivot else ''}")
 
 
+class _OnDemand:
+    """The documents table, connected to only when first asked for (files need no database)."""
+
+    def __init__(self, dsn: str | None, table: str) -> None:
+        self.dsn, self.table = dsn, table
+        self.opened: tuple[psycopg.Connection[Any], DocumentTable] | None = None
+
+    def __call__(self) -> DocumentTable:
+        if self.opened is None:
+            self.opened = _open(self.dsn, self.table)
+        return self.opened[1]
+
+    def __enter__(self) -> _OnDemand:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.opened is not None:
+            self.opened[0].close()
+
+
 def _document_of(
     name: str, documents: Callable[[], DocumentTable]
 ) -> tuple[dict[str, Any], str, int | None]:
@@ -582,20 +602,9 @@ def compare(
         nearsim compare draft-1.docx draft-2.docx
         nearsim compare /srv/docs/a.txt /srv/docs/b.txt -k 3 --json
     """
-    opened: list[tuple[psycopg.Connection[Any], DocumentTable]] = []
-
-    def documents() -> DocumentTable:
-        if not opened:
-            opened.append(_open(dsn, table))
-        return opened[0][1]
-
-    with _errors():
-        try:
-            first, first_text, first_fp = _document_of(a, documents)
-            second, second_text, second_fp = _document_of(b, documents)
-        finally:
-            for conn, _ in opened:
-                conn.close()
+    with _errors(), _OnDemand(dsn, table) as documents:
+        first, first_text, first_fp = _document_of(a, documents)
+        second, second_text, second_fp = _document_of(b, documents)
     result: dict[str, Any] = {"a": first, "b": second, "profile": PROFILE}
     for side, fingerprint in ((first, first_fp), (second, second_fp)):
         side["fingerprint"] = fingerprint
@@ -663,23 +672,11 @@ def report(
     """
     if (cluster is None) == (not names) or (cluster is None and len(names) < 2):
         raise click.UsageError("give two or more documents A B..., or --cluster KEY")
-    opened: list[tuple[psycopg.Connection[Any], DocumentTable]] = []
-
-    def documents() -> DocumentTable:
-        if not opened:
-            opened.append(_open(dsn, table))
-        return opened[0][1]
-
-    with _errors():
-        try:
-            if cluster is not None:
-                names = _cluster_members(documents(), cluster, max_distance, min_similarity,
-                                         measure, _radius(ctx, max_distance))  # fmt: skip
-            texts = [sidebyside.Document(name, _document_of(name, documents)[1])
-                     for name in names]  # fmt: skip
-        finally:
-            for conn, _ in opened:
-                conn.close()
+    with _errors(), _OnDemand(dsn, table) as documents:
+        if cluster is not None:
+            names = _cluster_members(documents(), cluster, max_distance, min_similarity,
+                                     measure, _radius(ctx, max_distance))  # fmt: skip
+        texts = [sidebyside.Document(name, _document_of(name, documents)[1]) for name in names]
     page = sidebyside.report(texts[0], texts[1:])
     with open(output, "w", encoding="utf-8") as file:
         file.write(page)
