@@ -43,6 +43,8 @@ def corpus(database: str) -> Iterator[tuple[str, dict[int, str]]]:
             for key, body in bodies.items():
                 copy.write_row((key, body))
     yield table, bodies
+    with psycopg.connect(database, autocommit=True) as conn:
+        conn.execute(sql.SQL("DROP TABLE {} CASCADE").format(sql.Identifier(table)))
 
 
 def brute_force(bodies: dict[int, str], query: str, radius: int, minimum: float,
@@ -111,6 +113,9 @@ def test_bad_arguments_are_named(database: str, corpus: tuple[str, dict[int, str
     with psycopg.connect(database, autocommit=True) as conn:
         assert conn.execute("SELECT * FROM nearsim_similar_verified(%s, NULL)",
                             [table]).fetchall() == []
+        for function in ("nearsim_pairs_verified", "nearsim_clusters_verified"):
+            with pytest.raises(psycopg.Error, match="the table must not be NULL"):
+                conn.execute(f"SELECT * FROM {function}(NULL)")
         for arguments, message in (
             (("s_r", 1.5, None), "min_similarity must be between 0 and 1"),
             (("cosine", 0.8, None), "unknown measure 'cosine'"),

@@ -304,8 +304,6 @@ CREATE FUNCTION nearsim_pairs_verified(tbl regclass, min_similarity double preci
 	AS $python$
 #NEARSIM-IMPORT
 from nearsim.bucket_index import BucketIndex, Plpy
-if tbl is None:
-    plpy.error("the table must not be NULL", sqlstate="22004")
 return BucketIndex(Plpy(plpy)).pairs_verified(tbl, min_similarity, measure, max_distance)
 $python$;
 
@@ -321,8 +319,6 @@ CREATE FUNCTION nearsim_clusters_verified(tbl regclass, min_similarity double pr
 	AS $python$
 #NEARSIM-IMPORT
 from nearsim.bucket_index import BucketIndex, Plpy
-if tbl is None:
-    plpy.error("the table must not be NULL", sqlstate="22004")
 return BucketIndex(Plpy(plpy)).clusters_verified(tbl, min_similarity, measure, max_distance,
                                                  method, min_size)
 $python$;

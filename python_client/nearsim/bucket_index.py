@@ -53,15 +53,45 @@ VERIFIED_MEASURES = ("s_r", "s_l", "s_j", "containment", "information_s_l", "inf
 SHORT_FEATURES = 10  # fewer shingles than this: the fingerprint is unreliable
 
 
-def _measure(measure: str, a: str, b: str) -> float:
+def _named_groups(
+    keys: list[str], groups: np.ndarray, method: str, min_size: int
+) -> Iterator[tuple[str, str, str | None]]:
+    """``(key, cluster, pivot)`` of each member of a group of at least ``min_size``.
+
+    ``groups[i]`` is the group (its root or pivot position) of ``keys[i]``.  A
+    group is named after its smallest key (keys are in key order), so its id
+    does not depend on the order the rows were read in.
+    """
+    smallest = np.full(len(keys), len(keys), dtype=np.int64)
+    np.minimum.at(smallest, groups, np.arange(len(keys), dtype=np.int64))
+    sizes = np.bincount(groups, minlength=len(keys))
+    return (
+        (keys[member], keys[int(smallest[group])], keys[group] if method == "pivot" else None)
+        for member, group in enumerate(groups.tolist())
+        if sizes[group] >= min_size
+    )
+
+
+class _Text:
+    """A text with its shingle set, made once however many pairs it is in."""
+
+    def __init__(self, text: str) -> None:
+        from . import measures
+
+        self.text = text
+        self.shingles = set(measures.word_shingles(text))
+        self.short = len(self.shingles) < SHORT_FEATURES
+
+
+def _measure(measure: str, a: _Text, b: _Text) -> float:
     """One of VERIFIED_MEASURES of texts a and b (containment: of a in b)."""
     from . import measures
 
     if measure == "s_r":
-        return measures.resemblance(a, b)
+        return measures.set_resemblance(a.shingles, b.shingles)
     if measure == "containment":
-        return measures.containment(a, b)
-    return float(getattr(measures.compare(a, b), measure))
+        return measures.set_containment(a.shingles, b.shingles)
+    return float(getattr(measures.compare(a.text, b.text), measure))
 
 
 class Database(Protocol):
@@ -763,16 +793,7 @@ $nearsim$""")
             groups = connected_components(len(keys), first, second)
         else:
             groups = pivot_groups(len(keys), first, second)
-        # A group is named after its smallest key (keys are in key order), so
-        # its id does not depend on the order the rows were read in.
-        smallest = np.full(len(keys), len(keys), dtype=np.int64)
-        np.minimum.at(smallest, groups, np.arange(len(keys), dtype=np.int64))
-        sizes = np.bincount(groups, minlength=len(keys))
-        return (
-            (keys[member], keys[int(smallest[group])], keys[group] if method == "pivot" else None)
-            for member, group in enumerate(groups.tolist())
-            if sizes[group] >= min_size
-        )
+        return _named_groups(keys, groups, method, min_size)
 
     def similar_verified(
         self, tbl: str, query: str | None, min_similarity: float, measure: str,
@@ -786,16 +807,15 @@ $nearsim$""")
         text has fewer than SHORT_FEATURES shingles: so few features make the
         fingerprint jumpy, so such documents may be missed at any radius.
         """
-        from . import measures
-
         radius = self._verified_radius(min_similarity, measure, max_distance)
         enabled = self.lookup(tbl)
         if query is None:
             return []
-        query_features = len(set(measures.word_shingles(query)))
-        if query_features < SHORT_FEATURES:
-            self.db.notice(f"the query has {query_features} shingles: a fingerprint of fewer"
-                           f" than {SHORT_FEATURES} is unreliable, near-duplicates may be missed")
+        asked = _Text(query)
+        if asked.short:
+            self.db.notice(f"the query has {len(asked.shingles)} shingles: a fingerprint of"
+                           f" fewer than {SHORT_FEATURES} is unreliable, near-duplicates may be"
+                           " missed")
         key = self.ident(enabled.table.key_column)
         text = self.ident(enabled.text_column)
         similar = enabled.qualify(enabled.similar_function, self.db)
@@ -805,11 +825,11 @@ $nearsim$""")
         )
         found = []
         for row in rows:
-            body = row["body"] or ""
-            value = _measure(measure, query, body)
+            candidate = _Text(row["body"] or "")
+            value = _measure(measure, asked, candidate)
             if value >= min_similarity:
-                short = min(query_features, len(set(measures.word_shingles(body)))) < SHORT_FEATURES
-                found.append((row["key"], int(row["distance"]), value, short))
+                found.append((row["key"], int(row["distance"]), value,
+                              asked.short or candidate.short))  # fmt: skip
         found.sort(key=lambda match: (-match[2], match[1], match[0]))
         return found
 
@@ -840,7 +860,6 @@ $nearsim$""")
         The texts of the documents in a piece of candidate pairs are read
         once per piece, by key.
         """
-        from . import measures
         from .pairs import iter_pairs
 
         radius = self._verified_radius(min_similarity, measure, max_distance)
@@ -858,16 +877,14 @@ $nearsim$""")
                 f"SELECT {key}::text AS key, {text}::text AS body FROM {enabled.table.qualified}"
                 f" WHERE {key} = ANY (ARRAY[{listed}]::{enabled.table.key_type}[])"
             )
-            bodies = {row["key"]: row["body"] or "" for row in rows}
-            features = {k: len(set(measures.word_shingles(b))) for k, b in bodies.items()}
+            texts = {row["key"]: _Text(row["body"] or "") for row in rows}
             for i, j, d in zip(first.tolist(), second.tolist(), distance.tolist(), strict=True):
                 a, b = keys[i], keys[j]
-                if a not in bodies or b not in bodies:
+                if a not in texts or b not in texts:
                     continue  # deleted since the fingerprints were read
-                value = _measure(measure, bodies[a], bodies[b])
+                value = _measure(measure, texts[a], texts[b])
                 if value >= min_similarity:
-                    short = min(features[a], features[b]) < SHORT_FEATURES
-                    found.append((a, b, d, value, short))
+                    found.append((a, b, d, value, texts[a].short or texts[b].short))
         return found
 
     def clusters_verified(
@@ -888,15 +905,7 @@ $nearsim$""")
         first = np.array([position[a] for a, *_ in pairs], dtype=np.int64)
         second = np.array([position[b] for _, b, *_ in pairs], dtype=np.int64)
         grouping = connected_components if method == "components" else pivot_groups
-        groups = grouping(len(keys), first, second)
-        smallest = np.full(len(keys), len(keys), dtype=np.int64)
-        np.minimum.at(smallest, groups, np.arange(len(keys), dtype=np.int64))
-        sizes = np.bincount(groups, minlength=len(keys))
-        return [
-            (keys[member], keys[int(smallest[group])], keys[group] if method == "pivot" else None)
-            for member, group in enumerate(groups.tolist())
-            if sizes[group] >= min_size
-        ]
+        return list(_named_groups(keys, grouping(len(keys), first, second), method, min_size))
 
     def check_distance(self, max_distance: int) -> None:
         if not 0 <= max_distance <= 64:

@@ -69,6 +69,8 @@ __all__ = [
     "multiset_jaccard",
     "repetition_similarity",
     "resemblance",
+    "set_containment",
+    "set_resemblance",
     "word_shingles",
 ]
 
@@ -184,11 +186,13 @@ def _ratio(numerator: int, denominator: int) -> float:
     return numerator / denominator if denominator else 0.0
 
 
-def _set_resemblance(a: set[str], b: set[str]) -> float:
+def set_resemblance(a: set[str], b: set[str]) -> float:
+    """:func:`resemblance` of two shingle sets (for callers that keep the sets)."""
     return _ratio(len(a & b), len(a | b))
 
 
-def _set_containment(inner: set[str], outer: set[str]) -> float:
+def set_containment(inner: set[str], outer: set[str]) -> float:
+    """:func:`containment` of two shingle sets."""
     return _ratio(len(inner & outer), len(inner))
 
 
@@ -206,7 +210,7 @@ def resemblance(a: str, b: str, shingle_words: int = SHINGLE_WORDS) -> float:
 
     This is what MinHash estimates; repeated shingles count once.
     """
-    return _set_resemblance(
+    return set_resemblance(
         set(word_shingles(a, shingle_words)), set(word_shingles(b, shingle_words))
     )
 
@@ -218,7 +222,7 @@ def containment(a: str, b: str, shingle_words: int = SHINGLE_WORDS) -> float:
     which is why seed 001 does not use it for near-duplicates, but it finds
     quotations and excerpts.  Not symmetric.
     """
-    return _set_containment(
+    return set_containment(
         set(word_shingles(a, shingle_words)), set(word_shingles(b, shingle_words))
     )
 
@@ -520,8 +524,8 @@ def compare(
     shingle_list_b = _shingles_of(words_b, shingle_words)
     set_a, set_b = set(shingle_list_a), set(shingle_list_b)
     multiset_a, multiset_b = Counter(shingle_list_a), Counter(shingle_list_b)
-    a_in_b = _set_containment(set_a, set_b)
-    b_in_a = _set_containment(set_b, set_a)
+    a_in_b = set_containment(set_a, set_b)
+    b_in_a = set_containment(set_b, set_a)
     if len(words_a) == len(words_b):
         of_shorter = max(a_in_b, b_in_a)
     else:
@@ -540,7 +544,7 @@ def compare(
         information_common=information.common,
         information_s_l=_ratio(information.common, info_longer),
         information_s_j=_ratio(information.common, info_longer + info_shorter - information.common),
-        s_r=_set_resemblance(set_a, set_b),
+        s_r=set_resemblance(set_a, set_b),
         containment=of_shorter,
         containment_a_in_b=a_in_b,
         containment_b_in_a=b_in_a,
