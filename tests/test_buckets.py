@@ -35,7 +35,12 @@ def make_docs(
     conn: psycopg.Connection, fingerprints: list[int], *, bands: int | None = None,
     table: str = "docs",
 ) -> None:
-    """An enabled table loaded with fingerprints computed elsewhere, as a loader does."""
+    """An enabled table loaded with fingerprints computed elsewhere, as a loader does.
+
+    The session declares them fingerprints of the table's profile, as the
+    loader does, so the triggers keep them unchecked.
+    """
+    conn.execute("SET LOCAL nearsim.profile = 'default/1'")
     conn.execute(sql.SQL("CREATE TABLE {} (id bigint PRIMARY KEY, body text, si bigint)").format(
         sql.Identifier(table)))
     bands = default_bands(len(fingerprints)) if bands is None else bands
@@ -273,18 +278,23 @@ def test_fingerprints_of_another_profile_are_refused(conn: psycopg.Connection) -
     conn.execute("UPDATE docs SET si = NULL")
     conn.execute("SELECT nearsim_enable('docs', 'body')")
     assert_no_drift(conn)
-    # a table whose recorded profile is not the server's cannot be searched
+    # a table whose recorded profile this server cannot compute cannot be searched
     conn.execute("UPDATE nearsim_tables SET profile = 'default/0'")
     error = error_of(conn, "SELECT * FROM nearsim_pairs('docs', 3)")
-    assert "come from profile default/0, but this server computes default/1" in str(error)
+    assert "come from profile default/0, which this server cannot compute" in str(error)
     error = error_of(conn, "SELECT nearsim_check_profile('docs', 'default/0')")
-    assert "nearsim_rebuild('public.docs', fingerprints => true)" in (error.diag.message_hint or "")
+    assert "nearsim_rebuild('public.docs', profile => 'default/1')" in (
+        error.diag.message_hint or "")
+    assert "version 0 is unknown" in (error.diag.message_detail or "")
     source = conn.execute(
         "SELECT prosrc FROM pg_proc WHERE oid = 'docs_similar(bigint,integer)'::regprocedure"
     ).fetchone()
     assert source and "nearsim_check_profile(" in source[0]
-    conn.execute("SELECT nearsim_rebuild('docs', fingerprints => true)")
+    error = error_of(conn, "SELECT nearsim_rebuild('docs', fingerprints => true)")
+    assert "version 0 is unknown" in str(error)
+    conn.execute("SELECT nearsim_rebuild('docs', profile => 'default/1')")
     assert conn.execute("SELECT profile FROM nearsim_tables").fetchone() == ("default/1",)
+    assert_no_drift(conn)
 
 
 @pytest.mark.parametrize(
@@ -351,7 +361,35 @@ def test_insert_copy_and_null_text(docs: psycopg.Connection) -> None:
     assert_no_drift(docs)
 
 
-def test_client_fingerprints_are_kept(docs: psycopg.Connection) -> None:
+def test_given_fingerprints_are_checked_unless_declared(docs: psycopg.Connection) -> None:
+    # the right fingerprint is accepted
+    right = nearsim.simhash("whatever it says")
+    docs.execute("INSERT INTO docs (id, body, si) VALUES (1001, 'whatever it says', %s)", [right])
+    assert fingerprint_of(docs, 1001) == right == bucket_of(docs, 1001)
+    # another profile's (or any wrong value) is refused, on INSERT and UPDATE
+    other = nearsim.simhash("whatever it says", "chars")
+    for statement, args in (
+        ("INSERT INTO docs (id, body, si) VALUES (1002, 'whatever it says', %s)", [other]),
+        ("UPDATE docs SET si = %s WHERE id = 1", [12345]),
+        ("UPDATE docs SET body = 'new words', si = %s WHERE id = 2", [other]),
+    ):
+        with pytest.raises(psycopg.errors.InvalidParameterValue) as caught:
+            with docs.transaction():
+                docs.execute(statement, args)
+        assert "is not the default/1 one of its text" in str(caught.value)
+        assert "SET nearsim.profile = 'default/1'" in (caught.value.diag.message_hint or "")
+    # a session that declares another profile is refused before any work
+    docs.execute("SET LOCAL nearsim.profile = 'chars/1'")
+    with pytest.raises(psycopg.errors.ObjectNotInPrerequisiteState) as refused:
+        with docs.transaction():
+            docs.execute("INSERT INTO docs (id, body, si) VALUES (1003, 'x y z', %s)", [other])
+    assert "writes fingerprints of profile chars/1, but table public.docs holds default/1" in (
+        str(refused.value))
+    assert_no_drift(docs)
+
+
+def test_declared_fingerprints_are_kept(docs: psycopg.Connection) -> None:
+    docs.execute("SET LOCAL nearsim.profile = 'default/1'")
     docs.execute("INSERT INTO docs (id, body, si) VALUES (1001, 'whatever it says', 12345)")
     assert fingerprint_of(docs, 1001) == 12345 and bucket_of(docs, 1001) == 12345
     docs.execute("UPDATE docs SET si = 777 WHERE id = 1")
@@ -681,6 +719,8 @@ def test_concurrent_writers_leave_no_drift(database: str) -> None:
         rng = random.Random(worker)
         try:
             with psycopg.connect(database) as conn:
+                conn.execute("SET nearsim.profile = 'default/1'")  # made-up fingerprints
+                conn.commit()
                 while time.monotonic() < stop:
                     key = rng.randint(1, 300)
                     with conn.transaction():

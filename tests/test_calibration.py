@@ -39,17 +39,31 @@ def test_shipped_file_matches_profile() -> None:
 
 
 def test_wrong_profile_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    path = tmp_path / "calibration.json"
+    path = tmp_path / "calibration-default-1.json"
     table = dict(load_table(), profile="default/999")
     path.write_text(json.dumps(table))
-    monkeypatch.setattr(calibration, "_FILE", path)
+    monkeypatch.setattr(calibration, "_DIRECTORY", tmp_path)
     load_table.cache_clear()
     try:
         with pytest.raises(RuntimeError, match="default/999"):
             load_table()
+        with pytest.raises(calibration.NotCalibrated, match="no calibration ships for fingerprint"
+                           " profile words:7/1"):
+            radius_for(0.8, "words:7/1")
     finally:
         monkeypatch.undo()
         load_table.cache_clear()
+
+
+def test_every_short_profile_is_calibrated() -> None:
+    from nearsim.profiles import ALIASES, canonical
+
+    assert sorted(calibration.calibrated_profiles()) == sorted(
+        canonical(alias) for alias in ALIASES)
+    for alias in ALIASES:
+        assert load_table(canonical(alias))["pairs"] == 20000
+        radii = [radius_for(s, canonical(alias)) for s in (0.5, 0.8, 0.95)]
+        assert radii == sorted(radii, reverse=True) and radii[-1] >= 1
 
 
 def _mean_over(distances: range) -> float:

@@ -325,7 +325,7 @@ sys.path[:0] = sys.argv[1:3]
 import numpy
 import nearsim
 from nearsim import _xxh64, fingerprint
-from cases import expand
+from cases import GOLDEN_PROFILES, expand, golden_path
 assert nearsim.__file__.startswith(sys.argv[1]), nearsim.__file__
 cases = [json.loads(line) for line in open(sys.argv[3], encoding="utf-8")]
 for few in (_xxh64._FEW, 1):  # as it comes, then numpy for every text
@@ -333,13 +333,21 @@ for few in (_xxh64._FEW, 1):  # as it comes, then numpy for every text
     for case in cases:
         got = fingerprint.simhash(expand(case))
         assert got == case["simhash"], (few, case["name"], got, case["simhash"])
+# the other profiles, with Debian's snowballstemmer and langdetect
+texts = {case["name"]: expand(case) for case in cases}
+for profile in GOLDEN_PROFILES:
+    for line in open(golden_path(profile), encoding="utf-8"):
+        case = json.loads(line)
+        got = fingerprint.simhash(texts[case["name"]], profile)
+        assert got == case["simhash"], (profile, case["name"], got, case["simhash"])
 print(numpy.__version__, len(cases))
 """
 
 
 def test_golden_vectors_under_the_servers_python() -> None:
     # PL/Python runs the fingerprint with Debian's python3 and its numpy
-    # (1.x on bookworm), which scripts/install.sh installs.
+    # (1.x on bookworm), snowballstemmer and langdetect, which
+    # scripts/install.sh installs.
     assert SYSTEM_PYTHON.exists(), "scripts/install.sh installs python3 with numpy and xxhash"
     result = subprocess.run(
         [

@@ -202,7 +202,9 @@ def test_the_installed_python_code_is_the_repository_code(conn: psycopg.Connecti
     extension_dir = Path(sharedir) / "extension" / "nearsim"
     installed = extension_dir / "python" / nearsim.__version__ / "nearsim"
     source = ROOT / "python_client" / "nearsim"
-    names = sorted(p.name for p in source.glob("*.py"))
+    names = sorted(str(p.relative_to(source)) for pattern in ("*.py", "*.json", "stopwords/*")
+                   for p in source.glob(pattern))  # fmt: skip
+    assert "stopwords/english.stop" in names
     match, mismatch, errors = filecmp.cmpfiles(source, installed, names, shallow=False)
     assert (mismatch, errors) == ([], [])
     assert match == names

@@ -40,6 +40,52 @@ $python$;
 COMMENT ON FUNCTION simhash(text) IS
 '64-bit SimHash fingerprint (similarity index) of a document with the default profile; NULL for NULL or for a text without words';
 
+CREATE FUNCTION simhash(document text, profile text) RETURNS bigint
+	LANGUAGE plpython3u IMMUTABLE STRICT PARALLEL SAFE COST 5000
+	SET search_path = pg_catalog, pg_temp
+	AS $python$
+#NEARSIM-IMPORT
+from nearsim import profiles
+try:
+    named = profiles.Profile.named(profile)
+    named.check_libraries()
+except profiles.ProfileError as error:
+    plpy.error(str(error), hint="SELECT * FROM nearsim_profiles() lists the short names.", sqlstate="22023")
+except RuntimeError as error:
+    plpy.error(str(error), hint="Install the extension with scripts/install.sh.", sqlstate="58P01")
+return named.simhash(document)
+$python$;
+
+COMMENT ON FUNCTION simhash(text, text) IS
+'64-bit SimHash fingerprint of a document with the named feature profile (e.g. ''english/1'', ''chars:5/1'', ''words:1-3+unique/1''); NULL for NULL or for a text without features';
+
+CREATE FUNCTION nearsim_profile(profile text) RETURNS text
+	LANGUAGE plpython3u IMMUTABLE STRICT PARALLEL SAFE
+	SET search_path = pg_catalog, pg_temp
+	AS $python$
+#NEARSIM-IMPORT
+from nearsim import profiles
+try:
+    return profiles.canonical(profile)
+except profiles.ProfileError as error:
+    plpy.error(str(error), hint="SELECT * FROM nearsim_profiles() lists the short names.", sqlstate="22023")
+$python$;
+
+COMMENT ON FUNCTION nearsim_profile(text) IS
+'canonical name of a feature profile (short name or specification, and version), e.g. nearsim_profile(''words:3'') = ''default/1''; an error for a profile this server does not compute';
+
+CREATE FUNCTION nearsim_profiles(OUT name text, OUT specification text) RETURNS SETOF record
+	LANGUAGE plpython3u IMMUTABLE PARALLEL SAFE
+	SET search_path = pg_catalog, pg_temp
+	AS $python$
+#NEARSIM-IMPORT
+from nearsim import profiles
+return [(profiles.canonical(alias), spec + "/%d" % profiles.VERSION) for alias, spec in profiles.ALIASES.items()]
+$python$;
+
+COMMENT ON FUNCTION nearsim_profiles() IS
+'the short names of feature profiles and the specification each stands for; any specification words:N[-M] or chars:N[-M] with options +stop:LANG, +stem:LANG, +soundex, +novowels, +unique-words, +unique is a profile too';
+
 CREATE FUNCTION simhash_profile() RETURNS text
 	LANGUAGE plpython3u IMMUTABLE PARALLEL SAFE
 	SET search_path = pg_catalog, pg_temp
@@ -49,7 +95,7 @@ return nearsim.PROFILE
 $python$;
 
 COMMENT ON FUNCTION simhash_profile() IS
-'name and version of the fingerprint profile simhash(text) computes; fingerprints of different profiles must not be compared';
+'name and version of the fingerprint profile simhash(text) computes (the default profile); fingerprints of different profiles must not be compared';
 
 -- Bands of the bucket index (C, src/bands.c)
 
@@ -106,18 +152,19 @@ GRANT SELECT, INSERT, UPDATE, DELETE ON nearsim_tables TO PUBLIC;
 -- owner.
 
 CREATE FUNCTION nearsim_enable(tbl regclass, text_column name, hash_column name DEFAULT 'si',
-		bands integer DEFAULT NULL, prefix name DEFAULT NULL, batch_size integer DEFAULT 10000)
+		bands integer DEFAULT NULL, prefix name DEFAULT NULL, batch_size integer DEFAULT 10000,
+		profile text DEFAULT 'default/1')
 	RETURNS void
 	LANGUAGE plpython3u
 	SET search_path = pg_catalog, pg_temp
 	AS $python$
 #NEARSIM-IMPORT
 from nearsim.bucket_index import BucketIndex, Plpy
-BucketIndex(Plpy(plpy)).enable(tbl, text_column, hash_column, bands, prefix, batch_size)
+BucketIndex(Plpy(plpy)).enable(tbl, text_column, hash_column, bands, prefix, batch_size, profile)
 $python$;
 
-COMMENT ON FUNCTION nearsim_enable(regclass, name, name, integer, name, integer) IS
-'fingerprint text_column of tbl into hash_column (added if missing), build its bucket index <prefix>_nearsim, install the triggers and the search function <prefix>_similar(query, max_distance)';
+COMMENT ON FUNCTION nearsim_enable(regclass, name, name, integer, name, integer, text) IS
+'fingerprint text_column of tbl into hash_column (added if missing) with the feature profile, build its bucket index <prefix>_nearsim, install the triggers and the search function <prefix>_similar(query, max_distance)';
 
 CREATE FUNCTION nearsim_disable(tbl regclass) RETURNS void
 	LANGUAGE plpython3u
@@ -149,30 +196,34 @@ COMMENT ON FUNCTION nearsim_verify(regclass, boolean) IS
 
 CREATE FUNCTION nearsim_rebuild(tbl regclass, bands integer DEFAULT NULL,
 		fingerprints boolean DEFAULT false, batch_size integer DEFAULT 10000,
+		profile text DEFAULT NULL,
 		OUT recomputed bigint, OUT removed bigint, OUT added bigint, OUT bands integer)
 	LANGUAGE plpython3u
 	SET search_path = pg_catalog, pg_temp
 	AS $python$
 #NEARSIM-IMPORT
 from nearsim.bucket_index import BucketIndex, Plpy
-return BucketIndex(Plpy(plpy)).rebuild(tbl, bands, fingerprints, batch_size)
+return BucketIndex(Plpy(plpy)).rebuild(tbl, bands, fingerprints, batch_size, profile)
 $python$;
 
-COMMENT ON FUNCTION nearsim_rebuild(regclass, integer, boolean, integer) IS
-'repair the buckets of tbl from its documents, recreate its triggers and functions, optionally change the number of bands or recompute every fingerprint';
+COMMENT ON FUNCTION nearsim_rebuild(regclass, integer, boolean, integer, text) IS
+'repair the buckets of tbl from its documents, recreate its triggers and functions, optionally change the number of bands, recompute every fingerprint, or switch to another feature profile (which recomputes them)';
 
 CREATE FUNCTION nearsim_check_profile(tbl regclass, profile text) RETURNS boolean
 	LANGUAGE plpython3u IMMUTABLE STRICT PARALLEL SAFE
 	SET search_path = pg_catalog, pg_temp
 	AS $python$
 #NEARSIM-IMPORT
-if profile != nearsim.PROFILE:
-    plpy.error("the fingerprints of %s come from profile %s, but this server computes %s" % (tbl, profile, nearsim.PROFILE), hint="Recompute them: SELECT nearsim_rebuild('%s', fingerprints => true)." % tbl.replace("'", "''"), sqlstate="55000")
+from nearsim import profiles
+try:
+    profiles.Profile.named(profile).check_libraries()
+except (profiles.ProfileError, RuntimeError) as error:
+    plpy.error("the fingerprints of %s come from profile %s, which this server cannot compute" % (tbl, profile), detail=str(error), hint="Recompute them with another profile: SELECT nearsim_rebuild('%s', profile => 'default/1')." % tbl.replace("'", "''"), sqlstate="55000")
 return True
 $python$;
 
 COMMENT ON FUNCTION nearsim_check_profile(regclass, text) IS
-'true if fingerprints of profile can be compared with this server''s; an error otherwise (immutable: checked once when a search is planned)';
+'true if this server computes fingerprints of profile, so that a query fingerprint can be compared with the table''s; an error otherwise (immutable: checked once when a search is planned)';
 
 -- Exact measures of a pair of texts (PL/Python, nearsim/measures.py): what
 -- a fingerprint distance only suggests, measured on the words.
@@ -246,37 +297,41 @@ COMMENT ON FUNCTION nearsim_minhash_estimate(bigint[], bigint[]) IS
 -- (edited KJV chapters) at each Hamming distance, and the radius that finds
 -- 99% of the pairs at least so similar (nearsim/calibration.py).
 
-CREATE FUNCTION nearsim_estimate(distance integer,
+CREATE FUNCTION nearsim_estimate(distance integer, profile text DEFAULT 'default/1',
 		OUT pairs integer, OUT mean double precision, OUT low double precision,
 		OUT high double precision)
 	LANGUAGE plpython3u IMMUTABLE STRICT PARALLEL SAFE
 	SET search_path = pg_catalog, pg_temp
 	AS $python$
 #NEARSIM-IMPORT
-from nearsim import calibration
+from nearsim import calibration, profiles
 if not 0 <= distance <= 64:
     plpy.error("distance must be between 0 and 64, not %d" % distance, sqlstate="22023")
-e = calibration.estimate(distance)
+try:
+    e = calibration.estimate(distance, profiles.canonical(profile))
+except (profiles.ProfileError, calibration.NotCalibrated) as error:
+    plpy.error(str(error), sqlstate="22023")
 return (e.pairs, e.mean, e.low, e.high)
 $python$;
 
-COMMENT ON FUNCTION nearsim_estimate(integer) IS
-'the shingle resemblance S_R of calibration pairs at this Hamming distance: how many, their mean, 5th and 95th percentiles (NULL where fewer than 10 pairs fell)';
+COMMENT ON FUNCTION nearsim_estimate(integer, text) IS
+'the shingle resemblance S_R of calibration pairs whose profile fingerprints are this Hamming distance apart: how many, their mean, 5th and 95th percentiles (NULL where fewer than 10 pairs fell)';
 
-CREATE FUNCTION nearsim_radius(min_similarity double precision) RETURNS integer
+CREATE FUNCTION nearsim_radius(min_similarity double precision, profile text DEFAULT 'default/1')
+	RETURNS integer
 	LANGUAGE plpython3u IMMUTABLE STRICT PARALLEL SAFE
 	SET search_path = pg_catalog, pg_temp
 	AS $python$
 #NEARSIM-IMPORT
-from nearsim import calibration
+from nearsim import calibration, profiles
 try:
-    return calibration.radius_for(min_similarity)
-except ValueError as error:
+    return calibration.radius_for(min_similarity, profiles.canonical(profile))
+except (ValueError, calibration.NotCalibrated) as error:
     plpy.error(str(error), sqlstate="22023")
 $python$;
 
-COMMENT ON FUNCTION nearsim_radius(double precision) IS
-'the smallest Hamming radius within which at least 99% of the calibration pairs with S_R >= min_similarity (0.5 to 0.95) fall';
+COMMENT ON FUNCTION nearsim_radius(double precision, text) IS
+'the smallest Hamming radius within which at least 99% of the calibration pairs with S_R >= min_similarity (0.5 to 0.95) fall, for fingerprints of profile';
 
 -- Verified search: "% similar" instead of "bits apart".
 

@@ -28,6 +28,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from .fingerprint import PROFILE
+from .profiles import Profile, ProfileError
 
 KEY_TYPES = ("integer", "bigint", "text", "uuid")
 TEXT_TYPES = ("text", "character varying")
@@ -285,14 +286,43 @@ class BucketIndex:
                        row["fingerprint_function"], row["bucket_function"],
                        row["similar_function"])
 
+    def profile(self, name: str | None) -> str:
+        """The canonical name of profile ``name``; an error if this server cannot compute it."""
+        if name is None:
+            self.fail("the profile must not be NULL", sqlstate="22004")
+        assert name is not None  # fail raises
+        try:
+            profile = Profile.named(name)
+        except ProfileError as error:
+            self.fail(str(error), hint="SELECT * FROM nearsim_profiles() lists the short names.")
+        try:
+            profile.check_libraries()
+        except RuntimeError as error:
+            self.fail(str(error), hint="Install the extension with scripts/install.sh.",
+                      sqlstate="58P01")
+        return profile.name
+
+    def can_compute(self, profile: str) -> bool:
+        try:
+            Profile.named(profile).check_libraries()
+        except (ProfileError, RuntimeError):
+            return False
+        return True
+
     def check_profile(self, enabled: Enabled) -> None:
-        if enabled.profile != PROFILE:
+        if not self.can_compute(enabled.profile):
             self.fail(
                 f"the fingerprints of {enabled.table.qualified} come from profile"
-                f" {enabled.profile}, but this server computes {PROFILE}",
-                hint="Recompute them: SELECT nearsim_rebuild("
+                f" {enabled.profile}, which this server cannot compute",
+                hint="Recompute them with another profile: SELECT nearsim_rebuild("
                 f"{self.literal(enabled.table.qualified)},"
-                " fingerprints => true).", sqlstate="55000")
+                " profile => 'default/1').", sqlstate="55000")
+
+    def simhash_sql(self, text: str, profile: str) -> str:
+        """SQL for the fingerprint of ``text`` (an SQL expression) under ``profile``."""
+        if profile == PROFILE:
+            return f"{self.ext}.simhash({text})"
+        return f"{self.ext}.simhash({text}, {self.literal(profile)})"
 
     @contextmanager
     def as_owner(self, table: Table) -> Iterator[None]:
@@ -324,9 +354,10 @@ class BucketIndex:
     # -- enabling ----------------------------------------------------------
 
     def enable(self, tbl: str, text_column: str, hash_column: str, bands: int | None,
-               prefix: str | None, batch_size: int) -> None:
+               prefix: str | None, batch_size: int, profile: str = PROFILE) -> None:
         if text_column is None or hash_column is None or batch_size is None:
             self.fail("text_column, hash_column and batch_size must not be NULL", sqlstate="22004")
+        profile = self.profile(profile)
         table = self.table(tbl)
         if self.db.execute(f"SELECT 1 FROM {self.registry} WHERE tbl = {table.oid}::oid"):
             self.fail(f"table {table.qualified} is already enabled for nearsim",
@@ -376,22 +407,23 @@ class BucketIndex:
 
         with self.as_owner(table):
             self.create(table, text_column, hash_column, hash_type, bands, names,
-                        batch_size)
+                        batch_size, profile)
 
     def create(self, table: Table, text_column: str, hash_column: str, hash_type: str | None,
-               bands: int | None, names: dict[str, str], batch_size: int) -> None:
+               bands: int | None, names: dict[str, str], batch_size: int,
+               profile: str) -> None:
         # Writers wait until the table is enabled; readers go on.
         self.db.execute(f"LOCK TABLE {table.qualified} IN SHARE ROW EXCLUSIVE MODE")
         key, text, fp = (self.ident(c) for c in (table.key_column, text_column, hash_column))
         if hash_type is None:
             self.db.execute(f"ALTER TABLE {table.qualified} ADD COLUMN {fp} bigint")
         else:
-            self.check_stored_fingerprints(table, text, fp)
+            self.check_stored_fingerprints(table, text, fp, profile)
 
         rows = int(self.one(f"SELECT count(*) AS n FROM {table.qualified}")["n"])
         bands = default_bands(rows) if bands is None else bands
         self.check_bands(bands)
-        enabled = Enabled(table, text_column, hash_column, bands, PROFILE, table.schema,
+        enabled = Enabled(table, text_column, hash_column, bands, profile, table.schema,
                           **names)
         self.backfill(enabled, batch_size, rows)
 
@@ -425,7 +457,7 @@ class BucketIndex:
             " profile, object_schema, bucket_table, fingerprint_function, bucket_function,"
             f" similar_function) VALUES ({table.oid}::oid::pg_catalog.regclass,"
             f" {self.literal(table.key_column)}, {self.literal(text_column)},"
-            f" {self.literal(hash_column)}, {bands}, {self.literal(PROFILE)},"
+            f" {self.literal(hash_column)}, {bands}, {self.literal(profile)},"
             f" {self.literal(table.schema)}, {self.literal(enabled.bucket_table)},"
             f" {self.literal(enabled.fingerprint_function)},"
             f" {self.literal(enabled.bucket_function)}, {self.literal(enabled.similar_function)})"
@@ -435,7 +467,7 @@ class BucketIndex:
         if not MIN_BANDS <= bands <= MAX_BANDS:
             self.fail(f"bands must be between {MIN_BANDS} and {MAX_BANDS}, not {bands}")
 
-    def check_stored_fingerprints(self, table: Table, text: str, fp: str) -> None:
+    def check_stored_fingerprints(self, table: Table, text: str, fp: str, profile: str) -> None:
         """Refuse a fingerprint column filled by another profile.
 
         A sample of stored values is recomputed; fingerprints of another
@@ -446,13 +478,13 @@ class BucketIndex:
             " AS differ, (pg_catalog.array_agg(s.key::text) FILTER (WHERE s.stored IS DISTINCT"
             " FROM s.fresh))[1] AS first"
             f" FROM (SELECT {self.ident(table.key_column)} AS key, {fp} AS stored,"
-            f" {self.ext}.simhash({text}) AS fresh FROM {table.qualified}"
+            f" {self.simhash_sql(text, profile)} AS fresh FROM {table.qualified}"
             f" WHERE {fp} IS NOT NULL ORDER BY {self.ident(table.key_column)} LIMIT 200) s"
         )
         if row["differ"]:
             self.fail(
                 f"column {fp} of table {table.qualified} holds values that are not"
-                f" {PROFILE} fingerprints of column {text}",
+                f" {profile} fingerprints of column {text}",
                 detail=f"{row['differ']} of {row['checked']} sampled rows differ, the first"
                 f" with key {row['first']}.",
                 hint=f"Set the column to NULL (UPDATE {table.qualified} SET {fp} = NULL) to"
@@ -468,13 +500,14 @@ class BucketIndex:
             f" AND {text} IS NOT NULL")["n"])
         done = 0
         last: str | None = None
+        fresh = self.simhash_sql(f"d.{text}", enabled.profile)
         while done < todo:
             after = "" if last is None else f" AND {key} > {self.literal(last)}"
             result = self.one(
                 f"WITH batch AS (SELECT {key} FROM {table.qualified}"
                 f" WHERE {fp} IS NULL AND {text} IS NOT NULL{after}"
                 f" ORDER BY {key} LIMIT {batch_size}),"
-                f" done AS (UPDATE {table.qualified} d SET {fp} = {self.ext}.simhash(d.{text})"
+                f" done AS (UPDATE {table.qualified} d SET {fp} = {fresh}"
                 f" FROM batch WHERE d.{key} = batch.{key} RETURNING d.{key})"
                 f" SELECT count(*) AS n,"
                 f" (SELECT {key}::text FROM done ORDER BY {key} DESC LIMIT 1) AS last FROM done"
@@ -517,17 +550,40 @@ class BucketIndex:
         pinned = "SET search_path = pg_catalog, pg_temp"
         profile = self.literal(enabled.profile)
 
-        # NULL text: no fingerprint.  A fingerprint the statement sets is kept
-        # (clients compute the same values); a missing one, or one left over
-        # from the old text, is computed here.
+        # NULL text: no fingerprint.  A missing fingerprint, or one left over
+        # from the old text, is computed here.  One the statement brings is
+        # kept when the session declares it computes the table's profile
+        # (SET nearsim.profile, as nearsim's loader does); otherwise it is
+        # checked, and one of another profile is refused.
+        fresh = self.simhash_sql(f"NEW.{text}", enabled.profile)
+        column = self.literal(enabled.hash_column)
+        declare = self.literal(f"SET nearsim.profile = {self.literal(enabled.profile)}")
         self.db.execute(f"""CREATE FUNCTION {fingerprint_fn}() RETURNS trigger
 LANGUAGE plpgsql {pinned} AS $nearsim$
+DECLARE
+    declared text := pg_catalog.current_setting('nearsim.profile', true);
+    computed bigint;
 BEGIN
     IF NEW.{text} IS NULL THEN
         NEW.{fp} := NULL;
     ELSIF NEW.{fp} IS NULL
        OR (TG_OP = 'UPDATE' AND NEW.{fp} = OLD.{fp} AND NEW.{text} IS DISTINCT FROM OLD.{text}) THEN
-        NEW.{fp} := {ext}.simhash(NEW.{text});
+        NEW.{fp} := {fresh};
+    ELSIF declared IS NOT NULL AND declared <> '' AND declared <> {profile} THEN
+        RAISE EXCEPTION 'this session writes fingerprints of profile %, but table % holds %',
+            declared, {self.literal(table.qualified)}, {profile}
+            USING ERRCODE = '55000',
+                  HINT = 'Compute them with the table''s profile, or leave column ' || {column}
+                         || ' NULL and nearsim computes it.';
+    ELSIF declared IS DISTINCT FROM {profile} THEN
+        computed := {fresh};
+        IF computed IS DISTINCT FROM NEW.{fp} THEN
+            RAISE EXCEPTION 'fingerprint % given for table % is not the % one of its text (%)',
+                NEW.{fp}, {self.literal(table.qualified)}, {profile}, computed
+                USING ERRCODE = '22023',
+                      HINT = 'Leave column ' || {column} || ' NULL and nearsim computes it;'
+                             || ' a client that computes them declares it: ' || {declare};
+        END IF;
     END IF;
     RETURN NEW;
 END
@@ -590,12 +646,13 @@ $nearsim$""")
         self.db.execute(f"""CREATE FUNCTION {similar}(query text, max_distance integer DEFAULT 6)
 RETURNS TABLE (doc {table.qualified}, distance integer)
 LANGUAGE sql STABLE PARALLEL SAFE AS $nearsim$
-    SELECT s.doc, s.distance FROM {similar}({ext}.simhash(query), max_distance) AS s
+    SELECT s.doc, s.distance FROM {similar}({self.simhash_sql("query", enabled.profile)},
+                                            max_distance) AS s
 $nearsim$""")
         for argument in ("bigint", "text"):
             self.db.execute(
                 f"COMMENT ON FUNCTION {similar}({argument}, integer) IS"
-                f" {self.literal(f'rows of {table.qualified} whose fingerprint is within max_distance bits of the query, with the distance; exact, through the nearsim bucket index')}"  # noqa: E501
+                f" {self.literal(f'rows of {table.qualified} whose fingerprint is within max_distance bits of the query ({enabled.profile} fingerprint), with the distance; exact, through the nearsim bucket index')}"  # noqa: E501
             )
 
     def create_triggers(self, enabled: Enabled) -> None:
@@ -609,10 +666,13 @@ $nearsim$""")
         # tested without calling it: a bulk load that brings its fingerprints
         # costs no function call per row.
         text, fp = self.ident(enabled.text_column), self.ident(enabled.hash_column)
+        undeclared = ("pg_catalog.current_setting('nearsim.profile', true) IS DISTINCT FROM"
+                      f" {self.literal(enabled.profile)}")
         needs_work = {
-            "INSERT": f"NEW.{fp} IS NULL OR NEW.{text} IS NULL",
+            "INSERT": f"NEW.{fp} IS NULL OR NEW.{text} IS NULL OR {undeclared}",
             "UPDATE": f"NEW.{fp} IS NULL OR NEW.{text} IS NULL"
-                      f" OR (NEW.{fp} = OLD.{fp} AND NEW.{text} IS DISTINCT FROM OLD.{text})",
+                      f" OR (NEW.{fp} = OLD.{fp} AND NEW.{text} IS DISTINCT FROM OLD.{text})"
+                      f" OR (NEW.{fp} IS DISTINCT FROM OLD.{fp} AND {undeclared})",
         }
         for event, name in FINGERPRINT_TRIGGERS.items():
             if name not in existing:
@@ -653,8 +713,8 @@ $nearsim$""")
         bucket = enabled.qualify(enabled.bucket_table, self.db)
         stale = (
             f", (SELECT count(*) FROM {table.qualified} d WHERE d.{fp} IS DISTINCT FROM"
-            f" {self.ext}.simhash(d.{text})) AS stale"
-            if fingerprints else ", NULL::bigint AS stale"
+            f" {self.simhash_sql(f'd.{text}', enabled.profile)}) AS stale"
+            if fingerprints and self.can_compute(enabled.profile) else ", NULL::bigint AS stale"
         )
         report = self.one(
             f"SELECT count(d.key) AS documents, count(d.si) AS fingerprinted,"
@@ -676,7 +736,7 @@ $nearsim$""")
         report["triggers_ok"] = all(states.get(name) in ("O", "A") for name in TRIGGERS)
         report["bands"] = enabled.bands
         report["band_indexes_ok"] = len(self.band_indexes(enabled)) == enabled.bands
-        report["profile_ok"] = enabled.profile == PROFILE
+        report["profile_ok"] = self.can_compute(enabled.profile)
         report["ok"] = (
             not (report["missing"] or report["extra"] or report["wrong"] or report["stale"])
             and report["triggers_ok"] and report["band_indexes_ok"] and report["profile_ok"]
@@ -684,16 +744,24 @@ $nearsim$""")
         return report
 
     def rebuild(self, tbl: str, bands: int | None, fingerprints: bool,
-                batch_size: int) -> dict[str, Any]:
+                batch_size: int, profile: str | None = None) -> dict[str, Any]:
         enabled = self.lookup(tbl)
+        new_profile = self.profile(enabled.profile if profile is None else profile)
         with self.as_owner(enabled.table):
-            return self.repair(enabled, bands, fingerprints)
+            return self.repair(enabled, bands, fingerprints, new_profile)
 
-    def repair(self, enabled: Enabled, bands: int | None, fingerprints: bool) -> dict[str, Any]:
+    def repair(self, enabled: Enabled, bands: int | None, fingerprints: bool,
+               profile: str) -> dict[str, Any]:
         table = enabled.table
         self.db.execute(f"LOCK TABLE {table.qualified} IN SHARE ROW EXCLUSIVE MODE")
-        if enabled.profile != PROFILE and not fingerprints:
+        # Another profile means other fingerprints for every document.
+        fingerprints = fingerprints or profile != enabled.profile
+        if not fingerprints:
             self.check_profile(enabled)
+        # The functions and triggers are made again below from this version's
+        # templates, with the new layout and profile; the old ones would
+        # check the new fingerprints against the old profile.
+        self.drop_functions_and_triggers(enabled)
         key = self.ident(table.key_column)
         text, fp = self.ident(enabled.text_column), self.ident(enabled.hash_column)
         bucket = enabled.qualify(enabled.bucket_table, self.db)
@@ -703,7 +771,7 @@ $nearsim$""")
             # buckets are resynchronised below rather than left to them.
             recomputed = int(self.one(
                 f"WITH changed AS (UPDATE {table.qualified} d SET {fp} = fresh.si"
-                f" FROM (SELECT {key} AS key, {self.ext}.simhash({text}) AS si"
+                f" FROM (SELECT {key} AS key, {self.simhash_sql(text, profile)} AS si"
                 f" FROM {table.qualified}) fresh"
                 f" WHERE d.{key} = fresh.key AND d.{fp} IS DISTINCT FROM fresh.si RETURNING 1)"
                 " SELECT count(*) AS n FROM changed")["n"])
@@ -725,14 +793,11 @@ $nearsim$""")
                 self.db.execute(f"DROP INDEX {index}")
             self.create_band_indexes(
                 Enabled(**{**enabled.__dict__, "bands": new_bands}))
-        # The functions and triggers are made again from this version's
-        # templates, with the new layout and profile.
-        self.drop_functions_and_triggers(enabled)
-        enabled = Enabled(**{**enabled.__dict__, "bands": new_bands, "profile": PROFILE})
+        enabled = Enabled(**{**enabled.__dict__, "bands": new_bands, "profile": profile})
         self.create_functions(enabled)
         self.create_triggers(enabled)
         self.db.execute(
-            f"UPDATE {self.registry} SET bands = {new_bands}, profile = {self.literal(PROFILE)}"
+            f"UPDATE {self.registry} SET bands = {new_bands}, profile = {self.literal(profile)}"
             f" WHERE tbl = {table.oid}::oid"
         )
         self.db.execute(f"ANALYZE {bucket}")
@@ -807,8 +872,8 @@ $nearsim$""")
         text has fewer than SHORT_FEATURES shingles: so few features make the
         fingerprint jumpy, so such documents may be missed at any radius.
         """
-        radius = self._verified_radius(min_similarity, measure, max_distance)
         enabled = self.lookup(tbl)
+        radius = self._verified_radius(min_similarity, measure, max_distance, enabled.profile)
         if query is None:
             return []
         asked = _Text(query)
@@ -834,7 +899,7 @@ $nearsim$""")
         return found
 
     def _verified_radius(self, min_similarity: float, measure: str,
-                         max_distance: int | None) -> int:
+                         max_distance: int | None, profile: str) -> int:
         """Check a verified search's arguments; the radius to take candidates from."""
         from . import calibration
 
@@ -847,8 +912,8 @@ $nearsim$""")
             self.check_distance(max_distance)
             return max_distance
         try:
-            return calibration.radius_for(min_similarity)
-        except ValueError as error:
+            return calibration.radius_for(min_similarity, profile)
+        except (ValueError, calibration.NotCalibrated) as error:
             self.fail(str(error), hint="Pass max_distance to choose the radius yourself.")
             raise  # not reached: fail raises
 
@@ -862,8 +927,8 @@ $nearsim$""")
         """
         from .pairs import iter_pairs
 
-        radius = self._verified_radius(min_similarity, measure, max_distance)
         enabled = self.lookup(tbl)
+        radius = self._verified_radius(min_similarity, measure, max_distance, enabled.profile)
         keys, sis = self.fingerprints(tbl)
         key = self.ident(enabled.table.key_column)
         text = self.ident(enabled.text_column)

@@ -35,6 +35,7 @@ from __future__ import annotations
 import json
 import math
 import random
+import re
 from collections.abc import Iterable, Sequence
 from functools import cache
 from pathlib import Path
@@ -77,7 +78,17 @@ where only unrelated documents fall).
 """
 
 _DIGITS = 6  # floats in the table are rounded so that reruns give the same file
-_FILE = Path(__file__).with_name("calibration-default-1.json")
+_DIRECTORY = Path(__file__).parent
+
+
+class NotCalibrated(LookupError):
+    """No calibration table ships for this fingerprint profile."""
+
+
+def table_path(profile: str = PROFILE) -> Path:
+    """Where the calibration table of ``profile`` (a canonical name) is shipped."""
+    slug = re.sub(r"[^a-z0-9]+", "-", profile.lower()).strip("-")
+    return _DIRECTORY / f"calibration-{slug}.json"
 
 
 class Estimate(NamedTuple):
@@ -100,10 +111,10 @@ def _round(value: float) -> float:
     return round(float(value), _DIGITS)
 
 
-def calibrate(pairs: Iterable[tuple[int, float]]) -> dict[str, Any]:
+def calibrate(pairs: Iterable[tuple[int, float]], profile: str = PROFILE) -> dict[str, Any]:
     """The calibration table of ``(hamming distance, S_R)`` pairs.
 
-    Returns a JSON-ready dict with ``profile`` (:data:`PROFILE`), ``pairs``
+    Returns a JSON-ready dict with ``profile`` (whose distances they are), ``pairs``
     (how many), ``percentiles``, ``recall_target``, ``distances`` (for each
     distance 0..64: ``pairs``, ``mean`` and ``p1``, ``p5``, ``p50``, ``p95``,
     ``p99`` of S_R, ``None`` where no pair fell) and ``radii`` (for each of
@@ -146,7 +157,7 @@ def calibrate(pairs: Iterable[tuple[int, float]]) -> dict[str, Any]:
                       "recall": recall, "pairs": len(kept)})
 
     return {
-        "profile": PROFILE,
+        "profile": profile,
         "pairs": len(all_pairs),
         "percentiles": list(PERCENTILES),
         "recall_target": RECALL_TARGET,
@@ -202,7 +213,8 @@ def _edit(rng: random.Random, text: str, other: str, kind: str) -> str:
     raise ValueError(f"unknown edit {kind!r}")
 
 
-def calibration_pairs(texts: Sequence[str], count: int, seed: int) -> list[tuple[int, float]]:
+def calibration_pairs(texts: Sequence[str], count: int, seed: int,
+                      profile: str = PROFILE) -> list[tuple[int, float]]:
     """``count`` (Hamming distance, S_R) pairs drawn from ``texts`` with ``seed``.
 
     Each pair is a random text and, with probability 0.1, another random
@@ -229,7 +241,7 @@ def calibration_pairs(texts: Sequence[str], count: int, seed: int) -> list[tuple
                 group = _LARGE_EDITS if rng.random() < 0.5 else _MILD_EDITS
                 if step == 0 or copy:
                     copy = _edit(rng, copy, other, rng.choice(group))
-        a, b = simhash(original), simhash(copy)
+        a, b = simhash(original, profile), simhash(copy, profile)
         if a is None or b is None:
             continue
         result.append((hamming(a, b), resemblance(original, copy)))
@@ -240,22 +252,35 @@ def calibration_pairs(texts: Sequence[str], count: int, seed: int) -> list[tuple
 
 
 @cache
-def load_table() -> dict[str, Any]:
-    """The calibration table shipped with the package, for :data:`PROFILE`.
+def load_table(profile: str = PROFILE) -> dict[str, Any]:
+    """The calibration table shipped with the package for ``profile``.
 
-    Raises ``RuntimeError`` if the file was made for another profile: its
-    distances would not mean the same thing.
+    Raises :class:`NotCalibrated` if there is none, and ``RuntimeError`` if
+    the file was made for another profile: its distances would not mean the
+    same thing.
     """
-    table: dict[str, Any] = json.loads(_FILE.read_text(encoding="utf-8"))
-    if table.get("profile") != PROFILE:
+    path = table_path(profile)
+    if not path.exists():
+        raise NotCalibrated(
+            f"no calibration ships for fingerprint profile {profile}; calibrated: "
+            + ", ".join(sorted(calibrated_profiles()))
+        )
+    table: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    if table.get("profile") != profile:
         raise RuntimeError(
-            f"{_FILE.name} is for fingerprint profile {table.get('profile')!r}, "
-            f"this nearsim computes {PROFILE!r}: rerun scripts/calibrate.py"
+            f"{path.name} is for fingerprint profile {table.get('profile')!r}, "
+            f"not {profile!r}: rerun scripts/calibrate.py --profile {profile}"
         )
     return table
 
 
-def estimate(distance: int) -> Estimate:
+def calibrated_profiles() -> list[str]:
+    """The profiles a calibration table ships for."""
+    return [json.loads(path.read_text(encoding="utf-8"))["profile"]
+            for path in sorted(_DIRECTORY.glob("calibration-*.json"))]  # fmt: skip
+
+
+def estimate(distance: int, profile: str = PROFILE) -> Estimate:
     """Expected S_R of two documents whose fingerprints are ``distance`` bits apart.
 
     ``mean``, ``low`` (5th percentile) and ``high`` (95th percentile) come
@@ -265,14 +290,14 @@ def estimate(distance: int) -> Estimate:
     """
     if isinstance(distance, bool) or not isinstance(distance, int) or not 0 <= distance <= BITS:
         raise ValueError(f"distance must be an integer in 0..{BITS}, got {distance!r}")
-    row = load_table()["distances"][distance]
+    row = load_table(profile)["distances"][distance]
     pairs = int(row["pairs"])
     if pairs < MIN_PAIRS:
         return Estimate(distance, pairs, None, None, None)
     return Estimate(distance, pairs, row["mean"], row["p5"], row["p95"])
 
 
-def radius_for(min_similarity: float) -> int:
+def radius_for(min_similarity: float, profile: str = PROFILE) -> int:
     """The Hamming radius to search with to find pairs with S_R >= ``min_similarity``.
 
     Between tabulated thresholds the answer is conservative: the threshold
@@ -289,7 +314,7 @@ def radius_for(min_similarity: float) -> int:
             f"min_similarity must be between {low} and {high} (the calibrated "
             f"range), got {min_similarity!r}"
         )
-    rows = load_table()["radii"]
+    rows = load_table(profile)["radii"]
     index = max(i for i, t in enumerate(THRESHOLDS) if t <= min_similarity + 1e-9)
     radii = [int(row["radius"]) for row in rows[index:] if row["radius"] is not None]
     if not radii:

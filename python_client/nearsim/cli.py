@@ -38,14 +38,16 @@ from .documents import DEFAULT_TABLE, DocumentTable, TableError
 from .extract import InputError, check_encoding, read_text
 from .fingerprint import BITS, PROFILE, bits, hamming, simhash
 from .loader import DEFAULT_MAX_BYTES, LoadOptions, LoadSummary, ProfileMismatch, Reporter, load
+from .profiles import ProfileError, canonical
 from .sources import Failure, FileInput, RecordFormat, SourceOptions, iter_inputs
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 if TYPE_CHECKING:  # click 8.2+ types its ParamType; older ones are not generic
     _IntParamType = click.ParamType[int, Any]
+    _StrParamType = click.ParamType[str, Any]
 else:
-    _IntParamType = click.ParamType
+    _IntParamType = _StrParamType = click.ParamType
 
 EXIT_FAILURES = 1
 EXIT_USAGE = 2
@@ -81,6 +83,24 @@ def _database_options(function: F) -> F:
         help="PostgreSQL connection string. Default: NEARSIM_DSN, then the PG* environment "
         "variables, then the local cluster that `make demo` starts.",
     )(function)  # fmt: skip
+
+
+class ProfileName(_StrParamType):
+    """A fingerprint profile name, given back in canonical form."""
+
+    name = "profile"
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> str:  # fmt: skip
+        try:
+            return canonical(str(value))
+        except ProfileError as error:
+            self.fail(str(error), param, ctx)
+
+
+def _profile_option(help_text: str) -> Callable[[F], F]:
+    return click.option("--profile", "-p", type=ProfileName(), metavar="PROFILE",
+                        help=help_text)  # fmt: skip
 
 
 def _json_option(function: F) -> F:
@@ -186,19 +206,22 @@ def cli() -> None:
 @cli.command()
 @_database_options
 @click.option("--bands", type=click.IntRange(3, 16), help="Bucket index layout (default: by size).")
-def init(dsn: str | None, table: str, bands: int | None) -> None:
+@_profile_option("Fingerprint profile: a short name (default, english, auto, soundex, chars,"
+                 " set) or e.g. words:1-3+stem:german [default: default/1].")
+def init(dsn: str | None, table: str, bands: int | None, profile: str | None) -> None:
     """Create the extension and a documents table, and enable it.
 
     Does nothing that is already done.
 
     \b
-    Example:
+    Examples:
         nearsim init --table docs
+        nearsim init --table mail --profile english
     """
     with _errors():
         conn, documents = _open(dsn, table, create_extension=True)
         with conn:
-            created = documents.create(bands)
+            created = documents.create(bands, profile)
     click.echo(f"{'created' if created else 'kept'} table {documents}, enabled for nearsim")
 
 
@@ -300,6 +323,8 @@ def _summary_line(summary: LoadSummary) -> str:
 @click.option("--errors", "errors_file", type=click.File("w", encoding="utf-8", lazy=False),
               help="Write the failures to this file as JSON Lines.")
 @click.option("--bands", type=click.IntRange(3, 16), help="Bucket index layout with --create.")
+@_profile_option("Fingerprint profile of a table --create makes [default: default/1]; an"
+                 " existing table's must be this one.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON on stdout.")
 def load_command(
@@ -307,7 +332,7 @@ def load_command(
     include: tuple[str, ...], exclude: tuple[str, ...], hidden: bool, records: str,
     id_field: str, text_field: str, encoding: str, max_bytes: int, server_side: bool,
     workers: int | None, batch_rows: int, errors_file: IO[str] | None, bands: int | None,
-    quiet: bool, as_json: bool,
+    profile: str | None, quiet: bool, as_json: bool,
 ) -> None:  # fmt: skip
     """Load documents from files, directories, JSON Lines or CSV.
 
@@ -339,14 +364,14 @@ def load_command(
     )  # fmt: skip
     options = LoadOptions(
         max_bytes=max_bytes, encoding=encoding, batch_rows=batch_rows, workers=workers,
-        server_side=server_side,
+        server_side=server_side, profile=profile,
     )  # fmt: skip
     show_progress = not quiet and sys.stderr.isatty()
     with _errors():
         conn, documents = _open(dsn, table, create_extension=create)
         with conn, connect(dsn) as lookup_conn:
             if create:
-                documents.create(bands)
+                documents.create(bands, profile)
             inputs = iter_inputs(paths, source_options, stdin=sys.stdin)
             if show_progress:
                 with _progress_bar() as bar:
@@ -537,20 +562,33 @@ class _OnDemand:
             self.opened[0].close()
 
 
+def _comparison_profile(names: Iterable[str], asked: str | None,
+                        documents: Callable[[], DocumentTable]) -> str:  # fmt: skip
+    """The profile to compare with: the table's if a document is stored, else --profile."""
+    if all(os.path.exists(name) for name in names):
+        return asked or PROFILE
+    table = documents()
+    profile = table.require_enabled().profile
+    if asked is not None and asked != profile:
+        raise Fatal(f"table {table} holds fingerprints of profile {profile}, not {asked}")
+    return profile
+
+
 def _document_of(
-    name: str, documents: Callable[[], DocumentTable]
+    name: str, documents: Callable[[], DocumentTable], profile: str | None = None
 ) -> tuple[dict[str, Any], str, int | None]:
-    """A file's text and fingerprint, or else a stored document's."""
+    """A file's text and fingerprint (with ``profile``, if given), or else a stored document's."""
     if os.path.exists(name):
         try:
             text = read_text(name, max_bytes=DEFAULT_MAX_BYTES)
         except InputError as error:
             raise Fatal(f"{name}: {error.message}") from error
-        return {"name": name, "kind": "file", "bytes": len(text.encode())}, text, simhash(text)
+        try:
+            fingerprint = None if profile is None else simhash(text, profile)
+        except RuntimeError as error:  # a library the profile needs
+            raise Fatal(str(error)) from error
+        return {"name": name, "kind": "file", "bytes": len(text.encode())}, text, fingerprint
     table = documents()
-    registration = table.require_enabled()
-    if registration.profile != PROFILE:
-        raise Fatal(f"table {table} uses profile {registration.profile}, this client {PROFILE}")
     stored = table.document(name)
     if stored is None:
         raise Fatal(f"{name} is neither a file nor the key of a document in {table}")
@@ -582,10 +620,13 @@ def _measured(text_a: str, text_b: str) -> dict[str, Any]:
 @click.argument("a")
 @click.argument("b")
 @_distance_option
+@_profile_option("Fingerprint profile for files [default: default/1; the table's for stored"
+                 " documents].")
 @_database_options
 @_json_option
 def compare(
-    a: str, b: str, max_distance: int, dsn: str | None, table: str, as_json: bool
+    a: str, b: str, max_distance: int, profile: str | None, dsn: str | None, table: str,
+    as_json: bool,
 ) -> None:
     """Compare two documents: files, or keys of stored documents.
 
@@ -603,9 +644,10 @@ def compare(
         nearsim compare /srv/docs/a.txt /srv/docs/b.txt -k 3 --json
     """
     with _errors(), _OnDemand(dsn, table) as documents:
-        first, first_text, first_fp = _document_of(a, documents)
-        second, second_text, second_fp = _document_of(b, documents)
-    result: dict[str, Any] = {"a": first, "b": second, "profile": PROFILE}
+        used = _comparison_profile((a, b), profile, documents)
+        first, first_text, first_fp = _document_of(a, documents, used)
+        second, second_text, second_fp = _document_of(b, documents, used)
+    result: dict[str, Any] = {"a": first, "b": second, "profile": used}
     for side, fingerprint in ((first, first_fp), (second, second_fp)):
         side["fingerprint"] = fingerprint
         side["bits"] = None if fingerprint is None else bits(fingerprint)
@@ -629,7 +671,7 @@ def compare(
                                                                strict=True))  # fmt: skip
         click.echo(f"  {marks}".rstrip())
         click.echo(f"Hamming distance {result['distance']} of {BITS} bits, "
-                   f"similarity {result['similarity']:.1%} (profile {PROFILE})")  # fmt: skip
+                   f"similarity {result['similarity']:.1%} (profile {used})")  # fmt: skip
         verdict = ("NEAR-DUPLICATES" if result["near_duplicates"] else "not near-duplicates")
         click.echo(f"{verdict} at -k {max_distance}")
     m = result["measures"]

@@ -21,6 +21,9 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
+from .fingerprint import PROFILE
+from .profiles import canonical
+
 DEFAULT_TABLE = "docs"
 TEXT_COLUMN = "body"
 FINGERPRINT_COLUMN = "si"
@@ -192,8 +195,11 @@ class DocumentTable:
 
     # -- creating -----------------------------------------------------------
 
-    def create(self, bands: int | None = None) -> bool:
+    def create(self, bands: int | None = None, profile: str | None = None) -> bool:
         """Create the table (if missing) and enable it (if not yet); True if created.
+
+        ``profile`` is the fingerprint profile to enable it with (by default
+        ``default/1``); a table enabled with another one is an error.
 
         Concurrent callers wait for each other on an advisory lock.
         """
@@ -225,13 +231,16 @@ class DocumentTable:
                 )
                 created = True
             self.check_layout()
-            if self.registration() is None:
+            registration = self.registration()
+            if registration is None:
                 self.conn.execute(
-                    sql.SQL("SELECT {}.nearsim_enable(%s::regclass, %s, %s, bands => %s)").format(
-                        self.extension
-                    ),
-                    [self.quoted, TEXT_COLUMN, FINGERPRINT_COLUMN, bands],
+                    sql.SQL("SELECT {}.nearsim_enable(%s::regclass, %s, %s, bands => %s,"
+                            " profile => %s)").format(self.extension),
+                    [self.quoted, TEXT_COLUMN, FINGERPRINT_COLUMN, bands, profile or PROFILE],
                 )
+            elif profile is not None and canonical(profile) != registration.profile:
+                raise TableError(f"table {self} is enabled with fingerprint profile"
+                                 f" {registration.profile}, not {canonical(profile)}")
         return created
 
     def _body_compression(self) -> sql.Composable:

@@ -39,7 +39,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from bisect import bisect_right
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from itertools import islice
 
 import numpy as np
@@ -321,23 +321,36 @@ def _bit_counts(hashes: npt.NDArray[np.uint64]) -> npt.NDArray[np.int64]:
     return counts.T.ravel()
 
 
-def simhash(text: str) -> int | None:
+def simhash(text: str, profile: str | None = None) -> int | None:
     """The fingerprint of ``text`` as a signed 64-bit integer (SQL bigint).
 
-    Returns ``None`` when the text has no word tokens.
+    Returns ``None`` when the text has no word tokens.  ``profile`` names
+    another feature profile than :data:`PROFILE` (see ``nearsim.profiles``).
 
     >>> simhash("In the beginning God created the heaven and the earth.")
     -8749841501232166640
     """
     if not isinstance(text, str):
         raise TypeError(f"simhash() needs a str, not {type(text).__name__}")
+    if profile is not None and profile != PROFILE:
+        from .profiles import Profile  # here: profiles builds on this module
+
+        return Profile.named(profile).simhash(text)
+    return vote(_feature_hashes(text))
+
+
+def vote(feature_hashes: Iterable[npt.NDArray[np.uint64]]) -> int | None:
+    """Steps 5 and 6: the signed fingerprint from the hashes of every feature.
+
+    ``None`` when there are no hashes at all.
+    """
     counts = None
     total = 0
-    for hashes in _feature_hashes(text):
+    for hashes in feature_hashes:
         piece_counts = _bit_counts(hashes)
         counts = piece_counts if counts is None else counts + piece_counts
         total += len(hashes)
-    if counts is None:
+    if counts is None or total == 0:
         return None
     # More than half the features (ties give 0).  Bit i of the fingerprint
     # is bit i % 8 of byte i // 8, little-endian.
@@ -351,12 +364,20 @@ _MANY_CHARS = 1 << 20
 _MARKER = 0x01  # a control character: the byte table makes any in a text a space
 
 
-def simhash_many(texts: Sequence[str]) -> list[int | None]:
-    """``[simhash(t) for t in texts]``, quicker for many short texts.
+def simhash_many(texts: Sequence[str], profile: str | None = None) -> list[int | None]:
+    """``[simhash(t, profile) for t in texts]``, quicker for many short texts.
 
     The texts' tokens go into one buffer, so the array work of hashing and
     voting is shared instead of paid again for each text.
     """
+    if profile is not None and profile != PROFILE:
+        from .profiles import Profile  # here: profiles builds on this module
+
+        named = Profile.named(profile)
+        for text in texts:
+            if not isinstance(text, str):
+                raise TypeError(f"simhash() needs a str, not {type(text).__name__}")
+        return [named.simhash(text) for text in texts]
     results: list[int | None] = [None] * len(texts)
     batch: list[int] = []
     size = 0

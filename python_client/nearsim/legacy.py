@@ -64,12 +64,12 @@ MODULUS = 25
 TOLERANCE = 0.30
 """The +/-30 % range of seed 000's query (section 4.2, Figure 2)."""
 
-STOP_WORDS_FILE = Path("/usr/share/postgresql/15/tsearch_data/english.stop")
-"""PostgreSQL's English stop-word list (127 words), installed with the server.
+STOP_WORDS_FILE = Path(__file__).with_name("stopwords") / "english.stop"
+"""PostgreSQL's English stop-word list (127 words), as the profiles ship it.
 
-Seed 000 does not publish its list.  nearsim depends on PostgreSQL anyway, and
-using the server's file keeps SI v1 in step with ``to_tsvector('english')``
-without copying a list into the source tree.
+Seed 000 does not publish its list.  PostgreSQL's keeps SI v1 in step with
+``to_tsvector('english')``; the copy shipped for the feature profiles (equal
+to the server's file, tested) lets a client without PostgreSQL compute it.
 """
 
 JAVA_LONG_MIN = -(2**63)
@@ -121,15 +121,13 @@ def soundex(word: str) -> str:
 def english_stop_words(path: Path = STOP_WORDS_FILE) -> frozenset[str]:
     """The stop words of ``path``, one lower-case word a line.
 
-    Read on first use, not at import, so the rest of nearsim works where the
-    PostgreSQL server files are absent; SI v1 then fails with a clear error.
+    Read on first use, not at import.
     """
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise FileNotFoundError(
-            f"SI v1 needs PostgreSQL's English stop-word list at {path} "
-            "(installed with postgresql-15)"
+            f"SI v1 needs PostgreSQL's English stop-word list at {path}"
         ) from None
     return frozenset(line.strip().lower() for line in text.splitlines() if line.strip())
 

@@ -27,7 +27,7 @@ from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any, NamedTuple
 
@@ -37,6 +37,7 @@ from psycopg import sql
 from .documents import FINGERPRINT_COLUMN, DocumentTable
 from .extract import InputError, check_document, read_document
 from .fingerprint import PROFILE, simhash_many
+from .profiles import Profile, ProfileError, canonical
 from .sources import Failure, FileInput, Input, RecordInput
 
 DEFAULT_MAX_BYTES = 64 * 1024 * 1024
@@ -65,6 +66,7 @@ class LoadOptions:
     batch_bytes: int = 32 * 1024 * 1024
     workers: int | None = None  # default: one per CPU
     server_side: bool = False  # let the database compute the fingerprints
+    profile: str | None = None  # fingerprint profile; by default the table's
 
 
 @dataclass
@@ -175,7 +177,8 @@ def prepare_many(tasks: list[Task], options: LoadOptions) -> Done:
     read = [_read(task, options) for task in tasks]
     texts = [r for r in read if isinstance(r, _Text)]
     fingerprints = (
-        [None] * len(texts) if options.server_side else simhash_many([t.text for t in texts])
+        [None] * len(texts) if options.server_side
+        else simhash_many([t.text for t in texts], options.profile)
     )
     rows = [_row(text, fingerprint) for text, fingerprint in zip(texts, fingerprints,
                                                                   strict=True)]  # fmt: skip
@@ -346,12 +349,31 @@ class Loader:
                              " a transaction of its own")
         self.table.check_layout()
         registration = self.table.registration()
-        if (not self.options.server_side and registration is not None
-                and registration.profile != PROFILE):
-            raise ProfileMismatch(
-                f"table {self.table} holds fingerprints of profile {registration.profile!r},"
-                f" this client computes {PROFILE!r}: load with --server-side"
-            )
+        try:
+            asked = None if self.options.profile is None else canonical(self.options.profile)
+        except ProfileError as error:
+            raise ProfileMismatch(str(error)) from error
+        profile = asked or PROFILE
+        if registration is not None:
+            if asked is not None and asked != registration.profile:
+                raise ProfileMismatch(
+                    f"table {self.table} holds fingerprints of profile {registration.profile},"
+                    f" not {asked}"
+                )
+            profile = registration.profile
+        if not self.options.server_side:
+            try:
+                Profile.named(profile).check_libraries()
+            except (ProfileError, RuntimeError) as error:
+                raise ProfileMismatch(
+                    f"table {self.table} holds fingerprints of profile {profile}, which this"
+                    f" client cannot compute ({error}): load with --server-side"
+                ) from error
+            # The table's triggers keep fingerprints of a session that
+            # declares their profile instead of computing each again.
+            self.conn.execute("SELECT pg_catalog.set_config('nearsim.profile', %s, false)",
+                              [profile])
+        self.options = replace(self.options, profile=profile)
 
     def run(self, inputs: Iterable[Input]) -> LoadSummary:
         """Load every input; returns the counts (also on Ctrl-C, marked interrupted)."""
@@ -587,9 +609,10 @@ class Loader:
     def _upsert(self, rows: bytes) -> tuple[set[str], set[str]]:
         """Insert new keys, update changed ones; returns the keys inserted and updated."""
         staging = sql.Identifier("nearsim_load_staging")
-        fingerprint = sql.SQL("{}.simhash(s.body)" if self.options.server_side else "s.si").format(
-            self.table.extension
-        )
+        fingerprint: sql.Composable = sql.SQL("s.si")
+        if self.options.server_side:
+            fingerprint = sql.SQL("{}.simhash(s.body, {})").format(
+                self.table.extension, sql.Literal(self.options.profile or PROFILE))
         with self.conn.transaction():
             self.conn.execute(
                 sql.SQL(

@@ -7,7 +7,9 @@ only string operations and xxh64, so they expand identically everywhere.
 
 from __future__ import annotations
 
+import re
 import unicodedata
+from pathlib import Path
 from typing import Any
 
 import xxhash
@@ -132,6 +134,20 @@ BASE: dict[str, str] = {
     "unassigned-plain": "gap\u0378in greek",
     "private-use": "private\ue000use\U000F0000area",
     "noncharacters": "non\ufffecharacter\uffffcode",
+    # paragraphs for stop words, stemmers and language detection
+    "lang-english": "The runners were running quickly through the gardens, and the gardeners "
+    "watched them run past the flowering hedges while talking about their connections.",
+    "lang-german": "Die Läufer liefen schnell durch die Gärten, und die Gärtner sahen ihnen zu, "
+    "während sie über die blühenden Hecken und ihre Verbindungen sprachen.",
+    "lang-french": "Les coureurs couraient rapidement dans les jardins, et les jardiniers les "
+    "regardaient passer devant les haies fleuries en parlant de leurs relations.",
+    "lang-spanish": "Los corredores corrían rápidamente por los jardines, y los jardineros los "
+    "miraban pasar junto a los setos floridos mientras hablaban de sus conexiones.",
+    "lang-russian": "Бегуны быстро бежали через сады, а садовники смотрели, как они пробегают "
+    "мимо цветущих изгородей, и говорили о своих связях.",
+    "lang-greek": "Οι δρομείς έτρεχαν γρήγορα μέσα από τους κήπους και οι κηπουροί τους "
+    "έβλεπαν να περνούν δίπλα από τους ανθισμένους φράχτες.",
+    "lang-mixed": "The gardens are open. Les jardins sont ouverts. Die Gärten sind offen.",
 }
 
 # Variations of a few texts, so small changes are frozen as well.
@@ -221,3 +237,27 @@ def _cases() -> list[dict[str, Any]]:
 
 
 CASES = _cases()
+
+# Profiles frozen by golden vectors besides the default: every short name and
+# each option at least once.
+GOLDEN_PROFILES = (
+    "default/1",
+    "english/1",
+    "auto/1",
+    "soundex/1",
+    "chars/1",
+    "set/1",
+    "words:1-3/1",
+    "chars:3-6+unique/1",
+    "words:2+novowels+unique-words/1",
+    "words:3+stop:french+stem:french/1",
+    "words:1+stem:german/1",
+    "words:4+stop:auto/1",
+)
+GOLDEN_DIR = Path(__file__).resolve().parent
+
+
+def golden_path(profile: str) -> Path:
+    """The golden vector file of ``profile`` (a canonical name)."""
+    slug = re.sub(r"[^a-z0-9]+", "-", profile.lower()).strip("-")
+    return GOLDEN_DIR / f"simhash-{slug}.jsonl"
