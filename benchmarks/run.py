@@ -736,9 +736,9 @@ class DocSet:
 
 def check_bucket_api(conn: Connection) -> None:
     row = conn.execute(
-        "SELECT to_regprocedure('nearsim_enable(regclass, name, name, integer, name, integer)')"
-        " IS NOT NULL AND to_regprocedure('nearsim_rebuild(regclass, integer, boolean, integer)')"
-        " IS NOT NULL"
+        "SELECT to_regprocedure('nearsim_enable(regclass, name, name, integer, name, integer,"
+        " text)') IS NOT NULL AND to_regprocedure('nearsim_rebuild(regclass, integer, boolean,"
+        " integer, text)') IS NOT NULL"
     ).fetchone()
     if not row or not row[0]:
         raise BenchError(

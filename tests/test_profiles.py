@@ -354,6 +354,16 @@ def init_load_and_compare(database: str, tmp_path: Path, table: str) -> None:
         assert stored == {t: nearsim.simhash(t, "soundex") for t in TEXTS}
         check = conn.execute("SELECT ok, stale FROM nearsim_verify(%s, true)", [table]).fetchone()
         assert check == (True, 0)
+    # the server computes the same fingerprints for --server-side
+    (tmp_path / "extra.txt").write_text("Rupert met Smyth in the gardens today", encoding="utf-8")
+    result = run("load", str(tmp_path / "extra.txt"), "--dsn", database, "-t", table, "-q",
+                 "--server-side")  # fmt: skip
+    assert result.exit_code == 0, result.output
+    with psycopg.connect(database) as conn:
+        extra = conn.execute(sql.SQL("SELECT si FROM {} WHERE body LIKE 'Rupert%'").format(
+            sql.Identifier(table))).fetchone()
+        assert extra == (nearsim.simhash("Rupert met Smyth in the gardens today", "soundex"),)
+    (tmp_path / "extra.txt").unlink()
     # another profile for this table is refused, by init and by load
     result = run("init", "--dsn", database, "-t", table, "--profile", "chars")
     assert result.exit_code == 2
