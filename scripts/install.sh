@@ -17,9 +17,10 @@ packages=(
   python3-numpy python3-xxhash        # what the fingerprint needs in the server's Python
   python3-snowballstemmer python3-langdetect  # stemming and language detection of profiles
   python3-venv python3-pip            # the client's virtual environment
-  make gcc
+  make gcc libxxhash-dev               # the C fingerprint hashes with xxHash
   bible-kjv                           # the demo corpus
   chromium                            # the tests look at `nearsim report` pages in a browser
+  manpages manpages-dev groff-base     # texts of the evaluation corpus (benchmarks/)
 )
 missing=()
 for package in "${packages[@]}"; do
