@@ -16,17 +16,23 @@ Measures, in one run:
 8. writes through nearsim's statement-level triggers against row-level ones;
 9. ``nearsim-load`` on a corpus of text files (105 MB; --quick: 3 MB) against a
    plain ``COPY`` of the same texts (loading.py);
+10. the peers: signature building against datasketch's MinHash and pg_trgm's
+    index, similar-text lookups against pg_trgm, pgvector where available
+    (peers.py);
 
 then prints a summary table against the seed paper's Java (3.3 MB/s) and the
-project's targets.  Every table lives in a scratch schema that is dropped at the
-end.  Missed targets do not change the exit status; errors do (1), and so does
-a database that cannot be reached (2).  benchmarks/README.md explains each
+project's targets, and with ``--results FILE`` writes every number as JSON
+(benchmarks/report.py turns it into docs/BENCHMARKS.md).  Every table lives in
+a scratch schema that is dropped at the end.  Missed targets do not change
+the exit status; errors do (1), and so does a database that cannot be
+reached (2).  benchmarks/README.md explains each
 measurement and records the numbers of a full run.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import platform
@@ -52,11 +58,12 @@ from nearsim.samples import Chapter, SampleUnavailable, kjv_chapters
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import loading  # section 9, a module next to this file
+import peers  # section 10
 
 Connection = psycopg.Connection[tuple[Any, ...]]
 
 SEED_JAVA_MBPS = 3.3  # the seed paper's Java implementation, MB/s
-TARGET_MBPS = 10.0  # target for simhash(text) in the database, MB/s per core
+TARGET_MBPS = 50.0  # target for simhash(text) in the database, MB/s per core
 TARGET_SPEEDUP = 1.5  # C hamming() against the pure-SQL filter
 RADIUS = 6  # the seeds' "90% similar": at most 6 of 64 bits differ
 LONG_DOC_BYTES = 400_000  # size of one "long document"
@@ -222,8 +229,9 @@ def load_corpus(conn: Connection, table: sql.Composable, corpus: Corpus) -> int:
 
 
 def database_simhash(conn: Connection, schema: str, corpora: Sequence[Corpus],
-                     repeat: int) -> list[tuple[Corpus, float]]:
-    """Best seconds of one pass of simhash(body) over each corpus in one backend."""
+                     repeat: int) -> tuple[list[tuple[Corpus, float]], list[tuple[Corpus, float]]]:
+    """Best seconds of one pass of simhash(body) over each corpus in one backend,
+    and of the PL/Python reference simhash(body, 'default/1')."""
     print("\n1. simhash(text) in the database: one backend, one core\n")
     tables = [sql.Identifier(schema, f"corpus_{i}") for i in range(len(corpora))]
     query = sql.SQL("SELECT count(*), sum(simhash(body)) FROM {}")
@@ -236,27 +244,37 @@ def database_simhash(conn: Connection, schema: str, corpora: Sequence[Corpus],
         " first; that pass also checks that the database's fingerprints are the client's"
         f" (the sum of all). Time: best of {repeat} passes, wall clock in this client, so it"
         " includes reading and decompressing the rows and one round trip. MB = 10^6 bytes of"
-        " UTF-8 text (octet_length). Seed paper's Java: 3.3 MB/s; target: >= 10 MB/s per core."
+        " UTF-8 text (octet_length). Seed paper's Java: 3.3 MB/s; target: >= 50 MB/s per core."
+        " Then the same passes with simhash(body, 'default/1'): the PL/Python reference"
+        " implementation of the same profile, which must give the same sum."
     )
     conn.execute("SELECT simhash('warm up: the first call in a session imports numpy')")
     results = []
+    references = []
+    reference = sql.SQL("SELECT count(*), sum(simhash(body, 'default/1')) FROM {}")
     for corpus, table in zip(corpora, tables, strict=True):
         load_corpus(conn, table, corpus)
         expected = (len(corpus.texts), sum(f for f in corpus.fingerprints if f is not None))
-        statement = query.format(table)
+        timings = []
+        for statement in (query.format(table), reference.format(table)):
 
-        def run(statement: sql.Composed = statement, expected: tuple[int, int] = expected,
-                name: str = corpus.name) -> None:
-            row = conn.execute(statement).fetchone()
-            got = (int(row[0]), int(row[1])) if row else None
-            if got != expected:
-                raise BenchError(f"{name}: the database's simhash() gave (count, sum) {got},"
-                                 f" the client's nearsim.simhash {expected}")
+            def run(statement: sql.Composed = statement, expected: tuple[int, int] = expected,
+                    name: str = corpus.name) -> None:
+                row = conn.execute(statement).fetchone()
+                got = (int(row[0]), int(row[1])) if row else None
+                if got != expected:
+                    raise BenchError(f"{name}: the database's {statement.as_string(conn)} gave"
+                                     f" (count, sum) {got}, the client's nearsim.simhash"
+                                     f" {expected}")
 
-        run()  # untimed: warm-up and check
-        results.append((corpus, min(best_of(repeat, run))))
+            run()  # untimed: warm-up and check
+            timings.append(min(best_of(repeat, run)))
+        results.append((corpus, timings[0]))
+        references.append((corpus, timings[1]))
     print_throughput(results)
-    return results
+    print("\n   The PL/Python reference, simhash(body, 'default/1'):")
+    print_throughput(references)
+    return results, references
 
 
 def client_simhash(corpora: Sequence[Corpus], repeat: int) -> list[tuple[Corpus, float]]:
@@ -298,7 +316,7 @@ def print_throughput(results: Sequence[tuple[Corpus, float]]) -> None:
         ])
     print()
     print_table(
-        ["corpus", "docs", "KB per doc", "MB", "best s", "MB/s", "vs 3.3 MB/s", "vs 10 MB/s"],
+        ["corpus", "docs", "KB per doc", "MB", "best s", "MB/s", "vs 3.3 MB/s", "vs 50 MB/s"],
         rows, "<>>>>>>>",
     )
 
@@ -498,7 +516,7 @@ class BucketPlan:
     pairs_timeout: int  # seconds
 
 
-FULL_PLAN = BucketPlan((100_000, 1_000_000), 200, 100_000, 5_000, 3, 300)
+FULL_PLAN = BucketPlan((10_000, 100_000, 1_000_000), 200, 100_000, 5_000, 3, 300)
 QUICK_PLAN = BucketPlan((2_000,), 6, 2_000, 100, 1, 60)
 
 PREPARE_WHEN_ASKED = 1 << 30  # psycopg prepare_threshold: only prepare=True statements
@@ -1553,8 +1571,15 @@ def trigger_writes(conn: Connection, schema: str, plan: BucketPlan) -> dict[str,
 
 
 def summary(db: Sequence[tuple[Corpus, float]], client: Sequence[tuple[Corpus, float]],
-            scan: ScanResult) -> list[Row]:
+            scan: ScanResult, reference: Sequence[tuple[Corpus, float]]) -> list[Row]:
     rows = []
+    for (corpus, seconds), (_, reference_seconds) in zip(db, reference, strict=True):
+        rows.append(Row(
+            f"simhash in database against the PL/Python reference, {corpus.name}, MB/s",
+            f"{corpus.nbytes / MB / seconds:.1f}",
+            f"{corpus.nbytes / MB / reference_seconds:.1f} (PL/Python)",
+            f"{reference_seconds / seconds:.2f}x", "none", "-",
+        ))
     for where, results, target in (("in database", db, True), ("client", client, False)):
         for corpus, seconds in results:
             mbps = corpus.nbytes / MB / seconds
@@ -1686,7 +1711,41 @@ def disable_tables(conn: Connection, schema: str) -> None:
         conn.execute("SELECT nearsim_disable(%s::regclass)", (table,))
 
 
-def run(dsn: str, rows: int, repeat: int, quick: bool, plan: BucketPlan) -> None:
+def write_results(path: str, results: dict[str, Any]) -> None:
+    with open(path, "w", encoding="utf-8") as file:
+        json.dump(results, file, indent=1)
+        file.write("\n")
+    print(f"   results written to {path}")
+
+
+def peers_summary(peer: peers.PeersResult) -> list[Row]:
+    built = peer.signatures
+    rows = [Row(
+        "signatures of the KJV chapters, nearsim.simhash_many (client), MB/s",
+        f"{built.mb_per_second(peers.SIMHASH_CLIENT):.1f}",
+        f"{built.mb_per_second(peers.MINHASH):.1f} (datasketch MinHash)",
+        f"{built.seconds[peers.MINHASH] / built.seconds[peers.SIMHASH_CLIENT]:.2f}x", "none", "-",
+    ), Row(
+        "signatures of the KJV chapters, simhash(body) (server), MB/s",
+        f"{built.mb_per_second(peers.SIMHASH_SERVER):.1f}",
+        f"{built.mb_per_second(peers.TRIGRAM_INDEX):.1f} (pg_trgm GIN index)",
+        f"{built.seconds[peers.TRIGRAM_INDEX] / built.seconds[peers.SIMHASH_SERVER]:.2f}x",
+        "none", "-",
+    )]
+    for lookup in peer.lookups:
+        trigram = lookup.p50_ms(peers.TRIGRAM)
+        for name in (peers.SIMILAR, peers.VERIFIED):
+            rows.append(Row(
+                f"lookup in {count_rows(lookup.documents)} verse documents, {name}, p50 ms",
+                f"{lookup.p50_ms(name):.2f}",
+                f"{trigram:.2f} (pg_trgm %)", f"{trigram / lookup.p50_ms(name):.2f}x faster",
+                "none", "-",
+            ))
+    return rows
+
+
+def run(dsn: str, rows: int, repeat: int, quick: bool, plan: BucketPlan,
+        results_file: str | None = None) -> None:
     started = time.perf_counter()
     conn = connect(dsn)
     schema = f"nearsim_bench_{os.getpid()}_{secrets.token_hex(3)}"
@@ -1703,7 +1762,7 @@ def run(dsn: str, rows: int, repeat: int, quick: bool, plan: BucketPlan) -> None
         conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
         try:
             corpora = read_corpora()
-            db = database_simhash(conn, schema, corpora, repeat)
+            db, reference = database_simhash(conn, schema, corpora, repeat)
             client = client_simhash(corpora, repeat)
             scan = hamming_scan(conn, schema, rows, repeat)
             # From here on, statements run with prepare=True are prepared on the
@@ -1715,6 +1774,7 @@ def run(dsn: str, rows: int, repeat: int, quick: bool, plan: BucketPlan) -> None
             bucket_storage_table(sets)
             writes = trigger_writes(conn, schema, plan)
             loads, load_problems = loading.bulk_load(dsn, conn, schema, kjv_chapters(), quick)
+            peer = peers.run(conn, schema, kjv_chapters(), quick)
         finally:
             try:
                 disable_tables(conn, schema)
@@ -1724,16 +1784,57 @@ def run(dsn: str, rows: int, repeat: int, quick: bool, plan: BucketPlan) -> None
                       file=sys.stderr)
 
     print("\nSummary (MB = 10^6 bytes; one core each; ratio = value against the baseline)\n")
-    table = (summary(db, client, scan) + bucket_summary(searches, pairs, sets, writes, plan)
-             + load_summary(loads))
+    table = (summary(db, client, scan, reference)
+             + bucket_summary(searches, pairs, sets, writes, plan)
+             + load_summary(loads) + peers_summary(peer))
     print_table(
         ["measurement", "value", "baseline", "ratio", "target", "met?"],
         [[r.measurement, r.value, r.baseline, r.ratio, r.target, r.met] for r in table],
         "<>>>><",
     )
     missed = sum(r.met == "no" for r in table)
+    total = time.perf_counter() - started
     print(f"\n   {missed} of {sum(r.met != '-' for r in table)} targets missed;"
-          f" total time {time.perf_counter() - started:.1f} s")
+          f" total time {total:.1f} s")
+    if results_file is not None:
+        write_results(results_file, {
+            "mode": "quick" if quick else "full", "nearsim": nearsim.__version__,
+            "postgresql": version, "python": platform.python_version(), "cpu": cpu_model(),
+            "cores": os.cpu_count(), "seconds": round(total, 1),
+            "summary": [r.__dict__ for r in table],
+            "fingerprints": {
+                where: [{"corpus": c.name, "documents": len(c.texts), "bytes": c.nbytes,
+                         "seconds": t} for c, t in results]
+                for where, results in (("database", db), ("database PL/Python reference",
+                                                         reference), ("client", client))},
+            "scan": {"rows": scan.rows, "hamming_ms": min(scan.c_seconds) * 1000,
+                     "bit_count_ms": min(scan.sql_seconds) * 1000},
+            "searches": [{"set": r.docset.label, "kind": r.docset.kind, "documents":
+                          r.docset.rows, "k": r.k, "found_mean": float(np.mean(r.found)),
+                          "p50_ms": {n: r.p50(n) for n in r.seconds},
+                          "p95_ms": {n: r.p95(n) for n in r.seconds}} for r in searches],
+            "pairs": [{"set": p.docset.label, "documents": p.docset.rows, "k": p.k,
+                       "pairs": p.pairs, "seconds": p.seconds,
+                       "clusters_seconds": p.clusters_seconds} for p in pairs],
+            "storage": [{"set": d.label, "documents": d.rows, "bands": d.bands,
+                         "loaded_bytes_per_doc": d.loaded.per_doc(d.rows) if d.loaded else None,
+                         "built_bytes_per_doc":
+                             d.reindexed.per_doc(d.rows) if d.reindexed else None}
+                        for d in sets],
+            "loads": [{"name": r.name, "documents": r.documents, "bytes": r.nbytes,
+                       "seconds": r.seconds} for r in loads],
+            "peers": {
+                "signatures": {"documents": peer.signatures.documents,
+                               "bytes": peer.signatures.nbytes,
+                               "seconds": peer.signatures.seconds},
+                "lookups": [{"documents": lk.documents, "bytes": lk.nbytes,
+                             "build_seconds": lk.build_seconds,
+                             "p50_ms": {n: lk.p50_ms(n) for n in lk.latencies},
+                             "p95_ms": {n: lk.p95_ms(n) for n in lk.latencies},
+                             "found_mean": lk.found, "trigram_plan": lk.trigram_plan}
+                            for lk in peer.lookups],
+                "pgvector": peer.pgvector},
+        })  # fmt: skip
     if load_problems:
         raise BenchError("bulk loading checks failed: " + "; ".join(load_problems))
 
@@ -1754,6 +1855,8 @@ def main() -> None:
                         help="documents per table in the bucket index sections (default:"
                         f" {' '.join(map(str, FULL_PLAN.sizes))}; --quick:"
                         f" {' '.join(map(str, QUICK_PLAN.sizes))})")
+    parser.add_argument("--results", metavar="FILE",
+                        help="also write every number as JSON to FILE")
     parser.add_argument("--queries", type=int, default=None,
                         help=f"search queries per table (default: {FULL_PLAN.queries};"
                         f" --quick: {QUICK_PLAN.queries})")
@@ -1775,7 +1878,7 @@ def main() -> None:
     if min(plan.sizes) < 100 or plan.queries < 1:
         parser.error("--sizes must be at least 100 and --queries at least 1")
     try:
-        run(args.dsn, rows, repeat, args.quick, plan)
+        run(args.dsn, rows, repeat, args.quick, plan, args.results)
     except BenchError as error:
         print(f"run.py: {error}", file=sys.stderr)
         sys.exit(error.status)

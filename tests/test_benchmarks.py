@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import secrets
 import subprocess
 import sys
@@ -30,13 +31,41 @@ def bench() -> ModuleType:
     return module
 
 
-def test_quick_benchmark_run(database: str) -> None:
+def test_quick_benchmark_run(database: str, tmp_path: Path) -> None:
+    results = tmp_path / "results"
+    results.mkdir()
     result = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "run.py"), "--quick", "--dsn", database],
+        [sys.executable, str(ROOT / "benchmarks" / "run.py"), "--quick", "--dsn", database,
+         "--results", str(results / "run.json")],
         capture_output=True, text=True, timeout=300,
     )
     assert result.returncode == 0, result.stderr
     out = result.stdout
+    # Section 10 measured the peers on the same machine.
+    assert "10. Peers: signature building" in out
+    for row in ("datasketch MinHash, 128 permutations (client)", "pg_trgm GIN index (server)",
+                "nearsim <prefix>_similar(text, 6)", "nearsim_similar_verified(tbl, text, 0.8)",
+                "pg_trgm body % text, threshold 0.8", "the pg_trgm query's plan:", "pgvector: "):
+        assert row in out, row
+    assert "simhash in database against the PL/Python reference, KJV chapters, MB/s" in out
+    # The page and its figures come from the JSON alone.
+    run = json.loads((results / "run.json").read_text(encoding="utf-8"))
+    assert run["mode"] == "quick" and run["peers"]["lookups"][0]["documents"] == 1000
+    docs = tmp_path / "docs"
+    report = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "report.py"), str(results), str(docs)],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert report.returncode == 0, report.stderr
+    page = (docs / "BENCHMARKS.md").read_text(encoding="utf-8")
+    for heading in ("## Detection quality", "### Radius search: bucket index against scans",
+                    "### Against the peers", "## Where targets are missed"):
+        assert heading in page
+    for figure in ("bench-search-latency.png", "bench-lookup-latency.png",
+                   "bench-signatures.png"):
+        assert f"]({figure})" in page
+        assert (docs / figure).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        assert (docs / figure).stat().st_size > 10_000
     # The run checks that server and client fingerprints agree and that the
     # C and pure-SQL filters count the same rows; its summary names each target.
     assert "simhash in database, KJV chapters, MB/s per core" in out
