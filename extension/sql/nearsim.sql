@@ -24,21 +24,23 @@ CREATE FUNCTION simhash_from_bits(text) RETURNS bigint
 COMMENT ON FUNCTION simhash_from_bits(text) IS
 'the fingerprint written as 64 characters 0/1 by simhash_bits; other input is an error';
 
--- The fingerprint (PL/Python).  Each body loads the nearsim Python package
--- installed with this version of the extension: the same code clients run.
--- The high COST keeps prepared statements on custom plans, where a constant
--- argument is fingerprinted once at planning instead of once per row.
+-- The fingerprint of the default profile (C, src/fingerprint.c): the same
+-- bits as the Python reference nearsim.fingerprint.simhash, which stays
+-- reachable as simhash(document, 'default/1').  IMMUTABLE: the profile pins
+-- Unicode 14.0.0.  The high COST keeps prepared statements on custom plans,
+-- where a constant argument is fingerprinted once at planning instead of
+-- once per row.
 
 CREATE FUNCTION simhash(document text) RETURNS bigint
-	LANGUAGE plpython3u IMMUTABLE STRICT PARALLEL SAFE COST 5000
-	SET search_path = pg_catalog, pg_temp
-	AS $python$
-#NEARSIM-IMPORT
-return nearsim.simhash(document)
-$python$;
+	AS 'MODULE_PATHNAME', 'nearsim_simhash'
+	LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE COST 5000;
 
 COMMENT ON FUNCTION simhash(text) IS
 '64-bit SimHash fingerprint (similarity index) of a document with the default profile; NULL for NULL or for a text without words';
+
+-- The fingerprint with any feature profile (PL/Python).  Each body loads the
+-- nearsim Python package installed with this version of the extension: the
+-- same code clients run; for 'default/1' it is the reference of simhash(text).
 
 CREATE FUNCTION simhash(document text, profile text) RETURNS bigint
 	LANGUAGE plpython3u IMMUTABLE STRICT PARALLEL SAFE COST 5000
@@ -53,6 +55,8 @@ except profiles.ProfileError as error:
     plpy.error(str(error), hint="SELECT * FROM nearsim_profiles() lists the short names.", sqlstate="22023")
 except RuntimeError as error:
     plpy.error(str(error), hint="Install the extension with scripts/install.sh.", sqlstate="58P01")
+if named.name == nearsim.PROFILE:
+    return nearsim.simhash(document)
 return named.simhash(document)
 $python$;
 

@@ -83,7 +83,8 @@ def ranges(predicate: Callable[[str], bool]) -> Iterator[tuple[int, int]]:
 
 def encode(predicate: Callable[[str], bool]) -> str:
     parts = [f"{a:x}" if a == b else f"{a:x}-{b:x}" for a, b in ranges(predicate)]
-    return "\n".join(textwrap.wrap(" ".join(parts), 76))
+    # Never break inside a range: "fdb-fff" must stay one item.
+    return "\n".join(textwrap.wrap(" ".join(parts), 76, break_on_hyphens=False))
 
 
 def render() -> str:

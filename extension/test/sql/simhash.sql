@@ -49,6 +49,6 @@ FROM pg_proc p
 JOIN pg_language l ON l.oid = p.prolang
 JOIN pg_depend d ON d.objid = p.oid AND d.classid = 'pg_proc'::regclass AND d.deptype = 'e'
 JOIN pg_extension e ON e.oid = d.refobjid AND e.extname = 'nearsim'
-ORDER BY p.proname;
+ORDER BY p.proname, pg_get_function_identity_arguments(p.oid);
 
 DROP TABLE docs;
