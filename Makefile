@@ -15,15 +15,24 @@ LOCAL_DSN := host=$(abspath $(CLUSTER_DIR))/run port=$(CLUSTER_PORT) user=postgr
 NEARSIM_DSN ?=
 DSN = $(or $(NEARSIM_DSN),$(LOCAL_DSN) dbname=nearsim)
 
-.PHONY: all setup install venv cluster database demo test installcheck pytest bench lint stop clean
+.PHONY: all install uninstall system setup venv cluster database demo test installcheck pytest bench lint stop clean dist
 
-all: setup
+# `make` and `make install` build and install the extension alone, as PGXN
+# clients expect (they pass PG_CONFIG); the packages it needs must be there.
+all:
+	$(MAKE) -C extension PG_CONFIG=$(PG_CONFIG)
 
-setup: install venv
+install: all
+	$(MAKE) -C extension install PG_CONFIG=$(PG_CONFIG)
+
+uninstall:
+	$(MAKE) -C extension uninstall PG_CONFIG=$(PG_CONFIG)
 
 # Debian packages, then build and install the extension (as root or via sudo).
-install:
+system:
 	scripts/install.sh
+
+setup: system venv
 
 venv: $(VENV)/.installed
 
@@ -68,3 +77,14 @@ stop:
 
 clean:
 	$(MAKE) -C extension clean PG_CONFIG=$(PG_CONFIG)
+
+# The PGXN distribution of the last commit (uncommitted changes are not in
+# it): dist/nearsim-<version>.zip, unpacking into nearsim-<version>/ with
+# META.json at its root.
+DIST_VERSION := $(shell sed -n "s/^default_version = '\(.*\)'/\1/p" extension/nearsim.control)
+DIST_ZIP := dist/nearsim-$(DIST_VERSION).zip
+
+dist:
+	mkdir -p dist
+	git archive --format zip --prefix nearsim-$(DIST_VERSION)/ --output $(DIST_ZIP) HEAD
+	@echo $(DIST_ZIP)

@@ -455,3 +455,20 @@ COMMENT ON FUNCTION nearsim_forget_dropped_tables() IS
 
 CREATE EVENT TRIGGER nearsim_forget_dropped_tables ON sql_drop
 	EXECUTE FUNCTION nearsim_forget_dropped_tables();
+
+-- Dropping the extension while tables are enabled (C, src/drop.c): a plain
+-- DROP EXTENSION is refused with the list of tables; DROP EXTENSION ...
+-- CASCADE disables each table first, so no trigger or bucket table is left
+-- behind that would call the missing functions.
+
+CREATE FUNCTION nearsim_drop_extension() RETURNS event_trigger
+	AS 'MODULE_PATHNAME', 'nearsim_drop_extension'
+	LANGUAGE C
+	SET search_path = pg_catalog, pg_temp;
+
+COMMENT ON FUNCTION nearsim_drop_extension() IS
+'event trigger: DROP EXTENSION nearsim is refused while tables are enabled; with CASCADE their triggers, bucket tables and search functions are removed first';
+
+CREATE EVENT TRIGGER nearsim_drop_extension ON ddl_command_start
+	WHEN TAG IN ('DROP EXTENSION')
+	EXECUTE FUNCTION nearsim_drop_extension();

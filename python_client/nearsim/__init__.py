@@ -16,7 +16,7 @@ from .fingerprint import (
     tokens,
 )
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = [
     "PROFILE",

@@ -1,0 +1,174 @@
+"""Write docs/REFERENCE.md: every SQL function of the extension and every CLI command.
+
+    .venv/bin/python scripts/gen_reference.py --dsn DSN [--output docs/REFERENCE.md]
+
+The SQL part comes from the catalogue of a database where the extension is
+installed (signature, result, volatility, strictness, parallel safety,
+language and the function's COMMENT); the errors each function raises are
+listed in ERRORS below, and the tests fail when a function has no entry or an
+entry names no function.  The CLI part is each command's ``--help``.  A test
+regenerates the page and compares it with the committed one, so the reference
+cannot drift from the code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import click
+import psycopg
+
+from nearsim.cli import cli, load_command
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_OUTPUT = ROOT / "docs" / "REFERENCE.md"
+
+TABLE_ERRORS = ("55000 if `tbl` is not enabled; 22004 if it is NULL; 42501 if the caller may"
+                " not act as the table's owner")
+VERIFIED_ERRORS = ("22023 for an unknown `measure`, a `min_similarity` outside 0..1, outside"
+                   " the calibrated 0.5..0.95 without `max_distance`, or a profile without a"
+                   " calibration and no `max_distance`; 55000 if `tbl` is not enabled or its"
+                   " profile cannot be computed here")
+ERRORS: dict[str, str] = {
+    "hamming": "none (NULL in, NULL out)",
+    "simhash_bits": "none (NULL in, NULL out)",
+    "simhash_from_bits": "22P02 for anything but 64 characters 0/1, naming the problem",
+    "simhash": "with a profile: 22023 for a name this server does not compute (unknown"
+               " version, option, language or size), 58P01 if a library the profile needs is"
+               " missing or another version",
+    "simhash_profile": "none",
+    "nearsim_profile": "22023 for a name this server does not compute",
+    "nearsim_profiles": "none",
+    "nearsim_band": "22023 for a number of bands outside 3..16; NULL for a band outside the"
+                    " layout",
+    "nearsim_band_probes": "22023 for bands outside 3..16, a band outside the layout or a"
+                           " distance outside 0..64; 54000 if one band would need more than"
+                           " 2^20 probes",
+    "nearsim_enable": "42P01 for a missing table, 42809 for one that is not an ordinary table,"
+                      " 55000 if already enabled or without a single-column primary key of"
+                      " type integer, bigint, text or uuid, 42703/42804 for a missing or"
+                      " non-text column, 42804 for a fingerprint column that is not bigint,"
+                      " 55000 if it holds values that are not the profile's fingerprints,"
+                      " 42622 for generated names over 63 bytes, 42P07 if they exist, 22023"
+                      " for bad bands, batch_size or profile, 42501 if not the owner",
+    "nearsim_disable": TABLE_ERRORS,
+    "nearsim_verify": TABLE_ERRORS,
+    "nearsim_rebuild": TABLE_ERRORS + "; 22023 for bad bands or profile; 55000 if the table's"
+                       " profile cannot be computed here",
+    "nearsim_check_profile": "55000 if this server cannot compute the profile, with a hint to"
+                             " rebuild with another",
+    "nearsim_compare": "22023 if `min_chunk_words` or `shingle_words` is below 1",
+    "nearsim_minhash": "22023 if `hashes` is outside 1..100000",
+    "nearsim_minhash_estimate": "22023 for signatures of different lengths, empty ones, or"
+                                " values that are NULL or negative",
+    "nearsim_estimate": "22023 for a distance outside 0..64, an unknown profile or one"
+                        " without a calibration",
+    "nearsim_radius": "22023 for `min_similarity` outside 0.5..0.95, an unknown profile or one"
+                      " without a calibration",
+    "nearsim_similar_verified": VERIFIED_ERRORS,
+    "nearsim_pairs_verified": VERIFIED_ERRORS,
+    "nearsim_clusters_verified": VERIFIED_ERRORS + "; 22023 for an unknown `method` or"
+                                 " `min_size` below 1",
+    "nearsim_pairs": "22023 for a distance outside 0..64; 55000 if `tbl` is not enabled or"
+                     " its profile cannot be computed here",
+    "nearsim_clusters": "22023 for a distance outside 0..64 or an unknown `method`; 55000 if"
+                        " `tbl` is not enabled",
+    "nearsim_forget_dropped_tables": "none (an event trigger function, not called directly)",
+    "nearsim_drop_extension": "2BP01 from `DROP EXTENSION nearsim` without CASCADE while"
+                              " tables are enabled (an event trigger function, not called"
+                              " directly)",
+}
+
+VOLATILITY = {"i": "IMMUTABLE", "s": "STABLE", "v": "VOLATILE"}
+PARALLEL = {"s": "PARALLEL SAFE", "r": "PARALLEL RESTRICTED", "u": "PARALLEL UNSAFE"}
+
+FUNCTIONS = """
+SELECT p.proname, pg_catalog.pg_get_function_identity_arguments(p.oid),
+       pg_catalog.pg_get_function_arguments(p.oid), pg_catalog.pg_get_function_result(p.oid),
+       p.provolatile, p.proisstrict, p.proparallel, l.lanname,
+       pg_catalog.obj_description(p.oid, 'pg_proc')
+FROM pg_catalog.pg_proc p
+JOIN pg_catalog.pg_depend d ON d.classid = 'pg_catalog.pg_proc'::pg_catalog.regclass
+     AND d.objid = p.oid AND d.deptype = 'e'
+JOIN pg_catalog.pg_extension e ON e.oid = d.refobjid AND e.extname = 'nearsim'
+JOIN pg_catalog.pg_language l ON l.oid = p.prolang
+ORDER BY p.proname, pg_catalog.pg_get_function_identity_arguments(p.oid)
+"""
+
+
+def sql_functions(dsn: str) -> list[tuple[str, ...]]:
+    with psycopg.connect(dsn) as conn:
+        conn.execute("CREATE EXTENSION IF NOT EXISTS nearsim CASCADE")
+        return [tuple("" if v is None else str(v) for v in row)
+                for row in conn.execute(FUNCTIONS).fetchall()]  # fmt: skip
+
+
+def sql_section(rows: list[tuple[str, ...]]) -> str:
+    parts = []
+    for name, identity, arguments, result, volatility, strict, parallel, language, comment in (
+            rows):  # fmt: skip
+        traits = [VOLATILITY[volatility], "STRICT" if strict == "True" else "",
+                  PARALLEL[parallel], f"LANGUAGE {language}"]
+        parts.append(
+            f"### `{name}({identity})`\n\n"
+            f"```sql\n{name}({arguments}) RETURNS {result}\n```\n\n"
+            f"{comment}.\n\n"
+            f"- {' '.join(t for t in traits if t)}\n"
+            f"- errors: {ERRORS[name]}\n"
+        )
+    return "\n".join(parts)
+
+
+def command_help(command: click.Command, name: str) -> str:
+    context = click.Context(command, info_name=name, terminal_width=100, max_content_width=100)
+    return command.get_help(context)
+
+
+def cli_section() -> str:
+    assert isinstance(cli, click.Group)
+    parts = [f"### `nearsim`\n\n```\n{command_help(cli, 'nearsim')}\n```\n"]
+    for name in sorted(cli.commands):
+        command = cli.commands[name]
+        parts.append(f"### `nearsim {name}`\n\n```\n{command_help(command, f'nearsim {name}')}"
+                     "\n```\n")  # fmt: skip
+    parts.append("### `nearsim-load`\n\nThe same as `nearsim load`:\n\n"
+                 f"```\n{command_help(load_command, 'nearsim-load')}\n```\n")
+    return "\n".join(parts)
+
+
+def reference(dsn: str) -> str:
+    rows = sql_functions(dsn)
+    missing = sorted({r[0] for r in rows} - ERRORS.keys())
+    unused = sorted(ERRORS.keys() - {r[0] for r in rows})
+    if missing or unused:
+        raise SystemExit(f"gen_reference.py: ERRORS lacks {missing}, names no function {unused}")
+    return f"""# Reference
+
+Every SQL function of the extension and every command of the client, generated
+from the code by `scripts/gen_reference.py` (a test checks that this page is
+what it generates). Errors are given as SQLSTATE codes. The functions that
+`nearsim_enable` creates for each table (`<prefix>_similar`) are described in
+the README.
+
+## SQL functions
+
+{sql_section(rows)}
+## Command line
+
+{cli_section()}"""
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dsn", required=True)
+    parser.add_argument("--output", type=Path, default=DEFAULT_OUTPUT)
+    args = parser.parse_args(argv)
+    args.output.write_text(reference(args.dsn), encoding="utf-8")
+    print(f"wrote {args.output}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
