@@ -582,3 +582,19 @@ def test_install_script_refuses_an_unknown_package_set() -> None:
                             capture_output=True, text=True, check=False)  # fmt: skip
     assert result.returncode == 2
     assert "NEARSIM_PACKAGES must be all or server, not desktop" in result.stderr
+
+
+def test_install_script_builds_what_a_server_image_needs() -> None:
+    # What docker/Dockerfile runs (without purging the compiler, which this
+    # machine's other builds need): packages already present are skipped,
+    # the extension is built and installed.
+    result = subprocess.run(["bash", str(ROOT / "scripts" / "install.sh")],
+                            env={**os.environ, "PG_MAJOR": "15", "NEARSIM_PACKAGES": "server"},
+                            capture_output=True, text=True, check=False, timeout=600)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    sharedir = subprocess.run([PG_CONFIG, "--sharedir"], check=True, capture_output=True,
+                              text=True).stdout.strip()  # fmt: skip
+    version = control_version()
+    installed = Path(sharedir) / "extension" / "nearsim" / "python" / version / "nearsim"
+    assert (installed / "fingerprint.py").read_bytes() == (
+        ROOT / "python_client" / "nearsim" / "fingerprint.py").read_bytes()
