@@ -121,18 +121,21 @@ def sql_section(rows: list[tuple[str, ...]]) -> str:
     return "\n".join(parts)
 
 
-def command_help(command: click.Command, name: str) -> str:
-    context = click.Context(command, info_name=name, terminal_width=100, max_content_width=100)
-    return command.get_help(context)
+def command_help(command: click.Command, name: str,
+                 parent: click.Context | None = None) -> str:  # fmt: skip
+    """``name --help``, as the command prints it on a 100-column terminal."""
+    with command.make_context(name, [], parent=parent, resilient_parsing=True,
+                              terminal_width=100, max_content_width=100) as context:  # fmt: skip
+        return command.get_help(context)
 
 
 def cli_section() -> str:
     assert isinstance(cli, click.Group)
     parts = [f"### `nearsim`\n\n```\n{command_help(cli, 'nearsim')}\n```\n"]
-    for name in sorted(cli.commands):
-        command = cli.commands[name]
-        parts.append(f"### `nearsim {name}`\n\n```\n{command_help(command, f'nearsim {name}')}"
-                     "\n```\n")  # fmt: skip
+    with cli.make_context("nearsim", [], resilient_parsing=True) as group:
+        for name in sorted(cli.commands):
+            text = command_help(cli.commands[name], name, group)
+            parts.append(f"### `nearsim {name}`\n\n```\n{text}\n```\n")
     parts.append("### `nearsim-load`\n\nThe same as `nearsim load`:\n\n"
                  f"```\n{command_help(load_command, 'nearsim-load')}\n```\n")
     return "\n".join(parts)

@@ -295,7 +295,7 @@ def _summary_line(summary: LoadSummary) -> str:
     return line
 
 
-@cli.command("load")
+@cli.command("load", context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("paths", nargs=-1, required=True, metavar="PATH...")
 @_database_options
 @click.option("--create", is_flag=True, help="Create and enable the table if it is missing.")
