@@ -65,8 +65,14 @@ installcheck: database
 pytest: setup
 	$(VENV_PYTHON) -m pytest tests
 
+# Speed (run.py) and detection quality (quality.py) measured in one go, then
+# docs/BENCHMARKS.md and its figures written from their results.
+BENCH_RESULTS := benchmarks/results
 bench: database
-	$(VENV_PYTHON) benchmarks/run.py --dsn "$(DSN)"
+	mkdir -p $(BENCH_RESULTS)
+	$(VENV_PYTHON) benchmarks/run.py --dsn "$(DSN)" --results $(BENCH_RESULTS)/run.json
+	$(VENV_PYTHON) benchmarks/quality.py --dsn "$(DSN)" --output-dir $(BENCH_RESULTS)
+	$(VENV_PYTHON) benchmarks/report.py $(BENCH_RESULTS) docs
 
 lint: venv
 	$(VENV)/bin/ruff check python_client tests scripts benchmarks
