@@ -126,11 +126,13 @@ def peers_section(run: dict[str, Any]) -> str:
     for lookup in sorted(run["peers"]["lookups"], key=lambda lk: lk["documents"]):
         for name in lookup["p50_ms"]:
             rows.append([f"{lookup['documents']:,}", name, f"{lookup['p50_ms'][name]:.2f}",
-                         f"{lookup['p95_ms'][name]:.2f}", f"{lookup['found_mean'][name]:.1f}"])
+                         f"{lookup['p95_ms'][name]:.2f}", f"{lookup['found_mean'][name]:.1f}",
+                         lookup["queries"][name]])
         builds = ", ".join(f"{n} {s:.1f} s" for n, s in lookup["build_seconds"].items())
         rows.append([f"{lookup['documents']:,}", f"index builds: {builds}; pg_trgm query plan:"
-                     f" {lookup['trigram_plan']}", "", "", ""])
-    parts.append(table(["documents", "query", "p50 ms", "p95 ms", "rows found"], rows))
+                     f" {lookup['trigram_plan']}", "", "", "", ""])
+    parts.append(table(["documents", "query", "p50 ms", "p95 ms", "rows found", "queries"],
+                       rows))
     parts.append(f"pgvector: {run['peers']['pgvector']}.")
     return "\n\n".join(parts)
 

@@ -239,8 +239,9 @@ def database_simhash(conn: Connection, schema: str, corpora: Sequence[Corpus],
     wrap(
         "The texts are COPYed into an unlogged table (one row per document; PostgreSQL"
         " stores them compressed, TOAST) and fingerprinted by one backend with"
-        " max_parallel_workers_per_gather = 0 and jit = off. The first simhash() call of a"
-        " session imports numpy, so a warm-up call and one untimed pass over each table run"
+        " max_parallel_workers_per_gather = 0 and jit = off. The first call of the PL/Python"
+        " reference in a session imports numpy, so a warm-up call and one untimed pass over"
+        " each table run"
         " first; that pass also checks that the database's fingerprints are the client's"
         f" (the sum of all). Time: best of {repeat} passes, wall clock in this client, so it"
         " includes reading and decompressing the rows and one round trip. MB = 10^6 bytes of"
@@ -248,7 +249,7 @@ def database_simhash(conn: Connection, schema: str, corpora: Sequence[Corpus],
         " Then the same passes with simhash(body, 'default/1'): the PL/Python reference"
         " implementation of the same profile, which must give the same sum."
     )
-    conn.execute("SELECT simhash('warm up: the first call in a session imports numpy')")
+    conn.execute("SELECT simhash('warm up', 'default/1')")  # imports numpy
     results = []
     references = []
     reference = sql.SQL("SELECT count(*), sum(simhash(body, 'default/1')) FROM {}")
@@ -1831,7 +1832,8 @@ def run(dsn: str, rows: int, repeat: int, quick: bool, plan: BucketPlan,
                              "build_seconds": lk.build_seconds,
                              "p50_ms": {n: lk.p50_ms(n) for n in lk.latencies},
                              "p95_ms": {n: lk.p95_ms(n) for n in lk.latencies},
-                             "found_mean": lk.found, "trigram_plan": lk.trigram_plan}
+                             "found_mean": lk.found, "queries": lk.asked,
+                             "trigram_plan": lk.trigram_plan}
                             for lk in peer.lookups],
                 "pgvector": peer.pgvector},
         })  # fmt: skip
