@@ -13,11 +13,13 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import psycopg
 import pytest
+from psycopg import sql
+from psycopg.conninfo import make_conninfo
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "golden"))
@@ -67,3 +69,23 @@ def conn(database: str) -> Iterator[psycopg.Connection]:
     with psycopg.connect(database) as connection:
         yield connection
         connection.rollback()
+
+
+@pytest.fixture
+def scratch_databases(dsn: str) -> Iterator[Callable[[str], str]]:
+    """Make empty databases on the test server by name (their DSN); dropped afterwards."""
+    made: list[str] = []
+
+    def make(name: str) -> str:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
+                sql.Identifier(name)))
+            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+        made.append(name)
+        return make_conninfo(dsn, dbname=name)
+
+    yield make
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        for name in made:
+            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
+                sql.Identifier(name)))

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
-from psycopg.conninfo import make_conninfo
 
 from nearsim.samples import kjv_chapters
 
@@ -17,18 +16,10 @@ BIN = Path("/usr/lib/postgresql/15/bin")
 QUERIES = ("Ruth 1", "Ruth 2", "Jude 1")
 
 
-def scratch(dsn: str, name: str) -> str:
-    """A fresh, empty database on the test server; its DSN."""
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-        conn.execute(f"CREATE DATABASE {name}")
-    return make_conninfo(dsn, dbname=name)
-
-
 @pytest.fixture
-def source(dsn: str) -> Iterator[str]:
+def source(scratch_databases: Callable[[str], str]) -> str:
     """A database with two enabled tables of different profiles, one with edited copies."""
-    database = scratch(dsn, "nearsim_dump_source")
+    database = scratch_databases("nearsim_dump_source")
     chapters = kjv_chapters(["Ruth", "Jude", "Obadiah", "Jonah"])
     with psycopg.connect(database, autocommit=True) as conn:
         conn.execute("CREATE EXTENSION nearsim CASCADE")
@@ -42,9 +33,7 @@ def source(dsn: str) -> Iterator[str]:
                 for row in rows:
                     copy.write_row(row)
             conn.execute("SELECT nearsim_enable(%s, 'body', profile => %s)", [table, profile])
-    yield database
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute("DROP DATABASE IF EXISTS nearsim_dump_source WITH (FORCE)")
+    return database
 
 
 def answers(database: str) -> dict[str, Any]:
@@ -96,24 +85,20 @@ def run(*command: str, **environment: str) -> None:
 
 @pytest.mark.parametrize("dump_format", ["custom", "plain"])
 def test_dump_and_restore_give_the_same_answers(
-    dsn: str, source: str, tmp_path: Path, dump_format: str
+    scratch_databases: Callable[[str], str], source: str, tmp_path: Path, dump_format: str
 ) -> None:
     before = answers(source)
     dump = tmp_path / f"dump.{dump_format}"
     run(str(BIN / "pg_dump"), f"--format={dump_format}", f"--file={dump}", f"--dbname={source}")
-    target = scratch(dsn, f"nearsim_restored_{dump_format}")
-    try:
-        if dump_format == "custom":
-            run(str(BIN / "pg_restore"), "--exit-on-error", f"--dbname={target}", str(dump))
-        else:
-            run(str(BIN.parent / "bin" / "psql"), "-X", "-q", "-v", "ON_ERROR_STOP=1",
-                f"--dbname={target}", "-f", str(dump))
-        after = answers(target)
-        assert after == before
-        assert after["verify docs"][0] and after["verify archive.mail"][0]
-        # the bucket tables came with their data: as many rows as documents
-        assert after["verify docs"][1] == after["verify docs"][2] == 20
-        writes_still_work(target)
-    finally:
-        with psycopg.connect(dsn, autocommit=True) as conn:
-            conn.execute(f"DROP DATABASE IF EXISTS nearsim_restored_{dump_format} WITH (FORCE)")
+    target = scratch_databases(f"nearsim_restored_{dump_format}")
+    if dump_format == "custom":
+        run(str(BIN / "pg_restore"), "--exit-on-error", f"--dbname={target}", str(dump))
+    else:
+        run(str(BIN / "psql"), "-X", "-q", "-v", "ON_ERROR_STOP=1", f"--dbname={target}",
+            "-f", str(dump))
+    after = answers(target)
+    assert after == before
+    assert after["verify docs"][0] and after["verify archive.mail"][0]
+    # the bucket tables came with their data: as many rows as documents
+    assert after["verify docs"][1] == after["verify docs"][2] == 20
+    writes_still_work(target)

@@ -16,13 +16,13 @@ import subprocess
 import sys
 import uuid
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
-from psycopg import conninfo, sql
+from psycopg import conninfo
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCKER = ROOT / "docker"
@@ -133,18 +133,9 @@ def test_dockerfile_copies_existing_files() -> None:
 
 
 @pytest.fixture
-def scratch_database(dsn: str) -> Iterator[str]:
+def scratch_database(scratch_databases: Callable[[str], str]) -> str:
     """A scratch database on the test server; dropped afterwards."""
-    name = f"nearsim_packaging_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    try:
-        yield conninfo.make_conninfo(dsn, dbname=name)
-    finally:
-        with psycopg.connect(dsn, autocommit=True) as conn:
-            conn.execute(
-                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
-            )
+    return scratch_databases(f"nearsim_packaging_{uuid.uuid4().hex[:8]}")
 
 
 def test_init_script_creates_the_extension(scratch_database: str) -> None:

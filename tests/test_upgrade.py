@@ -12,12 +12,12 @@ import os
 import shutil
 import subprocess
 import tarfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
-from psycopg.conninfo import make_conninfo
 
 import nearsim
 
@@ -31,13 +31,6 @@ DOCUMENTS = [
     "In the beginning God created the heavens and the earth and the earth was without form",
     "Now it came to pass in the days when the judges ruled that there was a famine",
 ]
-
-
-def scratch(dsn: str, name: str) -> str:
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-        conn.execute(f"CREATE DATABASE {name}")
-    return make_conninfo(dsn, dbname=name)
 
 
 def as_root(command: list[str]) -> list[str]:
@@ -121,10 +114,10 @@ def catalog(database: str) -> dict[str, list[tuple[Any, ...]]]:
 
 
 def test_update_from_the_previous_release_equals_a_fresh_install(
-    dsn: str, previous_release: str
+    scratch_databases: Callable[[str], str], previous_release: str
 ) -> None:
-    updated = scratch(dsn, "nearsim_updated")
-    fresh = scratch(dsn, "nearsim_fresh")
+    updated = scratch_databases("nearsim_updated")
+    fresh = scratch_databases("nearsim_fresh")
     with psycopg.connect(updated, autocommit=True) as conn:
         conn.execute(f"CREATE EXTENSION nearsim VERSION '{previous_release}' CASCADE")
         assert conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'nearsim'"
@@ -152,13 +145,10 @@ def test_update_from_the_previous_release_equals_a_fresh_install(
         # what 0.2.0 added works on the updated extension too
         with pytest.raises(psycopg.errors.DependentObjectsStillExist):
             conn.execute("DROP EXTENSION nearsim")
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        for name in ("nearsim_updated", "nearsim_fresh"):
-            conn.execute(f"DROP DATABASE {name} WITH (FORCE)")
 
 
-def test_drop_extension_with_enabled_tables(dsn: str) -> None:
-    database = scratch(dsn, "nearsim_drop")
+def test_drop_extension_with_enabled_tables(scratch_databases: Callable[[str], str]) -> None:
+    database = scratch_databases("nearsim_drop")
     with psycopg.connect(database, autocommit=True) as conn:
         conn.execute("CREATE EXTENSION nearsim CASCADE")
         conn.execute("CREATE SCHEMA archive")
@@ -196,5 +186,3 @@ def test_drop_extension_with_enabled_tables(dsn: str) -> None:
         conn.execute("CREATE EXTENSION nearsim")
         conn.execute("SELECT nearsim_enable('docs', 'body')")
         assert conn.execute("SELECT ok FROM nearsim_verify('docs', true)").fetchone() == (True,)
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute("DROP DATABASE nearsim_drop WITH (FORCE)")
