@@ -108,6 +108,15 @@ def minhash_signature(text: str) -> MinHash:
     return signature
 
 
+def create_documents(conn: Connection, table: sql.Identifier, texts: Sequence[str]) -> None:
+    """A table (id, body) holding ``texts``, vacuumed and analysed."""
+    conn.execute(sql.SQL("CREATE TABLE {} (id int PRIMARY KEY, body text NOT NULL)").format(table))
+    with conn.cursor().copy(sql.SQL("COPY {} (id, body) FROM STDIN").format(table)) as copy:
+        for number, text in enumerate(texts):
+            copy.write_row((number, text))
+    conn.execute(sql.SQL("VACUUM ANALYZE {}").format(table))
+
+
 def signatures(conn: Connection, schema: str, chapters: Sequence[Chapter]) -> Signatures:
     texts = [c.text for c in chapters]
     nbytes = sum(len(t.encode()) for t in texts)
@@ -121,11 +130,7 @@ def signatures(conn: Connection, schema: str, chapters: Sequence[Chapter]) -> Si
     seconds[MINHASH] = time.perf_counter() - started
 
     table = sql.Identifier(schema, "peer_chapters")
-    conn.execute(sql.SQL("CREATE TABLE {} (id int PRIMARY KEY, body text NOT NULL)").format(table))
-    with conn.cursor().copy(sql.SQL("COPY {} (id, body) FROM STDIN").format(table)) as copy:
-        for number, text in enumerate(texts):
-            copy.write_row((number, text))
-    conn.execute(sql.SQL("VACUUM ANALYZE {}").format(table))
+    create_documents(conn, table, texts)
     conn.execute(sql.SQL("SELECT count(simhash(body)) FROM {}").format(table))  # warm-up
     started = time.perf_counter()
     conn.execute(sql.SQL("SELECT count(simhash(body)) FROM {}").format(table))
@@ -165,11 +170,7 @@ def lookup(conn: Connection, schema: str, chapters: Sequence[Chapter], size: int
     name = f"peer_docs_{size}"
     table = sql.Identifier(schema, name)
     qualified = f"{schema}.{name}"
-    conn.execute(sql.SQL("CREATE TABLE {} (id int PRIMARY KEY, body text NOT NULL)").format(table))
-    with conn.cursor().copy(sql.SQL("COPY {} (id, body) FROM STDIN").format(table)) as copy:
-        for number, text in enumerate(texts):
-            copy.write_row((number, text))
-    conn.execute(sql.SQL("VACUUM ANALYZE {}").format(table))
+    create_documents(conn, table, texts)
     build: dict[str, float] = {}
     started = time.perf_counter()
     conn.execute("SELECT nearsim_enable(%s::regclass, 'body', prefix => %s)",
