@@ -53,7 +53,7 @@ database: setup cluster
 demo: database
 	$(VENV_PYTHON) scripts/demo.py --dsn "$(DSN)"
 
-test: database installcheck pytest
+test: database lint installcheck pytest
 
 # pg_regress tests of the SQL API (extension/test/), in a scratch database.
 installcheck: database
@@ -65,18 +65,22 @@ installcheck: database
 pytest: setup
 	$(VENV_PYTHON) -m pytest tests
 
-# Speed (run.py) and detection quality (quality.py) measured in one go, then
-# docs/BENCHMARKS.md and its figures written from their results.
+# Speed (benchmarks.run) and detection quality (benchmarks.quality) measured
+# in one go, then docs/BENCHMARKS.md and its figures written from their
+# results (benchmarks.docs).
 BENCH_RESULTS := benchmarks/results
 bench: database
 	mkdir -p $(BENCH_RESULTS)
-	$(VENV_PYTHON) benchmarks/run.py --dsn "$(DSN)" --results $(BENCH_RESULTS)/run.json
-	$(VENV_PYTHON) benchmarks/quality.py --dsn "$(DSN)" --output-dir $(BENCH_RESULTS)
-	$(VENV_PYTHON) benchmarks/report.py $(BENCH_RESULTS) docs
+	$(VENV_PYTHON) -m benchmarks.run --dsn "$(DSN)" --results $(BENCH_RESULTS)/run.json
+	$(VENV_PYTHON) -m benchmarks.quality --dsn "$(DSN)" --output-dir $(BENCH_RESULTS)
+	$(VENV_PYTHON) -m benchmarks.docs $(BENCH_RESULTS) docs
 
+# ruff on every Python file; mypy --strict on the package (core, server and
+# client) and on the benchmarks.  Part of `make test`: a finding fails it.
 lint: venv
 	$(VENV)/bin/ruff check python_client tests scripts benchmarks
 	cd python_client && ../$(VENV)/bin/mypy
+	$(VENV)/bin/mypy --strict --ignore-missing-imports benchmarks
 
 stop:
 	scripts/pgcluster.sh stop $(CLUSTER_DIR)

@@ -1,11 +1,11 @@
 """A reproducible evaluation corpus of real texts and their edited copies.
 
-    .venv/bin/python benchmarks/corpus.py --size full --output corpus.jsonl [--seed 3]
+    .venv/bin/python -m benchmarks.corpus --size full --output corpus.jsonl [--seed 3]
 
 Originals come from what any Debian 12 machine can install:
 
 * the 1,189 chapters of the King James Bible (package ``bible-kjv``,
-  :func:`nearsim.samples.kjv_chapters`);
+  :func:`nearsim.client.samples.kjv_chapters`);
 * the license texts in /usr/share/common-licenses (package ``base-files``),
   long ones split into sections;
 * the manual pages of the packages ``manpages`` and ``manpages-dev``, rendered
@@ -53,7 +53,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from nearsim.samples import kjv_chapters
+from nearsim.client.samples import kjv_chapters
 
 __all__ = [
     "EDIT_KINDS",

@@ -8,7 +8,7 @@ with a tenth of its verses left out, so no two are alike), then, in one run:
   no extension, committed at the end; once more into a table whose texts are
   compressed with lz4 as in the tables nearsim creates (for reference);
 - **nearsim-load**: the command itself in a subprocess (``python -m
-  nearsim.cli load DIR --create --json``): worker processes read, hash and
+  nearsim.client.cli load DIR --create --json``): worker processes read, hash and
   fingerprint, the main process writes batches with ``COPY``, the triggers
   fill the bucket index, ``ANALYZE`` at the end;
 - **reload**: the same command again, where every file is unchanged;
@@ -38,7 +38,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from nearsim.samples import Chapter
+from nearsim.client.samples import Chapter
 
 MB = 1_000_000
 FULL_MB = 105  # the issue asks for at least 100 MB
@@ -141,13 +141,13 @@ def run_loader(conn: psycopg.Connection[Any], dsn: str, table: str, corpus: Corp
     The table is made first with ``nearsim init``, untimed, as the
     baseline's table is.
     """
-    init = subprocess.run([sys.executable, "-m", "nearsim.cli", "init", "--dsn", dsn,
+    init = subprocess.run([sys.executable, "-m", "nearsim.client.cli", "init", "--dsn", dsn,
                            "--table", table], capture_output=True, text=True)  # fmt: skip
     if init.returncode != 0:
         raise RuntimeError(f"nearsim init: exit status {init.returncode}: {init.stderr.strip()}")
     checkpoint(conn)
-    command = [sys.executable, "-m", "nearsim.cli", "load", str(corpus.directory), "--dsn", dsn,
-               "--table", table, "--quiet", "--json", *extra]
+    command = [sys.executable, "-m", "nearsim.client.cli", "load", str(corpus.directory),
+               "--dsn", dsn, "--table", table, "--quiet", "--json", *extra]
     started = time.perf_counter()
     result = subprocess.run(command, capture_output=True, text=True)
     seconds = time.perf_counter() - started

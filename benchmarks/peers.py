@@ -35,8 +35,8 @@ from datasketch import MinHash
 from psycopg import sql
 
 import nearsim
-from nearsim.measures import word_shingles
-from nearsim.samples import Chapter
+from nearsim.client.samples import Chapter
+from nearsim.core.measures import word_shingles
 
 MB = 1_000_000
 FULL_SIZES = (10_000, 100_000)
@@ -144,7 +144,7 @@ def signatures(conn: Connection, schema: str, chapters: Sequence[Chapter]) -> Si
 def verse_documents(chapters: Sequence[Chapter], count: int, rng: random.Random) -> list[str]:
     """``count`` documents of 3 to 8 consecutive verses of a random chapter."""
     verses = [c.text.splitlines() for c in chapters]
-    documents = []
+    documents: list[str] = []
     while len(documents) < count:
         lines = verses[rng.randrange(len(verses))]
         length = rng.randint(3, 8)

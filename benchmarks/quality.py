@@ -1,6 +1,6 @@
 """Detection quality: nearsim against its peers on a corpus with exact ground truth.
 
-    .venv/bin/python benchmarks/quality.py --dsn DSN [--quick] [--output-dir DIR]
+    .venv/bin/python -m benchmarks.quality --dsn DSN [--quick] [--output-dir DIR]
 
 The corpus is benchmarks/corpus.py's (``--quick``: the ``small`` size, a few
 hundred documents; otherwise ``full``, over 20,000).  The truth is the exact
@@ -10,7 +10,7 @@ shingle resemblance S_R of every pair of documents that share a word
 by precision, recall and F1 over document pairs:
 
 * ``simhash hamming<=6``: the seeds' query, all pairs of default-profile
-  fingerprints within 6 bits (:func:`nearsim.pairs.all_pairs`);
+  fingerprints within 6 bits (:func:`nearsim.core.pairs.all_pairs`);
 * ``nearsim verified``: ``nearsim_pairs_verified(tbl, min_similarity => t)``
   in PostgreSQL (candidates within the calibrated radius, kept when their
   exact S_R passes);
@@ -60,13 +60,12 @@ from numpy.typing import NDArray
 from psycopg import sql
 
 import nearsim
-from nearsim.legacy import si_v1
-from nearsim.measures import set_resemblance, word_shingles
-from nearsim.pairs import iter_pairs
+from nearsim.core.legacy import si_v1
+from nearsim.core.measures import set_resemblance, word_shingles
+from nearsim.core.pairs import iter_pairs
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from corpus import SEED_003_KINDS, Document, build_corpus
-from truth import Truth, pair_codes, similar_pairs
+from .corpus import SEED_003_KINDS, Document, build_corpus
+from .truth import Truth, pair_codes, similar_pairs
 
 Int64s = NDArray[np.int64]
 
@@ -205,7 +204,7 @@ def hamming_of_codes(codes: Int64s, documents: int, present: Int64s, prints: Int
 
 
 def _si_value(text: str) -> int:
-    return si_v1(text).value
+    return int(si_v1(text).value)
 
 
 def si_values(texts: Sequence[str]) -> list[int]:
@@ -220,7 +219,7 @@ def si_ranges(values: Sequence[int]) -> tuple[Int64s, Int64s, Int64s]:
     """For the values sorted: (order, lo, hi) such that document ``order[p]``'s range
     query matches exactly the documents ``order[lo[p]:hi[p]]``.
 
-    :func:`nearsim.legacy.si_v1_similar` with tolerance 0.3, in integers:
+    :func:`nearsim.core.legacy.si_v1_similar` with tolerance 0.3, in integers:
     ``q - 3|q|/10 < c < q + 3|q|/10``.
     """
     order = sorted(range(len(values)), key=lambda i: values[i])

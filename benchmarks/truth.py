@@ -1,8 +1,8 @@
 """Exact ground truth: the shingle resemblance S_R of every pair that shares a shingle.
 
 S_R = |A & B| / |A | B| over the sets of word 3-shingles of two documents,
-as :func:`nearsim.measures.resemblance` defines it; the shingles come from
-:func:`nearsim.measures.word_shingles`, so the truth uses nearsim's own
+as :func:`nearsim.core.measures.resemblance` defines it; the shingles come from
+:func:`nearsim.core.measures.word_shingles`, so the truth uses nearsim's own
 tokenisation.  Nothing is sampled: shingles become integer ids, the corpus a
 sparse document x shingle 0/1 matrix X, and ``X @ X.T`` gives the size of
 every intersection (one block of rows at a time, upper triangle only, to bound
@@ -20,7 +20,7 @@ import numpy as np
 import scipy.sparse
 from numpy.typing import NDArray
 
-from nearsim.measures import resemblance, set_resemblance, word_shingles
+from nearsim.core.measures import resemblance, set_resemblance, word_shingles
 
 __all__ = ["Truth", "brute_force", "pair_codes", "shingle_matrix", "similar_pairs"]
 
@@ -147,9 +147,9 @@ def brute_force(
 
     Quadratic in Python, for checking :func:`similar_pairs` on a small corpus.
     By default each document's shingle set is made once and the pairs are
-    compared with :func:`nearsim.measures.set_resemblance` (what
-    :func:`~nearsim.measures.resemblance` computes); ``call_resemblance``
-    calls :func:`~nearsim.measures.resemblance` on the texts for every pair.
+    compared with :func:`nearsim.core.measures.set_resemblance` (what
+    :func:`~nearsim.core.measures.resemblance` computes); ``call_resemblance``
+    calls :func:`~nearsim.core.measures.resemblance` on the texts for every pair.
     """
     sets = [set(word_shingles(text)) for text in texts]
     result = {}

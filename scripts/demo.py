@@ -28,9 +28,9 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg.rows import TupleRow
 
 import nearsim
-from nearsim.db import ProfileMismatch, ensure_extension
-from nearsim.report import format_table, one_line
-from nearsim.samples import KJV_BOOKS, SampleUnavailable, kjv_chapters
+from nearsim.client.connect import ProfileMismatch, ensure_extension
+from nearsim.client.output import format_table, one_line
+from nearsim.client.samples import KJV_BOOKS, SampleUnavailable, kjv_chapters
 
 BITS = 64
 KJV_CHAPTERS = sum(count for _, count in KJV_BOOKS)  # 1,189

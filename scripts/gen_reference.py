@@ -20,7 +20,7 @@ from pathlib import Path
 import click
 import psycopg
 
-from nearsim.cli import cli, load_command
+from nearsim.client.cli import cli, load_command
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_OUTPUT = ROOT / "docs" / "REFERENCE.md"

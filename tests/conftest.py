@@ -1,4 +1,11 @@
-"""A real PostgreSQL for the tests.
+"""Fixtures for every test: a real PostgreSQL, and the marks of the test rooms.
+
+The tests mirror the code: ``tests/core``, ``tests/server`` and
+``tests/client`` test the package's three rooms; ``tests/system`` holds the
+slow tests of the whole (packaging, installation, upgrades, dump and
+restore, generated reference pages) and ``tests/benchmarks`` quick runs of
+the benchmarks.  Each test is marked with its room (``-m "not system"``
+leaves the slow ones out).
 
 With ``NEARSIM_TEST_DSN`` set, the tests use that database (the nearsim
 extension must be installed on its server).  Otherwise they start a
@@ -25,6 +32,25 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "golden"))
 
 TEST_DATABASE = "nearsim_test"
+ROOMS = {
+    "core": "pure computation (nearsim.core), no database",
+    "server": "the extension in a database (SQL, PL/Python, C)",
+    "client": "the client library and the command line",
+    "system": "slow tests of the whole: packaging, install, upgrade, operations",
+    "benchmarks": "quick runs of the benchmarks",
+}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    for room, meaning in ROOMS.items():
+        config.addinivalue_line("markers", f"{room}: {meaning}")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        room = Path(str(item.fspath)).relative_to(ROOT / "tests").parts[0]
+        if room in ROOMS:
+            item.add_marker(getattr(pytest.mark, room))
 
 
 def _cluster_command(*args: str) -> str:
@@ -55,12 +81,24 @@ def dsn() -> Iterator[str]:
         shutil.rmtree(directory, ignore_errors=True)
 
 
-@pytest.fixture(scope="session")
-def database(dsn: str) -> str:
-    """A DSN whose database has the extension created."""
+@pytest.fixture(scope="module")
+def database(dsn: str, request: pytest.FixtureRequest) -> Iterator[str]:
+    """A DSN of a database of the test module's own, with the extension created.
+
+    What one module commits (enabled tables, loaded documents) cannot change
+    what another finds, whatever order they run in.  Dropped afterwards.
+    """
+    name = f"nearsim_{request.module.__name__.rpartition('.')[2]}"[:63]
+    drop = sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
     with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute("CREATE EXTENSION IF NOT EXISTS nearsim CASCADE")
-    return dsn
+        conn.execute(drop)
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    database = make_conninfo(dsn, dbname=name)
+    with psycopg.connect(database, autocommit=True) as conn:
+        conn.execute("CREATE EXTENSION nearsim CASCADE")
+    yield database
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(drop)
 
 
 @pytest.fixture

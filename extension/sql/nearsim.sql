@@ -25,7 +25,7 @@ COMMENT ON FUNCTION simhash_from_bits(text) IS
 'the fingerprint written as 64 characters 0/1 by simhash_bits; other input is an error';
 
 -- The fingerprint of the default profile (C, src/fingerprint.c): the same
--- bits as the Python reference nearsim.fingerprint.simhash, which stays
+-- bits as the Python reference nearsim.core.fingerprint.simhash, which stays
 -- reachable as simhash(document, 'default/1').  IMMUTABLE: the profile pins
 -- Unicode 14.0.0.  The high COST keeps prepared statements on custom plans,
 -- where a constant argument is fingerprinted once at planning instead of
@@ -38,26 +38,18 @@ CREATE FUNCTION simhash(document text) RETURNS bigint
 COMMENT ON FUNCTION simhash(text) IS
 '64-bit SimHash fingerprint (similarity index) of a document with the default profile; NULL for NULL or for a text without words';
 
--- The fingerprint with any feature profile (PL/Python).  Each body loads the
--- nearsim Python package installed with this version of the extension: the
--- same code clients run; for 'default/1' it is the reference of simhash(text).
+-- The PL/Python functions below each call the function of the same name in
+-- nearsim.server.functions (python_client/nearsim/server/functions.py), from
+-- the nearsim Python package installed with this version of the extension.
+-- The fingerprint with any feature profile computes with the same code as
+-- clients (nearsim.core); for 'default/1' it is the reference of simhash(text).
 
 CREATE FUNCTION simhash(document text, profile text) RETURNS bigint
 	LANGUAGE plpython3u IMMUTABLE STRICT PARALLEL SAFE COST 5000
 	SET search_path = pg_catalog, pg_temp
 	AS $python$
 #NEARSIM-IMPORT
-from nearsim import profiles
-try:
-    named = profiles.Profile.named(profile)
-    named.check_libraries()
-except profiles.ProfileError as error:
-    plpy.error(str(error), hint="SELECT * FROM nearsim_profiles() lists the short names.", sqlstate="22023")
-except RuntimeError as error:
-    plpy.error(str(error), hint="Install the extension with scripts/install.sh.", sqlstate="58P01")
-if named.name == nearsim.PROFILE:
-    return nearsim.simhash(document)
-return named.simhash(document)
+return functions.simhash(plpy, document, profile)
 $python$;
 
 COMMENT ON FUNCTION simhash(text, text) IS
@@ -68,11 +60,7 @@ CREATE FUNCTION nearsim_profile(profile text) RETURNS text
 	SET search_path = pg_catalog, pg_temp
 	AS $python$
 #NEARSIM-IMPORT
-from nearsim import profiles
-try:
-    return profiles.canonical(profile)
-except profiles.ProfileError as error:
-    plpy.error(str(error), hint="SELECT * FROM nearsim_profiles() lists the short names.", sqlstate="22023")
+return functions.nearsim_profile(plpy, profile)
 $python$;
 
 COMMENT ON FUNCTION nearsim_profile(text) IS
@@ -83,8 +71,7 @@ CREATE FUNCTION nearsim_profiles(OUT name text, OUT specification text) RETURNS 
 	SET search_path = pg_catalog, pg_temp
 	AS $python$
 #NEARSIM-IMPORT
-from nearsim import profiles
-return [(profiles.canonical(alias), spec + "/%d" % profiles.VERSION) for alias, spec in profiles.ALIASES.items()]
+return functions.nearsim_profiles(plpy)
 $python$;
 
 COMMENT ON FUNCTION nearsim_profiles() IS
@@ -95,7 +82,7 @@ CREATE FUNCTION simhash_profile() RETURNS text
 	SET search_path = pg_catalog, pg_temp
 	AS $python$
 #NEARSIM-IMPORT
-return nearsim.PROFILE
+return functions.simhash_profile(plpy)
 $python$;
 
 COMMENT ON FUNCTION simhash_profile() IS
@@ -151,7 +138,7 @@ CREATE POLICY owner_or_drop_removes ON nearsim_tables FOR DELETE
 	       OR pg_catalog.pg_has_role((SELECT c.relowner FROM pg_catalog.pg_class c WHERE c.oid = tbl), 'USAGE'));
 GRANT SELECT, INSERT, UPDATE, DELETE ON nearsim_tables TO PUBLIC;
 
--- Enabling, checking and repairing tables (PL/Python, nearsim/bucket_index.py).
+-- Enabling, checking and repairing tables (PL/Python, nearsim.server.maintenance).
 -- They run with the caller's rights; what they create belongs to the table's
 -- owner.
 
@@ -163,8 +150,7 @@ CREATE FUNCTION nearsim_enable(tbl regclass, text_column name, hash_column name 
 	SET search_path = pg_catalog, pg_temp
 	AS $python$
 #NEARSIM-IMPORT
-from nearsim.bucket_index import BucketIndex, Plpy
-BucketIndex(Plpy(plpy)).enable(tbl, text_column, hash_column, bands, prefix, batch_size, profile)
+return functions.nearsim_enable(plpy, tbl, text_column, hash_column, bands, prefix, batch_size, profile)
 $python$;
 
 COMMENT ON FUNCTION nearsim_enable(regclass, name, name, integer, name, integer, text) IS
@@ -175,8 +161,7 @@ CREATE FUNCTION nearsim_disable(tbl regclass) RETURNS void
 	SET search_path = pg_catalog, pg_temp
 	AS $python$
 #NEARSIM-IMPORT
-from nearsim.bucket_index import BucketIndex, Plpy
-BucketIndex(Plpy(plpy)).disable(tbl)
+return functions.nearsim_disable(plpy, tbl)
 $python$;
 
 COMMENT ON FUNCTION nearsim_disable(regclass) IS
@@ -191,8 +176,7 @@ CREATE FUNCTION nearsim_verify(tbl regclass, fingerprints boolean DEFAULT false,
 	SET search_path = pg_catalog, pg_temp
 	AS $python$
 #NEARSIM-IMPORT
-from nearsim.bucket_index import BucketIndex, Plpy
-return BucketIndex(Plpy(plpy)).verify(tbl, fingerprints)
+return functions.nearsim_verify(plpy, tbl, fingerprints)
 $python$;
 
 COMMENT ON FUNCTION nearsim_verify(regclass, boolean) IS
@@ -206,8 +190,7 @@ CREATE FUNCTION nearsim_rebuild(tbl regclass, bands integer DEFAULT NULL,
 	SET search_path = pg_catalog, pg_temp
 	AS $python$
 #NEARSIM-IMPORT
-from nearsim.bucket_index import BucketIndex, Plpy
-return BucketIndex(Plpy(plpy)).rebuild(tbl, bands, fingerprints, batch_size, profile)
+return functions.nearsim_rebuild(plpy, tbl, bands, fingerprints, batch_size, profile)
 $python$;
 
 COMMENT ON FUNCTION nearsim_rebuild(regclass, integer, boolean, integer, text) IS
@@ -218,18 +201,13 @@ CREATE FUNCTION nearsim_check_profile(tbl regclass, profile text) RETURNS boolea
 	SET search_path = pg_catalog, pg_temp
 	AS $python$
 #NEARSIM-IMPORT
-from nearsim import profiles
-try:
-    profiles.Profile.named(profile).check_libraries()
-except (profiles.ProfileError, RuntimeError) as error:
-    plpy.error("the fingerprints of %s come from profile %s, which this server cannot compute" % (tbl, profile), detail=str(error), hint="Recompute them with another profile: SELECT nearsim_rebuild('%s', profile => 'default/1')." % tbl.replace("'", "''"), sqlstate="55000")
-return True
+return functions.nearsim_check_profile(plpy, tbl, profile)
 $python$;
 
 COMMENT ON FUNCTION nearsim_check_profile(regclass, text) IS
 'true if this server computes fingerprints of profile, so that a query fingerprint can be compared with the table''s; an error otherwise (immutable: checked once when a search is planned)';
 
--- Exact measures of a pair of texts (PL/Python, nearsim/measures.py): what
+-- Exact measures of a pair of texts (PL/Python, nearsim.core.measures): what
 -- a fingerprint distance only suggests, measured on the words.
 
 CREATE FUNCTION nearsim_compare(a text, b text, min_chunk_words integer DEFAULT 5,
@@ -243,13 +221,7 @@ CREATE FUNCTION nearsim_compare(a text, b text, min_chunk_words integer DEFAULT 
 	SET search_path = pg_catalog, pg_temp
 	AS $python$
 #NEARSIM-IMPORT
-from nearsim import measures
-for name, value in (("min_chunk_words", min_chunk_words), ("shingle_words", shingle_words)):
-    if value < 1:
-        plpy.error("%s must be at least 1, not %d" % (name, value), sqlstate="22023")
-c = measures.compare(a, b, min_chunk_words=min_chunk_words, shingle_words=shingle_words)
-return (c.longer, c.shorter, c.common, c.s_l, c.s_j, c.information_s_l, c.information_s_j,
-        c.s_r, c.containment, c.multiset_jaccard)
+return functions.nearsim_compare(plpy, a, b, min_chunk_words, shingle_words)
 $python$;
 
 COMMENT ON FUNCTION nearsim_compare(text, text, integer, integer) IS
@@ -263,13 +235,7 @@ CREATE FUNCTION nearsim_minhash(document text, hashes integer DEFAULT 200) RETUR
 	SET search_path = pg_catalog, pg_temp
 	AS $python$
 #NEARSIM-IMPORT
-from nearsim import measures
-if not 1 <= hashes <= 100000:
-    plpy.error("hashes must be between 1 and 100000, not %d" % hashes, sqlstate="22023")
-signature = measures.minhash_signature(document, hashes)
-if signature[0] == measures.EMPTY_SIGNATURE_VALUE:
-    return None  # no words, no shingles
-return signature.tolist()
+return functions.nearsim_minhash(plpy, document, hashes)
 $python$;
 
 COMMENT ON FUNCTION nearsim_minhash(text, integer) IS
@@ -281,17 +247,7 @@ CREATE FUNCTION nearsim_minhash_estimate(a bigint[], b bigint[],
 	SET search_path = pg_catalog, pg_temp
 	AS $python$
 #NEARSIM-IMPORT
-import numpy
-from nearsim import measures
-if len(a) != len(b) or not a:
-    plpy.error("signatures of %d and %d hashes cannot be compared" % (len(a), len(b)),
-               hint="make both with nearsim_minhash and the same number of hashes",
-               sqlstate="22023")
-if any(v is None or v < 0 for v in a) or any(v is None or v < 0 for v in b):
-    plpy.error("not a nearsim_minhash signature: NULL or negative values", sqlstate="22023")
-e = measures.minhash_estimate(numpy.array(a, dtype=numpy.uint64),
-                              numpy.array(b, dtype=numpy.uint64))
-return (e.value, e.low, e.high)
+return functions.nearsim_minhash_estimate(plpy, a, b)
 $python$;
 
 COMMENT ON FUNCTION nearsim_minhash_estimate(bigint[], bigint[]) IS
@@ -299,7 +255,7 @@ COMMENT ON FUNCTION nearsim_minhash_estimate(bigint[], bigint[]) IS
 
 -- What a distance means: the shingle resemblance S_R of calibration pairs
 -- (edited KJV chapters) at each Hamming distance, and the radius that finds
--- 99% of the pairs at least so similar (nearsim/calibration.py).
+-- 99% of the pairs at least so similar (nearsim.core.calibration).
 
 CREATE FUNCTION nearsim_estimate(distance integer, profile text DEFAULT 'default/1',
 		OUT pairs integer, OUT mean double precision, OUT low double precision,
@@ -308,14 +264,7 @@ CREATE FUNCTION nearsim_estimate(distance integer, profile text DEFAULT 'default
 	SET search_path = pg_catalog, pg_temp
 	AS $python$
 #NEARSIM-IMPORT
-from nearsim import calibration, profiles
-if not 0 <= distance <= 64:
-    plpy.error("distance must be between 0 and 64, not %d" % distance, sqlstate="22023")
-try:
-    e = calibration.estimate(distance, profiles.canonical(profile))
-except (profiles.ProfileError, calibration.NotCalibrated) as error:
-    plpy.error(str(error), sqlstate="22023")
-return (e.pairs, e.mean, e.low, e.high)
+return functions.nearsim_estimate(plpy, distance, profile)
 $python$;
 
 COMMENT ON FUNCTION nearsim_estimate(integer, text) IS
@@ -327,11 +276,7 @@ CREATE FUNCTION nearsim_radius(min_similarity double precision, profile text DEF
 	SET search_path = pg_catalog, pg_temp
 	AS $python$
 #NEARSIM-IMPORT
-from nearsim import calibration, profiles
-try:
-    return calibration.radius_for(min_similarity, profiles.canonical(profile))
-except (ValueError, calibration.NotCalibrated) as error:
-    plpy.error(str(error), sqlstate="22023")
+return functions.nearsim_radius(plpy, min_similarity, profile)
 $python$;
 
 COMMENT ON FUNCTION nearsim_radius(double precision, text) IS
@@ -347,9 +292,7 @@ CREATE FUNCTION nearsim_similar_verified(tbl regclass, query text,
 	SET search_path = pg_catalog, pg_temp
 	AS $python$
 #NEARSIM-IMPORT
-from nearsim.bucket_index import BucketIndex, Plpy
-return BucketIndex(Plpy(plpy)).similar_verified(tbl, query, min_similarity, measure,
-                                                max_distance)
+return functions.nearsim_similar_verified(plpy, tbl, query, min_similarity, measure, max_distance)
 $python$;
 
 COMMENT ON FUNCTION nearsim_similar_verified(regclass, text, double precision, text, integer) IS
@@ -362,8 +305,7 @@ CREATE FUNCTION nearsim_pairs_verified(tbl regclass, min_similarity double preci
 	SET search_path = pg_catalog, pg_temp
 	AS $python$
 #NEARSIM-IMPORT
-from nearsim.bucket_index import BucketIndex, Plpy
-return BucketIndex(Plpy(plpy)).pairs_verified(tbl, min_similarity, measure, max_distance)
+return functions.nearsim_pairs_verified(plpy, tbl, min_similarity, measure, max_distance)
 $python$;
 
 COMMENT ON FUNCTION nearsim_pairs_verified(regclass, double precision, text, integer) IS
@@ -377,15 +319,13 @@ CREATE FUNCTION nearsim_clusters_verified(tbl regclass, min_similarity double pr
 	SET search_path = pg_catalog, pg_temp
 	AS $python$
 #NEARSIM-IMPORT
-from nearsim.bucket_index import BucketIndex, Plpy
-return BucketIndex(Plpy(plpy)).clusters_verified(tbl, min_similarity, measure, max_distance,
-                                                 method, min_size)
+return functions.nearsim_clusters_verified(plpy, tbl, min_similarity, measure, max_distance, method, min_size)
 $python$;
 
 COMMENT ON FUNCTION nearsim_clusters_verified(regclass, double precision, text, integer, text, integer) IS
 'nearsim_clusters over the verified pairs of nearsim_pairs_verified: groups of documents at least min_similarity similar';
 
--- All pairs and clusters (PL/Python, nearsim/pairs.py)
+-- All pairs and clusters (PL/Python, nearsim.server.search)
 
 CREATE FUNCTION nearsim_pairs(tbl regclass, max_distance integer DEFAULT 6)
 	RETURNS TABLE (a text, b text, distance integer)
@@ -393,8 +333,7 @@ CREATE FUNCTION nearsim_pairs(tbl regclass, max_distance integer DEFAULT 6)
 	SET search_path = pg_catalog, pg_temp
 	AS $python$
 #NEARSIM-IMPORT
-from nearsim.bucket_index import BucketIndex, Plpy
-return BucketIndex(Plpy(plpy)).pairs(tbl, max_distance)
+return functions.nearsim_pairs(plpy, tbl, max_distance)
 $python$;
 
 COMMENT ON FUNCTION nearsim_pairs(regclass, integer) IS
@@ -407,36 +346,29 @@ CREATE FUNCTION nearsim_clusters(tbl regclass, max_distance integer DEFAULT 6,
 	SET search_path = pg_catalog, pg_temp
 	AS $python$
 #NEARSIM-IMPORT
-from nearsim.bucket_index import BucketIndex, Plpy
-return BucketIndex(Plpy(plpy)).clusters(tbl, max_distance, method, min_size)
+return functions.nearsim_clusters(plpy, tbl, max_distance, method, min_size)
 $python$;
 
 COMMENT ON FUNCTION nearsim_clusters(regclass, integer, text, integer) IS
 'groups of near-duplicates of tbl with at least min_size members: method components (pairs chained) or pivot (each member within max_distance of the pivot); cluster is the smallest key of the group';
 
 -- Dropping an enabled table drops its bucket table and search functions and
--- forgets it (its triggers go with it).
+-- forgets it (its triggers go with it).  @extschema@ is the extension's
+-- schema, quoted, filled in when the script runs.
 
 CREATE FUNCTION nearsim_forget_dropped_tables() RETURNS event_trigger
 	LANGUAGE plpgsql
 	SET search_path = pg_catalog, pg_temp
 	AS $plpgsql$
 DECLARE
-	registry text;
 	entry record;
 BEGIN
-	SELECT pg_catalog.quote_ident(n.nspname) || '.nearsim_tables' INTO registry
-	FROM pg_catalog.pg_extension e JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace
-	WHERE e.extname = 'nearsim';
-	IF registry IS NULL THEN
-		RETURN;
-	END IF;
-	FOR entry IN EXECUTE pg_catalog.format(
-		'SELECT r.tbl::pg_catalog.oid AS tbl, r.object_schema, r.bucket_table, r.similar_function,'
-		' r.fingerprint_function, r.bucket_function FROM %s r'
-		' JOIN pg_catalog.pg_event_trigger_dropped_objects() d ON d.objid = r.tbl::pg_catalog.oid'
-		' WHERE d.classid = ''pg_catalog.pg_class''::pg_catalog.regclass AND d.objsubid = 0',
-		registry)
+	FOR entry IN
+		SELECT r.tbl::pg_catalog.oid AS tbl, r.object_schema, r.bucket_table, r.similar_function,
+			r.fingerprint_function, r.bucket_function
+		FROM @extschema@.nearsim_tables r
+		JOIN pg_catalog.pg_event_trigger_dropped_objects() d ON d.objid = r.tbl::pg_catalog.oid
+		WHERE d.classid = 'pg_catalog.pg_class'::pg_catalog.regclass AND d.objsubid = 0
 	LOOP
 		EXECUTE pg_catalog.format('DROP FUNCTION IF EXISTS %1$I.%2$I(text, integer),'
 			' %1$I.%2$I(bigint, integer), %1$I.%3$I(), %1$I.%4$I()',
@@ -444,8 +376,7 @@ BEGIN
 			entry.bucket_function);
 		EXECUTE pg_catalog.format('DROP TABLE IF EXISTS %I.%I', entry.object_schema,
 			entry.bucket_table);
-		EXECUTE pg_catalog.format('DELETE FROM %s WHERE tbl::pg_catalog.oid = $1', registry)
-			USING entry.tbl;
+		DELETE FROM @extschema@.nearsim_tables WHERE tbl::pg_catalog.oid = entry.tbl;
 	END LOOP;
 END
 $plpgsql$;

@@ -1,8 +1,8 @@
 # From an install script, the statements an update script needs so that an
 # existing installation ends up with the same functions as a fresh one: every
-# PL/Python function as CREATE OR REPLACE (its body imports the Python code of
-# this version), and every COMMENT ON FUNCTION.  C and PL/pgSQL functions are
-# left out: their bodies do not depend on the version.
+# PL/Python and PL/pgSQL function as CREATE OR REPLACE (a PL/Python body
+# imports the Python code of this version), and every COMMENT ON FUNCTION.
+# C functions are left out: their bodies name only the shared library.
 BEGIN { state = "outside" }
 state == "outside" && /^CREATE FUNCTION / {
 	block = $0 "\n"; state = "header"; next
@@ -19,21 +19,17 @@ state == "comment" {
 }
 state == "header" {
 	block = block $0 "\n"
-	if ($0 ~ /AS \$python\$$/) state = "python"
-	else if ($0 ~ /AS \$plpgsql\$$/) state = "skip"
+	if ($0 ~ /AS \$python\$$/) { state = "body"; ending = "$python$;" }
+	else if ($0 ~ /AS \$plpgsql\$$/) { state = "body"; ending = "$plpgsql$;" }
 	else if ($0 ~ /;$/) state = "outside"
 	next
 }
-state == "python" {
+state == "body" {
 	block = block $0 "\n"
-	if ($0 == "$python$;") {
+	if ($0 == ending) {
 		sub(/^CREATE FUNCTION /, "CREATE OR REPLACE FUNCTION ", block)
 		printf "%s\n", block
 		state = "outside"
 	}
-	next
-}
-state == "skip" {
-	if ($0 == "$plpgsql$;") state = "outside"
 	next
 }

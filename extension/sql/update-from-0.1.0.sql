@@ -1,8 +1,9 @@
 -- complain if script is sourced in psql, rather than via ALTER EXTENSION
-\echo Use "ALTER EXTENSION nearsim UPDATE TO '0.2.0'" to load this file. \quit
+\echo Use "ALTER EXTENSION nearsim UPDATE" to load this file. \quit
 
--- What 0.2.0 adds to 0.1.0.  (The PL/Python functions and the comments are
--- re-created after this part, from the 0.2.0 install script.)
+-- What releases after 0.1.0 add to it: 0.2.0 the DROP EXTENSION guard; 0.3.0
+-- only moved the Python code.  (The PL/Python functions and the comments are
+-- re-created after this part, from the current install script.)
 
 CREATE FUNCTION nearsim_drop_extension() RETURNS event_trigger
 	AS 'MODULE_PATHNAME', 'nearsim_drop_extension'

@@ -4,6 +4,8 @@
 #include "fmgr.h"
 #include "utils/array.h"
 
+#include "nearsim.h"
+
 /*
  * Multi-index hashing.  The 64 bits of a fingerprint are cut into `bands`
  * contiguous bands, most significant first; the first 64 % bands bands get
@@ -15,9 +17,6 @@
  * distance, so it returns exactly the rows within k bits.
  */
 
-#define FINGERPRINT_BITS 64
-#define MIN_BANDS 3				/* bands of at most 22 bits fit an integer */
-#define MAX_BANDS 16
 #define MAX_PROBES (1 << 20)	/* per band; keeps one array under 4 MB */
 
 /* Errors out unless bands is a layout this file supports */

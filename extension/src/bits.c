@@ -5,7 +5,7 @@
 #include "port/pg_bitutils.h"
 #include "utils/builtins.h"
 
-#define FINGERPRINT_BITS 64
+#include "nearsim.h"
 
 /*
  * Fingerprints are unsigned 64-bit values kept in a signed bigint; every

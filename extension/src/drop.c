@@ -10,6 +10,8 @@
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 
+#include "nearsim.h"
+
 /*
  * DROP EXTENSION nearsim while tables are enabled.  Each enabled table has
  * triggers, a bucket table and search functions that call the extension's
@@ -32,7 +34,7 @@ drops_nearsim(DropStmt *stmt)
 		return false;
 	foreach(cell, stmt->objects)
 	{
-		if (strcmp(strVal(lfirst(cell)), "nearsim") == 0)
+		if (strcmp(strVal(lfirst(cell)), NEARSIM_EXTENSION) == 0)
 			return true;
 	}
 	return false;
@@ -60,22 +62,19 @@ nearsim_drop_extension(PG_FUNCTION_ARGS)
 	stmt = (DropStmt *) trigger->parsetree;
 	if (!drops_nearsim(stmt))
 		PG_RETURN_VOID();
-	extension = get_extension_oid("nearsim", true);
+	extension = get_extension_oid(NEARSIM_EXTENSION, true);
 	if (!OidIsValid(extension))
 		PG_RETURN_VOID();
 
 	SPI_connect();
-	if (SPI_execute("SELECT n.nspname FROM pg_catalog.pg_extension e"
-					" JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace"
-					" WHERE e.extname = 'nearsim'", true, 1) != SPI_OK_SELECT
-		|| SPI_processed != 1)
+	if (SPI_execute(NEARSIM_SCHEMA_QUERY, true, 1) != SPI_OK_SELECT || SPI_processed != 1)
 		elog(ERROR, "nearsim: could not find the extension's schema");
 	schema = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
 	initStringInfo(&query);
 	/* Rows of tables dropped since are removed by the sql_drop trigger; skip them anyway */
 	appendStringInfo(&query,
 					 "SELECT r.tbl::pg_catalog.oid::pg_catalog.regclass::pg_catalog.text"
-					 " FROM %s.nearsim_tables r"
+					 " FROM %s." NEARSIM_REGISTRY " r"
 					 " WHERE EXISTS (SELECT FROM pg_catalog.pg_class c WHERE c.oid = r.tbl)"
 					 " ORDER BY 1",
 					 quote_identifier(schema));

@@ -9,6 +9,7 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
+#include "nearsim.h"
 #include "unicode14_tables.h"
 
 /*
@@ -38,7 +39,6 @@
 #define ASCII_CHUNK (1 << 16)
 /* Number of tokens in a shingle */
 #define SHINGLE_WORDS 3
-#define BITS 64
 /* A byte lane of a uint64 counts up to 255 hashes before it overflows */
 #define LANE_LIMIT 255
 #define EVERY_BYTES_LOW_BIT UINT64CONST(0x0101010101010101)
@@ -61,7 +61,7 @@ typedef struct Shingler
 	/* lanes[k] byte b: hashes with bit 8 * b + k set, since the last flush */
 	uint64		lanes[8];
 	int			pending;		/* hashes in lanes */
-	uint64		counts[BITS];
+	uint64		counts[FINGERPRINT_BITS];
 	uint64		total;			/* hashes voted */
 	/* a stretch of text in code points, for the general steps */
 	pg_wchar   *wchars;
@@ -431,7 +431,7 @@ fingerprint_utf8(const unsigned char *s, Size len, uint64 *result)
 	{
 		/* more than half of the features (ties give 0) */
 		vote_flush(&sh);
-		for (int i = 0; i < BITS; i++)
+		for (int i = 0; i < FINGERPRINT_BITS; i++)
 			if (sh.counts[i] > sh.total / 2)
 				value |= UINT64CONST(1) << i;
 	}

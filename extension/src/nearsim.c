@@ -2,4 +2,6 @@
 
 #include "fmgr.h"
 
+#include "nearsim.h"
+
 PG_MODULE_MAGIC;

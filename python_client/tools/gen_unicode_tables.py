@@ -1,4 +1,4 @@
-"""Regenerate nearsim/_unicode14.py, the character classes frozen into the
+"""Regenerate nearsim/core/_unicode14.py, the character classes frozen into the
 default fingerprint profile.
 
 The profile pins Unicode 14.0.0 (the database that Python 3.11 ships), so
@@ -6,7 +6,7 @@ this script refuses to run under any other Unicode version.  The output is
 committed; a test checks that it still matches this script's output when the
 test runs on a Python with Unicode 14.0.0.
 
-    python tools/gen_unicode_tables.py > nearsim/_unicode14.py
+    python tools/gen_unicode_tables.py > nearsim/core/_unicode14.py
 """
 
 from __future__ import annotations

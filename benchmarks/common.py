@@ -1,0 +1,173 @@
+"""What every section of ``benchmarks.run`` shares.
+
+The connection and its session settings, the corpus of texts to
+fingerprint, one line of the summary, the error that ends a run with an exit
+status, and the printing and timing helpers: kept in one place so that every
+section prints its tables and numbers the same way.
+"""
+
+from __future__ import annotations
+
+import platform
+import textwrap
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import psycopg
+from psycopg import sql
+
+from nearsim.client.connect import ProfileMismatch, ensure_extension
+from nearsim.client.output import format_table, one_line
+
+Connection = psycopg.Connection[tuple[Any, ...]]
+
+MB = 1_000_000  # MB here means 10^6 bytes
+
+# Settings for every measurement: one core (no parallel workers) and no JIT
+# compilation, whose cost and benefit depend on plan cost estimates.
+SESSION_SETTINGS = {"max_parallel_workers_per_gather": "0", "jit": "off"}
+
+PREPARE_WHEN_ASKED = 1 << 30  # psycopg prepare_threshold: only prepare=True statements
+
+
+class BenchError(Exception):
+    """A problem to report in one line, with the exit status to use."""
+
+    def __init__(self, message: str, status: int = 1) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+@dataclass(frozen=True)
+class Corpus:
+    """Texts to fingerprint, with the fingerprints the client computes for them."""
+
+    name: str
+    texts: list[str]
+    fingerprints: list[int | None]
+
+    @property
+    def nbytes(self) -> int:
+        return sum(len(text.encode()) for text in self.texts)
+
+
+@dataclass(frozen=True)
+class Row:
+    """One line of the summary table."""
+
+    measurement: str
+    value: str
+    baseline: str
+    ratio: str
+    target: str
+    met: str
+
+
+def print_table(header: Sequence[str], rows: Sequence[Sequence[str]], align: str,
+                indent: str = "   ") -> None:
+    print(format_table(header, rows, align, indent))
+
+
+def wrap(text: str, indent: str = "   ", width: int = 92) -> None:
+    """Print ``text`` as a paragraph of lines at most ``width`` characters long."""
+    print(textwrap.fill(text, width, initial_indent=indent, subsequent_indent=indent))
+
+
+def best_of(repeat: int, action: Callable[[], object]) -> list[float]:
+    """Wall-clock seconds of ``repeat`` calls of ``action``."""
+    times = []
+    for _ in range(repeat):
+        started = time.perf_counter()
+        action()
+        times.append(time.perf_counter() - started)
+    return times
+
+
+def yes_no(met: bool) -> str:
+    return "yes" if met else "no"
+
+
+def cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:
+            for line in cpuinfo:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown CPU"
+
+
+def connect(dsn: str) -> Connection:
+    try:
+        conn = psycopg.connect(dsn, autocommit=True)
+    except psycopg.OperationalError as error:
+        raise BenchError(f"cannot connect to the database: {one_line(error)}", status=2) from None
+    # Every statement is planned afresh, as a one-off query would be.
+    conn.prepare_threshold = None
+    # The benchmark's fingerprints are made up: declared as the tables'
+    # profile, the triggers keep them as they keep a loader's.
+    conn.execute("SET nearsim.profile = 'default/1'")
+    return conn
+
+
+def prepare_session(conn: Connection) -> str:
+    """Install the extension if needed; return the PostgreSQL version."""
+    try:
+        ensure_extension(conn)
+    except ProfileMismatch as error:
+        raise BenchError(str(error)) from None
+    row = conn.execute("SELECT current_setting('server_version')").fetchone()
+    version = row[0] if row else "?"
+    for name, value in SESSION_SETTINGS.items():
+        conn.execute("SELECT set_config(%s, %s, false)", (name, value))
+    return str(version)
+
+
+def prewarm_table(conn: Connection, schema: str, table: str) -> str:
+    """Load ``table`` into shared buffers with pg_prewarm if possible; say what was done.
+
+    A sequential scan of a table bigger than a quarter of shared_buffers reads
+    through a small ring of buffers, so scanning it does not keep it cached;
+    pages already in shared buffers are used as they are.
+    """
+    row = conn.execute(
+        "SELECT e.extnamespace::regnamespace::text FROM pg_extension e"
+        " WHERE e.extname = 'pg_prewarm'"
+    ).fetchone()
+    if row is None:
+        available = conn.execute(
+            "SELECT 1 FROM pg_available_extensions WHERE name = 'pg_prewarm'"
+        ).fetchone()
+        if available is None:
+            return "pg_prewarm is not available, so it is only read once before timing"
+        # Made in the scratch schema, it goes when the schema is dropped.
+        conn.execute(
+            sql.SQL("CREATE EXTENSION pg_prewarm SCHEMA {}").format(sql.Identifier(schema))
+        )
+        prewarm_schema = schema
+    else:
+        prewarm_schema = str(row[0])
+    function = sql.Identifier(prewarm_schema, "pg_prewarm")
+    conn.execute(sql.SQL("SELECT {}({}::regclass)").format(function, sql.Literal(table)))
+    return "pg_prewarm loaded it into shared buffers"
+
+
+def percentile_ms(seconds: Sequence[float], q: float) -> float:
+    return float(np.percentile(np.array(seconds) * 1000, q))
+
+
+def ms(value: float) -> str:
+    return f"{value:.3f}" if value < 1 else f"{value:.2f}" if value < 10 else f"{value:.1f}"
+
+
+def times(ratio: float) -> str:
+    return f"{ratio:.1f}x" if ratio < 10 else f"{ratio:.0f}x"
+
+
+def count_rows(rows: int) -> str:
+    return f"{rows // 1_000_000}M" if rows % 1_000_000 == 0 else (
+        f"{rows // 1000}k" if rows % 1000 == 0 else f"{rows:,}")

@@ -1,0 +1,237 @@
+"""Write docs/BENCHMARKS.md and its figures from the results of a benchmark run.
+
+    .venv/bin/python -m benchmarks.docs RESULTS_DIR DOCS_DIR
+
+RESULTS_DIR holds ``run.json`` (``python -m benchmarks.run --results``) and
+what ``python -m benchmarks.quality --output-dir`` wrote (``quality.md`` and
+its PNG figures); DOCS_DIR receives ``BENCHMARKS.md`` and the figures.  Nothing is
+measured here: every number comes from those files, so the page always shows
+one run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")  # files only, no display
+import matplotlib.pyplot as plt
+
+LATENCY_FIGURE = "bench-search-latency.png"
+LOOKUP_FIGURE = "bench-lookup-latency.png"
+THROUGHPUT_FIGURE = "bench-signatures.png"
+SEARCHES = ("bucket, generic plan", "bucket, custom plan", "hamming()", "bit_count")
+
+
+def table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def megabytes_per_second(nbytes: int, seconds: float) -> str:
+    return f"{nbytes / 1e6 / seconds:.1f}"
+
+
+def latency_figure(run: dict[str, Any], path: Path) -> None:
+    figure, axes = plt.subplots(1, 2, figsize=(11, 4.2), sharey=True)
+    for axis, kind in zip(axes, ("uniform", "text-like"), strict=True):
+        searches = [s for s in run["searches"] if s["kind"] == kind and s["k"] == 6]
+        searches.sort(key=lambda s: s["documents"])
+        sizes = [s["documents"] for s in searches]
+        for name in SEARCHES:
+            axis.plot(sizes, [s["p50_ms"][name] for s in searches], marker="o", label=name)
+        axis.set_xscale("log")
+        axis.set_yscale("log")
+        axis.set_title(f"{kind} fingerprints, radius 6")
+        axis.set_xlabel("documents")
+        axis.grid(True, which="both", alpha=0.3)
+    axes[0].set_ylabel("p50 latency, ms (log)")
+    axes[1].legend(loc="upper left", fontsize="small")
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+
+
+def lookup_figure(run: dict[str, Any], path: Path) -> None:
+    lookups = sorted(run["peers"]["lookups"], key=lambda lk: lk["documents"])
+    figure, axis = plt.subplots(figsize=(6.5, 4.2))
+    sizes = [lk["documents"] for lk in lookups]
+    for name in lookups[0]["p50_ms"]:
+        axis.plot(sizes, [lk["p50_ms"][name] for lk in lookups], marker="o", label=name)
+    axis.set_xscale("log")
+    axis.set_yscale("log")
+    axis.set_xlabel("documents (3-8 KJV verses each)")
+    axis.set_ylabel("p50 latency, ms (log)")
+    axis.set_title("Is there a text like this one?")
+    axis.grid(True, which="both", alpha=0.3)
+    axis.legend(fontsize="small")
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+
+
+def throughput_figure(run: dict[str, Any], path: Path) -> None:
+    signatures = run["peers"]["signatures"]
+    names = list(signatures["seconds"])
+    rates = [signatures["bytes"] / 1e6 / signatures["seconds"][n] for n in names]
+    reference = next(f for f in run["fingerprints"]["database PL/Python reference"]
+                     if f["corpus"] == "KJV chapters")  # fmt: skip
+    names.append("simhash(body, 'default/1') (server, PL/Python)")
+    rates.append(reference["bytes"] / 1e6 / reference["seconds"])
+    figure, axis = plt.subplots(figsize=(8, 3.6))
+    axis.barh(names, rates, color="tab:blue")
+    for y, rate in enumerate(rates):
+        axis.text(rate, y, f" {rate:.1f}", va="center", fontsize="small")
+    axis.set_xlabel("MB/s on one core (KJV chapters)")
+    axis.set_title("Signatures per document")
+    axis.invert_yaxis()
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+
+
+def fingerprint_section(run: dict[str, Any]) -> str:
+    rows = []
+    for where, results in run["fingerprints"].items():
+        for r in results:
+            rows.append([where, r["corpus"], f"{r['documents']:,}", f"{r['bytes'] / 1e6:.1f}",
+                         megabytes_per_second(r["bytes"], r["seconds"])])
+    return table(["where", "corpus", "documents", "MB", "MB/s, one core"], rows)
+
+
+def search_section(run: dict[str, Any]) -> str:
+    rows = []
+    for s in sorted(run["searches"], key=lambda s: (s["kind"], s["documents"], s["k"])):
+        rows.append([s["set"], s["k"], f"{s['found_mean']:.1f}",
+                     *(f"{s['p50_ms'][n]:.3f}" for n in SEARCHES),
+                     f"{s['p50_ms']['hamming()'] / s['p50_ms'][SEARCHES[0]]:.1f}x"])
+    return table(["set", "k", "rows found (mean)", *(f"{n} p50 ms" for n in SEARCHES),
+                  "scan / bucket"], rows)
+
+
+def peers_section(run: dict[str, Any]) -> str:
+    signatures = run["peers"]["signatures"]
+    parts = [table(["signature", "seconds", "MB/s"], [
+        [name, f"{seconds:.2f}", megabytes_per_second(signatures["bytes"], seconds)]
+        for name, seconds in signatures["seconds"].items()])]  # fmt: skip
+    rows = []
+    for lookup in sorted(run["peers"]["lookups"], key=lambda lk: lk["documents"]):
+        for name in lookup["p50_ms"]:
+            rows.append([f"{lookup['documents']:,}", name, f"{lookup['p50_ms'][name]:.2f}",
+                         f"{lookup['p95_ms'][name]:.2f}", f"{lookup['found_mean'][name]:.1f}",
+                         lookup["queries"][name]])
+        builds = ", ".join(f"{n} {s:.1f} s" for n, s in lookup["build_seconds"].items())
+        rows.append([f"{lookup['documents']:,}", f"index builds: {builds}; pg_trgm query plan:"
+                     f" {lookup['trigram_plan']}", "", "", "", ""])
+    parts.append(table(["documents", "query", "p50 ms", "p95 ms", "rows found", "queries"],
+                       rows))
+    parts.append(f"pgvector: {run['peers']['pgvector']}.")
+    return "\n\n".join(parts)
+
+
+def other_sections(run: dict[str, Any]) -> str:
+    pairs = table(["set", "k", "pairs", "nearsim_pairs s", "nearsim_clusters s"], [
+        [p["set"], p["k"], "-" if p["pairs"] is None else f"{p['pairs']:,}", f"{p['seconds']:.1f}",
+         "-" if p["clusters_seconds"] is None else f"{p['clusters_seconds']:.1f}"]
+        for p in run["pairs"]])  # fmt: skip
+    storage = table(["set", "bands", "bytes/doc as loaded", "bytes/doc as built"], [
+        [d["set"], d["bands"], f"{d['loaded_bytes_per_doc']:.1f}",
+         f"{d['built_bytes_per_doc']:.1f}"] for d in run["storage"]])  # fmt: skip
+    loads = table(["load", "documents", "MB", "seconds", "MB/s"], [
+        [r["name"], f"{r['documents']:,}", f"{r['bytes'] / 1e6:.1f}", f"{r['seconds']:.1f}",
+         megabytes_per_second(r["bytes"], r["seconds"])] for r in run["loads"]])  # fmt: skip
+    return (f"### All pairs\n\n{pairs}\n\n### Bucket storage per document\n\n{storage}\n\n"
+            f"### Bulk loading\n\n{loads}")
+
+
+def missed_section(run: dict[str, Any]) -> str:
+    missed = [r for r in run["summary"] if r["met"] == "no"]
+    if not missed:
+        return "Every target of the summary is met in this run."
+    return "\n".join(f"- {r['measurement']}: {r['value']} (target {r['target']}; baseline"
+                     f" {r['baseline']})" for r in missed)  # fmt: skip
+
+
+def write(results: Path, docs: Path) -> Path:
+    run = json.loads((results / "run.json").read_text(encoding="utf-8"))
+    docs.mkdir(parents=True, exist_ok=True)
+    latency_figure(run, docs / LATENCY_FIGURE)
+    lookup_figure(run, docs / LOOKUP_FIGURE)
+    throughput_figure(run, docs / THROUGHPUT_FIGURE)
+    quality_md = results / "quality.md"
+    quality = (quality_md.read_text(encoding="utf-8") if quality_md.exists()
+               else "No quality results in this run (benchmarks/quality.py did not run).")
+    for figure in sorted(results.glob("*.png")):
+        shutil.copyfile(figure, docs / figure.name)
+    summary = table(["measurement", "value", "baseline", "ratio", "target", "met?"],
+                    [[r["measurement"], r["value"], r["baseline"], r["ratio"], r["target"],
+                      r["met"]] for r in run["summary"]])  # fmt: skip
+    page = f"""# Benchmarks
+
+Written by `make bench` ({run["mode"]} run, {run["seconds"]:.0f} s of measurements) from
+`benchmarks/results/`; every ratio compares numbers measured in that same run.
+nearsim {run["nearsim"]}, PostgreSQL {run["postgresql"]}, Python {run["python"]};
+{run["cpu"]}, {run["cores"]} cores. `benchmarks/README.md` says how each number is measured.
+
+## Detection quality
+
+{quality}
+
+## Speed
+
+### Summary
+
+{summary}
+
+### Fingerprints
+
+{fingerprint_section(run)}
+
+![signature throughput]({THROUGHPUT_FIGURE})
+
+### Radius search: bucket index against scans
+
+{search_section(run)}
+
+![search latency against the number of documents]({LATENCY_FIGURE})
+
+### Against the peers
+
+{peers_section(run)}
+
+![lookup latency against the number of documents]({LOOKUP_FIGURE})
+
+{other_sections(run)}
+
+## Where targets are missed
+
+{missed_section(run)}
+"""
+    path = docs / "BENCHMARKS.md"
+    path.write_text(page, encoding="utf-8")
+    return path
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("results", type=Path)
+    parser.add_argument("docs", type=Path)
+    args = parser.parse_args(argv)
+    if not (args.results / "run.json").exists():
+        print(f"docs.py: no run.json in {args.results}: run python -m benchmarks.run --results"
+              " first", file=sys.stderr)
+        return 2
+    print(f"wrote {write(args.results, args.docs)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

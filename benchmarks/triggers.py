@@ -1,0 +1,193 @@
+"""Section 8 of the benchmarks: writes through nearsim's statement-level triggers.
+
+Three tables with fingerprints supplied: a plain one; one enabled with
+``nearsim_enable``; one enabled and then with nearsim's statement triggers
+replaced by hand-written row-level ones.  On each: a bulk ``INSERT ...
+SELECT``, single-row inserts and updates (in a plpgsql loop, so that the
+client's round trip per statement does not drown the difference) and a bulk
+``DELETE``; ``nearsim_verify`` checks the buckets after each round.  Best
+of a few rounds, each on new tables.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+
+import numpy as np
+from psycopg import sql
+
+from nearsim.core.bands import default_bands
+
+from .common import BenchError, Connection, best_of, print_table, times, wrap
+from .docsets import SEED, BucketPlan, random_fingerprints
+
+ROW_TRIGGER_FUNCTION = """CREATE FUNCTION {function}() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP = 'INSERT' THEN
+        IF NEW.si IS NOT NULL THEN
+            INSERT INTO {bucket} AS b (key, si) VALUES (NEW.id, NEW.si)
+            ON CONFLICT (key) DO UPDATE SET si = EXCLUDED.si;
+        END IF;
+    ELSIF TG_OP = 'UPDATE' THEN
+        IF NEW.id IS DISTINCT FROM OLD.id OR NEW.si IS DISTINCT FROM OLD.si THEN
+            DELETE FROM {bucket} WHERE key = OLD.id;
+            IF NEW.si IS NOT NULL THEN
+                INSERT INTO {bucket} AS b (key, si) VALUES (NEW.id, NEW.si)
+                ON CONFLICT (key) DO UPDATE SET si = EXCLUDED.si;
+            END IF;
+        END IF;
+    ELSE
+        DELETE FROM {bucket} WHERE key = OLD.id;
+    END IF;
+    RETURN NULL;
+END
+$$"""
+
+TRIGGER_KINDS = ("plain table", "statement-level (nearsim)", "row-level (by hand)")
+
+
+def trigger_table(conn: Connection, schema: str, kind: str, rows: int) -> sql.Identifier:
+    name = {"plain table": "plain", "statement-level (nearsim)": "statement",
+            "row-level (by hand)": "row"}[kind]
+    table = sql.Identifier(schema, f"writes_{name}")
+    conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(table))
+    conn.execute(sql.SQL("CREATE TABLE {} (id bigint PRIMARY KEY, body text, si bigint)"
+                         " WITH (autovacuum_enabled = off)").format(table))
+    if kind == "plain table":
+        return table
+    qualified = table.as_string(conn)
+    conn.execute("SELECT nearsim_enable(%s::regclass, 'body', bands => %s)",
+                 (qualified, default_bands(rows)))
+    bucket = sql.Identifier(schema, f"writes_{name}_nearsim")
+    conn.execute(sql.SQL("ALTER TABLE {} SET (autovacuum_enabled = off)").format(bucket))
+    if kind == "row-level (by hand)":
+        function = sql.Identifier(schema, "writes_row_buckets")
+        for trigger in ("nearsim_insert", "nearsim_update", "nearsim_delete"):
+            conn.execute(sql.SQL("DROP TRIGGER {} ON {}").format(sql.Identifier(trigger), table))
+        conn.execute(sql.SQL("DROP FUNCTION IF EXISTS {}()").format(function))
+        conn.execute(sql.SQL(ROW_TRIGGER_FUNCTION).format(function=function, bucket=bucket))
+        for event in ("INSERT", "UPDATE", "DELETE"):
+            conn.execute(sql.SQL(
+                "CREATE TRIGGER {} AFTER {} ON {} FOR EACH ROW EXECUTE FUNCTION {}()"
+            ).format(sql.Identifier(f"row_{event.lower()}"), sql.SQL(event), table, function))
+    return table
+
+
+SINGLE_ROW_SOURCES = {"single inserts": "writes_inserts", "single updates": "writes_updates"}
+
+
+def trigger_round(conn: Connection, schema: str, kind: str, rows: int, statements: int,
+                  source: sql.Identifier) -> dict[str, float]:
+    """Seconds of each write on a fresh table of ``kind``; checks the buckets after."""
+    table = trigger_table(conn, schema, kind, rows)
+    seconds = {}
+    started = time.perf_counter()
+    conn.execute(sql.SQL("INSERT INTO {} (id, body, si) SELECT id, body, si FROM {}").format(
+        table, source))
+    seconds["insert"] = time.perf_counter() - started
+
+    for operation, statement in (
+            ("single inserts",
+             "INSERT INTO {table} (id, body, si) VALUES (r.id, 'doc ' || r.id, r.si)"),
+            ("single updates", "UPDATE {table} SET si = r.si WHERE id = r.id")):
+        source = sql.Identifier(schema, SINGLE_ROW_SOURCES[operation])
+        loop = sql.SQL(
+            "DO $$DECLARE r record; BEGIN FOR r IN SELECT id, si FROM {source} ORDER BY n LOOP "
+            + statement + "; END LOOP; END$$"
+        ).format(source=source, table=table)
+        started = time.perf_counter()
+        conn.execute(loop)
+        seconds[operation] = time.perf_counter() - started
+
+    started = time.perf_counter()
+    conn.execute(sql.SQL("DELETE FROM {} WHERE id <= %s").format(table), (rows,))
+    seconds["delete"] = time.perf_counter() - started
+
+    if kind != "plain table":
+        row = conn.execute(
+            "SELECT documents, buckets, missing, extra, wrong FROM nearsim_verify(%s::regclass)",
+            (table.as_string(conn),),
+        ).fetchone()
+        if row is None or row[0] != statements or row[1] != statements or any(row[2:]):
+            raise BenchError(f"{kind}: after the writes, nearsim_verify says (documents,"
+                             f" buckets, missing, extra, wrong) = {row}, expected"
+                             f" ({statements}, {statements}, 0, 0, 0)")
+    if kind != "plain table":
+        conn.execute("SELECT nearsim_disable(%s::regclass)", (table.as_string(conn),))
+    conn.execute(sql.SQL("DROP TABLE {}").format(table))
+    return seconds
+
+
+def trigger_writes(conn: Connection, schema: str, plan: BucketPlan) -> dict[str, dict[str, float]]:
+    rows, statements, repeat = plan.trigger_rows, plan.trigger_statements, plan.trigger_repeat
+    print("\n8. Writes: nearsim's statement-level triggers against row-level triggers\n")
+    rng = np.random.default_rng(SEED + 1)
+    source = sql.Identifier(schema, "writes_source")
+    conn.execute(sql.SQL("CREATE TABLE {} (id bigint, body text, si bigint)").format(source))
+    with conn.cursor() as cur, cur.copy(
+            sql.SQL("COPY {} (id, body, si) FROM STDIN").format(source)) as copy:
+        copy.write("".join(f"{i}\tdoc {i}\t{v}\n" for i, v in
+                           enumerate(random_fingerprints(rng, rows).tolist(), start=1)))
+    # The single-row statements: new keys, then existing keys with new fingerprints.
+    singles = {
+        "single inserts": np.arange(rows + 1, rows + statements + 1),
+        "single updates": rng.choice(rows, size=statements, replace=False) + 1,
+    }
+    for operation, ids in singles.items():
+        staging = sql.Identifier(schema, SINGLE_ROW_SOURCES[operation])
+        conn.execute(sql.SQL("CREATE TABLE {} (n int, id bigint, si bigint)").format(staging))
+        with conn.cursor() as cur, cur.copy(
+                sql.SQL("COPY {} (n, id, si) FROM STDIN").format(staging)) as copy:
+            for record in zip(range(statements), ids.tolist(),
+                              random_fingerprints(rng, statements).tolist(), strict=True):
+                copy.write_row(record)
+    for staging in (source, *(sql.Identifier(schema, t) for t in SINGLE_ROW_SOURCES.values())):
+        conn.execute(sql.SQL("VACUUM ANALYZE {}").format(staging))
+    round_trip = statistics.median(best_of(200, lambda: conn.execute("SELECT 1").fetchone()))
+    wrap(
+        "Three tables (id bigint PRIMARY KEY, body text, si bigint), fingerprints supplied by"
+        " the client: a plain table; one enabled with nearsim_enable (a BEFORE ROW trigger that"
+        " keeps a supplied fingerprint, AFTER STATEMENT triggers that update the bucket table"
+        " from the transition tables); and the same with the INSERT, UPDATE and DELETE"
+        " statement triggers replaced by AFTER ROW triggers of a plpgsql function written by"
+        " hand (INSERT ... ON CONFLICT (key) DO UPDATE; DELETE by key; on UPDATE, delete and"
+        f" insert when the key or fingerprint changed). On each, in order: INSERT ... SELECT of"
+        f" {rows:,} rows from a staging table (one statement); {statements:,} single-row"
+        f" INSERTs of new keys; {statements:,} single-row UPDATEs of the fingerprint of random"
+        f" rows; DELETE of the {rows:,} first rows (one statement). The single-row statements"
+        " run in a plpgsql loop over a staging table in one DO statement: each is a statement"
+        " of its own, which fires the statement triggers once and whose plan is cached like a"
+        " prepared statement's, and a client's round trip per statement"
+        f" ({round_trip * 1000:.3f} ms here for SELECT 1) does not count. The buckets are"
+        f" checked with nearsim_verify afterwards. Best of {repeat} rounds, each on a new"
+        " table, the kinds alternating; client wall clock including the commit."
+    )
+    best: dict[str, dict[str, float]] = {kind: {} for kind in TRIGGER_KINDS}
+    for _ in range(repeat):
+        for kind in TRIGGER_KINDS:
+            for operation, seconds in trigger_round(conn, schema, kind, rows, statements,
+                                                    source).items():
+                best[kind][operation] = min(best[kind].get(operation, math.inf), seconds)
+    counts = {"insert": rows, "single inserts": statements, "single updates": statements,
+              "delete": rows}
+    labels = {"insert": f"INSERT ... SELECT, {rows:,} rows",
+              "single inserts": f"{statements:,} single-row INSERTs",
+              "single updates": f"{statements:,} single-row UPDATEs",
+              "delete": f"DELETE, {rows:,} rows"}
+    plain, statement, row = (best[kind] for kind in TRIGGER_KINDS)
+    table = []
+    for operation, count in counts.items():
+        table.append([
+            labels[operation], f"{count / plain[operation]:,.0f}",
+            f"{count / statement[operation]:,.0f}", f"{count / row[operation]:,.0f}",
+            times(statement[operation] / plain[operation]),
+            times(row[operation] / plain[operation]),
+            times(row[operation] / statement[operation]),
+        ])
+    print()
+    print_table(["operation", "plain rows/s", "statement-level rows/s", "row-level rows/s",
+                 "statement/plain time", "row/plain time", "row/statement time"],
+                table, "<>>>>>>")
+    return best

@@ -1,0 +1,16 @@
+"""What runs on a user's machine: connecting, tables of documents, loading, the CLI.
+
+- :mod:`~nearsim.client.connect`: which database, connecting, the extension check;
+- :mod:`~nearsim.client.documents`: an enabled table and its questions
+  (similar, pairs, clusters, stats);
+- :mod:`~nearsim.client.loader`: bulk loading (``nearsim-load``), fed by
+  :mod:`~nearsim.client.sources` (files, directories, records) and
+  :mod:`~nearsim.client.extract` (text out of HTML, PDF, Word...);
+- :mod:`~nearsim.client.report`: the side-by-side HTML page of ``nearsim report``;
+- :mod:`~nearsim.client.output`: plain-text tables for the commands;
+- :mod:`~nearsim.client.samples`: the sample corpus (the King James Bible);
+- :mod:`~nearsim.client.cli`: the ``nearsim`` and ``nearsim-load`` commands,
+  which only parse arguments and call the modules above.
+
+The client builds on :mod:`nearsim.core` and never imports server code.
+"""

@@ -1,0 +1,397 @@
+"""A table of documents as the command line uses it: create, check, query.
+
+``nearsim init`` and ``nearsim-load --create`` make tables of this layout::
+
+    key           text PRIMARY KEY   -- the absolute path, or a record's id
+    source        text NOT NULL      -- where it was read from (path, or file:line)
+    content_hash  bytea NOT NULL     -- SHA-256 of the text (UTF-8): reloads skip unchanged ones
+    body          text NOT NULL      -- the document's text
+    si            bigint             -- its fingerprint, kept current by nearsim's trigger
+    loaded_at     timestamptz NOT NULL DEFAULT now()
+
+The query functions work on any table enabled with ``nearsim_enable``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+import psycopg.rows
+from psycopg import sql
+
+from ..core.fingerprint import PROFILE
+from ..core.profiles import canonical
+from ..core.registry import EXTENSION_SCHEMA_QUERY, REGISTRY, Registration
+
+DEFAULT_TABLE = "docs"
+TEXT_COLUMN = "body"
+FINGERPRINT_COLUMN = "si"
+LAYOUT = {
+    "key": "text",
+    "source": "text",
+    "content_hash": "bytea",
+    TEXT_COLUMN: "text",
+    FINGERPRINT_COLUMN: "bigint",
+}
+
+
+class TableError(RuntimeError):
+    """The table is missing, has another layout, or is not enabled."""
+
+
+@dataclass(frozen=True)
+class Match:
+    key: str
+    distance: int
+    source: str | None
+
+
+@dataclass(frozen=True)
+class Pair:
+    a: str
+    b: str
+    distance: int
+
+
+@dataclass(frozen=True)
+class VerifiedMatch:
+    key: str
+    distance: int
+    similarity: float  # the exact measure asked for
+    short: bool  # fewer shingles than core.measures.SHORT_SHINGLES: its fingerprint is unreliable
+
+
+@dataclass(frozen=True)
+class VerifiedPair:
+    a: str
+    b: str
+    distance: int
+    similarity: float
+    short: bool
+
+
+@dataclass(frozen=True)
+class Cluster:
+    pivot: str | None  # with method "pivot"; components have none
+    members: list[str]  # the pivot first, then the others in key order
+
+
+@dataclass(frozen=True)
+class StoredDocument:
+    key: str
+    source: str | None
+    text: str | None
+    fingerprint: int | None
+
+
+class DocumentTable:
+    """One table, named as in SQL (``docs``, ``archive."Mail"``).
+
+    >>> docs = nearsim.DocumentTable(nearsim.connect(autocommit=True), "docs")  # doctest: +SKIP
+    >>> docs.create()  # the table and its bucket index, unless they exist  # doctest: +SKIP
+    >>> [(m.key, m.distance) for m in docs.similar("To be, or not to be", 6)]  # doctest: +SKIP
+    [('hamlet.txt', 2)]
+    """
+
+    def __init__(self, conn: psycopg.Connection[Any], name: str = DEFAULT_TABLE) -> None:
+        self.conn = conn
+        self.name = name
+        try:
+            row = conn.execute("SELECT pg_catalog.parse_ident(%s)", [name]).fetchone()
+        except psycopg.Error as error:
+            conn.rollback()
+            reason = error.diag.message_primary
+            raise TableError(f"invalid table name {name!r}: {reason}") from error
+        parts: list[str] = row[0] if row else []
+        if not 1 <= len(parts) <= 2:
+            raise TableError(f"invalid table name {name!r}: expected [schema.]table")
+        self.identifier = sql.Identifier(*parts)
+        self.schema = parts[0] if len(parts) == 2 else None
+        self.quoted = self.identifier.as_string(conn)
+        self.extension = extension_schema(conn)
+
+    def __str__(self) -> str:
+        return self.quoted
+
+    # -- catalog ----------------------------------------------------------
+
+    def exists(self) -> bool:
+        row = self.conn.execute("SELECT pg_catalog.to_regclass(%s) IS NOT NULL", [self.quoted])
+        found = row.fetchone()
+        return bool(found and found[0])
+
+    def columns(self) -> dict[str, str]:
+        rows = self.conn.execute(
+            """SELECT a.attname, pg_catalog.format_type(a.atttypid, NULL)
+               FROM pg_catalog.pg_attribute a
+               WHERE a.attrelid = %s::regclass AND a.attnum > 0 AND NOT a.attisdropped""",
+            [self.quoted],
+        ).fetchall()
+        return {str(name): str(kind) for name, kind in rows}
+
+    def require(self) -> None:
+        """Raise TableError unless the table exists."""
+        if not self.exists():
+            raise TableError(
+                f"table {self} does not exist: create it with `nearsim init --table {self.name}`"
+                " or load with --create"
+            )
+
+    def check_layout(self) -> None:
+        """Raise TableError unless the table has the loader's columns and key."""
+        self.require()
+        have = self.columns()
+        wrong = [f"{column} {kind}" for column, kind in LAYOUT.items() if have.get(column) != kind]
+        if wrong:
+            raise TableError(
+                f"table {self} cannot take loaded documents: it needs the columns "
+                f"{', '.join(wrong)} (create a new table with --create)"
+            )
+        row = self.conn.execute(
+            """SELECT pg_catalog.array_agg(a.attname::text)
+               FROM pg_catalog.pg_index i
+               JOIN pg_catalog.pg_attribute a
+                 ON a.attrelid = i.indrelid AND a.attnum = ANY (i.indkey)
+               WHERE i.indrelid = %s::regclass AND i.indisprimary""",
+            [self.quoted],
+        ).fetchone()
+        if not row or row[0] != ["key"]:
+            raise TableError(f"table {self} needs PRIMARY KEY (key)")
+
+    def registration(self) -> Registration | None:
+        columns = sql.SQL(", ").join(map(sql.Identifier, Registration.columns()))
+        cursor = self.conn.cursor(row_factory=psycopg.rows.dict_row)
+        row = cursor.execute(
+            sql.SQL("SELECT {} FROM {}.{} WHERE tbl = %s::regclass").format(
+                columns, self.extension, sql.Identifier(REGISTRY)),
+            [self.quoted],
+        ).fetchone()
+        return None if row is None else Registration.from_row(row)
+
+    def require_enabled(self) -> Registration:
+        self.require()
+        registration = self.registration()
+        if registration is None:
+            raise TableError(
+                f"table {self} is not enabled for nearsim: run `nearsim init --table {self.name}`"
+                " or SELECT nearsim_enable(...)"
+            )
+        return registration
+
+    # -- creating -----------------------------------------------------------
+
+    def create(self, bands: int | None = None, profile: str | None = None) -> bool:
+        """Create the table (if missing) and enable it (if not yet); True if created.
+
+        ``profile`` is the fingerprint profile to enable it with (by default
+        ``default/1``); a table enabled with another one is an error.
+
+        Concurrent callers wait for each other on an advisory lock.
+        """
+        created = False
+        with self.conn.transaction():
+            self.conn.execute(
+                "SELECT pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtext(%s))",
+                [f"nearsim create {self.quoted}"],
+            )
+            if not self.exists():
+                if self.schema is not None:
+                    schema = sql.Identifier(self.schema)
+                    self.conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(schema))
+                self.conn.execute(
+                    sql.SQL(
+                        """CREATE TABLE {} (
+                            key text PRIMARY KEY,
+                            source text NOT NULL,
+                            content_hash bytea NOT NULL,
+                            body text {} NOT NULL,
+                            si bigint,
+                            loaded_at timestamptz NOT NULL DEFAULT pg_catalog.now())"""
+                    ).format(self.identifier, self._body_compression())
+                )
+                self.conn.execute(
+                    sql.SQL("COMMENT ON TABLE {} IS 'documents loaded by nearsim-load'").format(
+                        self.identifier
+                    )
+                )
+                created = True
+            self.check_layout()
+            registration = self.registration()
+            if registration is None:
+                self.conn.execute(
+                    sql.SQL("SELECT {}.nearsim_enable(%s::regclass, %s, %s, bands => %s,"
+                            " profile => %s)").format(self.extension),
+                    [self.quoted, TEXT_COLUMN, FINGERPRINT_COLUMN, bands, profile or PROFILE],
+                )
+            elif profile is not None and canonical(profile) != registration.profile:
+                raise TableError(f"table {self} is enabled with fingerprint profile"
+                                 f" {registration.profile}, not {canonical(profile)}")
+        return created
+
+    def _body_compression(self) -> sql.Composable:
+        """lz4 for the texts where the server has it: it compresses several times
+        faster than PostgreSQL's default (pglz), and texts are read back faster."""
+        row = self.conn.execute(
+            "SELECT 'lz4' = ANY (enumvals) FROM pg_catalog.pg_settings"
+            " WHERE name = 'default_toast_compression'"
+        ).fetchone()
+        return sql.SQL("COMPRESSION lz4" if row and row[0] else "")
+
+    def analyze(self) -> None:
+        """Fresh planner statistics after a bulk load, for the searches.
+
+        Only the columns the searches filter on and the bucket table: sampling
+        the texts would take longer, and autovacuum comes round to them.
+        """
+        self.conn.execute(sql.SQL("ANALYZE {} (key, {})").format(
+            self.identifier, sql.Identifier(FINGERPRINT_COLUMN)))
+        registration = self.registration()
+        if registration is not None:
+            self.conn.execute(sql.SQL("ANALYZE {}").format(
+                sql.Identifier(registration.object_schema, registration.bucket_table)))
+
+    # -- queries ------------------------------------------------------------
+
+    def similar(
+        self, query: str | int, max_distance: int, limit: int | None = None
+    ) -> list[Match]:
+        """Documents within ``max_distance`` bits of a text or fingerprint, nearest first.
+
+        A text is fingerprinted by the database, with the table's profile.
+        """
+        registration = self.require_enabled()
+        with_source = "source" in self.columns()
+        statement = sql.SQL(
+            """SELECT (s.doc).{key}::text, s.distance, {source}
+               FROM {similar}(%s::{kind}, %s) AS s
+               ORDER BY s.distance, 1 LIMIT %s"""
+        ).format(
+            key=sql.Identifier(registration.key_column),
+            source=sql.SQL("(s.doc).source::text" if with_source else "NULL::text"),
+            similar=sql.Identifier(registration.object_schema, registration.similar_function),
+            kind=sql.SQL("text" if isinstance(query, str) else "bigint"),
+        )
+        rows = self.conn.execute(statement, [query, max_distance, limit]).fetchall()
+        return [Match(key, distance, source) for key, distance, source in rows]
+
+    def similar_verified(
+        self, query: str, min_similarity: float = 0.8, measure: str = "s_r",
+        max_distance: int | None = None, limit: int | None = None,
+    ) -> list[VerifiedMatch]:
+        """Documents at least ``min_similarity`` similar to ``query``, measured exactly.
+
+        See ``nearsim_similar_verified``: the bucket index gives the candidates
+        within the calibrated radius (or ``max_distance``), their texts decide.
+        """
+        self.require_enabled()
+        statement = sql.SQL(
+            """SELECT v.key, v.distance, v.similarity, v.short
+               FROM {}.nearsim_similar_verified(%s::regclass, %s, %s, %s, %s) AS v LIMIT %s"""
+        ).format(self.extension)
+        rows = self.conn.execute(
+            statement, [self.quoted, query, min_similarity, measure, max_distance, limit]
+        ).fetchall()
+        return [VerifiedMatch(*row) for row in rows]
+
+    def pairs(self, max_distance: int) -> Iterator[Pair]:
+        """Every pair of documents within ``max_distance`` bits, streamed."""
+        self.require_enabled()
+        query = sql.SQL("SELECT a, b, distance FROM {}.nearsim_pairs(%s::regclass, %s)").format(
+            self.extension
+        )
+        for a, b, distance in self.conn.cursor().stream(query, [self.quoted, max_distance]):
+            yield Pair(a, b, distance)
+
+    def pairs_verified(
+        self, min_similarity: float = 0.8, measure: str = "s_r", max_distance: int | None = None
+    ) -> list[VerifiedPair]:
+        """Pairs within the (calibrated) radius, at least ``min_similarity`` similar."""
+        self.require_enabled()
+        rows = self.conn.execute(
+            sql.SQL("SELECT a, b, distance, similarity, short"
+                    " FROM {}.nearsim_pairs_verified(%s::regclass, %s, %s, %s)").format(
+                self.extension),
+            [self.quoted, min_similarity, measure, max_distance],
+        ).fetchall()
+        return [VerifiedPair(*row) for row in rows]
+
+    def clusters(
+        self, max_distance: int, method: str = "components", min_size: int = 2
+    ) -> Iterator[Cluster]:
+        """Groups of near-duplicates, largest first."""
+        self.require_enabled()
+        groups = sql.SQL("{}.nearsim_clusters(%s::regclass, %s, %s, %s)").format(self.extension)
+        return self._clusters(groups, [self.quoted, max_distance, method, min_size])
+
+    def clusters_verified(
+        self, min_similarity: float = 0.8, measure: str = "s_r",
+        max_distance: int | None = None, method: str = "components", min_size: int = 2,
+    ) -> Iterator[Cluster]:
+        """Groups linked by verified pairs (see :meth:`pairs_verified`), largest first."""
+        self.require_enabled()
+        groups = sql.SQL("{}.nearsim_clusters_verified(%s::regclass, %s, %s, %s, %s, %s)").format(
+            self.extension)
+        return self._clusters(groups, [self.quoted, min_similarity, measure, max_distance,
+                                       method, min_size])  # fmt: skip
+
+    def _clusters(self, groups: sql.Composable, arguments: list[Any]) -> Iterator[Cluster]:
+        query = sql.SQL(
+            """SELECT pg_catalog.max(c.pivot),
+                      pg_catalog.array_agg(c.key ORDER BY c.key = c.pivot DESC NULLS LAST, c.key)
+               FROM {} AS c
+               GROUP BY c.cluster ORDER BY pg_catalog.count(*) DESC, c.cluster"""
+        ).format(groups)
+        for pivot, members in self.conn.cursor().stream(query, arguments):
+            yield Cluster(pivot, list(members))
+
+    def document(self, key: str) -> StoredDocument | None:
+        """A stored document by its key (the registered key column, compared as text)."""
+        registration = self.require_enabled()
+        with_source = "source" in self.columns()
+        query = sql.SQL(
+            "SELECT {key}::text, {source}, {text}, {si} FROM {table} WHERE {key}::text = %s"
+        ).format(
+            key=sql.Identifier(registration.key_column),
+            source=sql.SQL("source::text" if with_source else "NULL::text"),
+            text=sql.Identifier(registration.text_column),
+            si=sql.Identifier(registration.hash_column),
+            table=self.identifier,
+        )
+        row = self.conn.execute(query, [key]).fetchone()
+        return None if row is None else StoredDocument(*row)
+
+    def stats(self, check_fingerprints: bool = False) -> dict[str, Any]:
+        """Document counts, profile and bucket index health (``nearsim_verify``)."""
+        registration = self.require_enabled()
+        health = self.conn.execute(
+            sql.SQL("SELECT * FROM {}.nearsim_verify(%s::regclass, %s)").format(self.extension),
+            [self.quoted, check_fingerprints],
+        )
+        columns = [c.name for c in health.description or ()]
+        row = health.fetchone()
+        verify = dict(zip(columns, row or (), strict=True))
+        size = self.conn.execute(
+            "SELECT pg_catalog.pg_total_relation_size(%s::regclass)", [self.quoted]
+        ).fetchone()
+        return {
+            "table": self.quoted,
+            "documents": verify.pop("documents"),
+            "fingerprinted": verify.pop("fingerprinted"),
+            "profile": registration.profile,
+            "bands": registration.bands,
+            "table_bytes": size[0] if size else None,
+            "buckets": verify,
+        }
+
+
+def extension_schema(conn: psycopg.Connection[Any]) -> sql.Identifier:
+    """The schema of the nearsim extension; TableError if it is not installed."""
+    row = conn.execute(EXTENSION_SCHEMA_QUERY).fetchone()
+    if row is None:
+        raise TableError(
+            "the nearsim extension is not installed in this database: run `nearsim init`"
+        )
+    return sql.Identifier(row[0])

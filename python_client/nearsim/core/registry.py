@@ -1,0 +1,69 @@
+"""The registry of enabled tables, ``nearsim_tables``, as both sides read it.
+
+The extension creates the registry in its own schema (``extension/sql/
+nearsim.sql``); the server's maintenance functions write it, and the server
+and clients read a row as a :class:`Registration`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, fields, replace
+from typing import Any
+
+EXTENSION = "nearsim"
+REGISTRY = "nearsim_tables"
+
+EXTENSION_SCHEMA_QUERY = (
+    "SELECT n.nspname FROM pg_catalog.pg_extension e"
+    " JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace"
+    f" WHERE e.extname = '{EXTENSION}'"
+)
+"""SQL for the schema the extension is installed in: no row if it is not."""
+
+
+@dataclass(frozen=True)
+class Registration:
+    """One row of ``nearsim_tables``: an enabled table's columns, layout and objects.
+
+    The objects (bucket table and functions) live in ``object_schema``,
+    the table's own schema.
+    """
+
+    key_column: str
+    text_column: str
+    hash_column: str
+    bands: int
+    profile: str
+    object_schema: str
+    bucket_table: str
+    fingerprint_function: str
+    bucket_function: str
+    similar_function: str
+
+    @classmethod
+    def columns(cls) -> tuple[str, ...]:
+        """The registry's columns that make a Registration, in field order."""
+        return tuple(f.name for f in fields(cls))
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> Registration:
+        """A Registration from a registry row (extra columns are ignored)."""
+        return cls(**{name: row[name] for name in cls.columns()})
+
+    def changed(self, **values: Any) -> Registration:
+        """A copy with some fields changed (a new layout or profile)."""
+        return replace(self, **values)
+
+
+def object_names(prefix: str) -> dict[str, str]:
+    """The names of the objects nearsim makes for a table, from their prefix.
+
+    ``<prefix>_similar`` is the search function users call.
+    """
+    return {
+        "bucket_table": f"{prefix}_nearsim",
+        "fingerprint_function": f"{prefix}_nearsim_fingerprint",
+        "bucket_function": f"{prefix}_nearsim_buckets",
+        "similar_function": f"{prefix}_similar",
+    }

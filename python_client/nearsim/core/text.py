@@ -1,0 +1,149 @@
+"""Steps 1 to 3 of every profile: a text's normalised word tokens.
+
+1. Default ignorable code points (soft hyphen, zero-width space and
+   joiners, byte order mark, variation selectors...) are removed, as
+   Unicode's NFKC_Casefold does: they are invisible and must not split
+   words.  Other code points that Unicode 14.0.0 leaves unassigned become
+   spaces, so a newer Python's Unicode database cannot change how they are
+   treated.
+2. NFKC normalisation, then ``str.casefold()``.  Unicode's stability policies
+   guarantee that both give the same result under any later Unicode version
+   for text made of characters assigned in 14.0.0.
+3. Tokens: maximal runs of word characters (general category L, M, N or Pc
+   in Unicode 14.0.0), except that ideographs and hiragana are one token per
+   character (those scripts put no spaces between words).
+
+These steps are part of the stored data format of every profile (see
+:mod:`nearsim.core.fingerprint` and :mod:`nearsim.core.profiles`); the C
+fingerprint in the server uses tables generated from this module.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from bisect import bisect_right
+from collections.abc import Iterator
+
+from . import _unicode14
+
+# Texts are processed in pieces of about this many characters, cut before
+# ASCII whitespace, so huge documents need memory for one piece at a time.
+# Such a cut changes neither normalisation nor tokens: an ASCII space is a
+# starter that composes with nothing and is never part of a token.
+PIECE_CHARS = 1 << 20
+_CUT = re.compile(r"[\t\n\v\f\r ]")
+
+
+def _parse_table(table: str) -> tuple[list[int], list[int]]:
+    """Sorted range starts and ends of a table of hex code points and ranges."""
+    starts, ends = [], []
+    for item in table.split():
+        first, _, last = item.partition("-")
+        starts.append(int(first, 16))
+        ends.append(int(last or first, 16))
+    return starts, ends
+
+
+class _CharMap(dict[int, str]):
+    """A ``str.translate`` table filled in on first sight of each character.
+
+    ``translate`` looks characters up in C, so once a character has been
+    seen it costs no Python code; the tables would otherwise need an entry
+    for every code point.
+    """
+
+    def __init__(self, *tables: str) -> None:
+        super().__init__()
+        self._tables = [_parse_table(t) for t in tables]
+
+    def _find(self, cp: int) -> int:
+        """Index of the first table that contains ``cp``, or -1."""
+        for index, (starts, ends) in enumerate(self._tables):
+            i = bisect_right(starts, cp) - 1
+            if i >= 0 and cp <= ends[i]:
+                return index
+        return -1
+
+    def _translate(self, cp: int) -> str:
+        raise NotImplementedError
+
+    def __missing__(self, cp: int) -> str:
+        value = self[cp] = self._translate(cp)
+        return value
+
+
+class _Pinned(_CharMap):
+    """Step 1: default ignorables vanish, unassigned characters become spaces."""
+
+    def _translate(self, cp: int) -> str:
+        return ("", " ", chr(cp))[self._find(cp)]
+
+
+class _Separators(_CharMap):
+    """Step 3: non-word characters become spaces, solo characters get spaces around."""
+
+    def _translate(self, cp: int) -> str:
+        return (chr(cp), f" {chr(cp)} ", " ")[self._find(cp)]
+
+
+def _check_unicode_database() -> None:
+    """Refuse to run where Unicode is older than the pinned version.
+
+    Older databases lack characters that 14.0.0 assigns, so they would
+    normalise and case-fold them differently; newer ones are handled by
+    step 1 of the profile.
+    """
+    have = tuple(int(p) for p in unicodedata.unidata_version.split("."))
+    need = tuple(int(p) for p in _unicode14.UNICODE_VERSION.split("."))
+    if have < need:
+        raise RuntimeError(
+            f"nearsim's text normalisation needs Unicode "
+            f"{_unicode14.UNICODE_VERSION} or newer (Python 3.11+); this Python "
+            f"has Unicode {unicodedata.unidata_version}"
+        )
+
+
+_check_unicode_database()
+_PINNED = _Pinned(_unicode14.IGNORABLE, _unicode14.UNASSIGNED)
+_SEPARATORS = _Separators(_unicode14.JOINED, _unicode14.SOLO)
+
+
+def pieces(text: str) -> Iterator[str]:
+    start = 0
+    while len(text) - start > PIECE_CHARS:
+        cut = _CUT.search(text, start + PIECE_CHARS)
+        if cut is None:
+            break
+        yield text[start : cut.start()]
+        start = cut.start()
+    yield text[start:]
+
+
+def normalize(text: str) -> str:
+    """Steps 1 and 2: ignorables, pinned Unicode, NFKC, casefold."""
+    if not text.isascii():
+        text = text.translate(_PINNED)
+        text = unicodedata.normalize("NFKC", text)
+    return text.casefold()
+
+
+def token_batches(text: str) -> Iterator[list[str]]:
+    for piece in pieces(text):
+        # Word characters are never whitespace, so splitting on whitespace
+        # after the separators became spaces leaves exactly the tokens.
+        batch = separated(piece).split()
+        if batch:
+            yield batch
+
+
+def tokens(text: str) -> Iterator[str]:
+    """The normalised word tokens of ``text``, in order."""
+    for batch in token_batches(text):
+        yield from batch
+
+
+def separated(text: str) -> str:
+    """Steps 1 to 3 without the split: every character that is not part of a
+    token is a space, and ideographs and hiragana have spaces around them."""
+    return normalize(text).translate(_SEPARATORS)

@@ -1,0 +1,265 @@
+"""The objects nearsim generates for an enabled table, and how they are dropped.
+
+Next to the table, in its schema and owned by its owner:
+
+- a bucket table ``<prefix>_nearsim (key, si)`` with one row per
+  fingerprinted document and one btree index per band of the fingerprint
+  (multi-index hashing: see :mod:`nearsim.core.bands`);
+- a BEFORE ROW trigger function that fills the fingerprint column;
+- an AFTER STATEMENT trigger function that keeps the buckets current from
+  the statement's transition tables;
+- two search functions ``<prefix>_similar(text | bigint, max_distance)``,
+  plain SQL that the planner inlines, so ``EXPLAIN`` shows the bucket
+  indexes.
+
+Every name is quoted and every call into the extension is qualified with
+its schema.
+"""
+
+from __future__ import annotations
+
+from .catalog import Enabled, simhash_sql
+from .database import Session
+
+# The fingerprint triggers sort after the table's other BEFORE triggers.
+FINGERPRINT_TRIGGERS = {
+    "INSERT": "zz_nearsim_fingerprint",
+    "UPDATE": "zz_nearsim_fingerprint_update",
+}
+BUCKET_TRIGGERS = {
+    "INSERT": ("nearsim_insert", "REFERENCING NEW TABLE AS nearsim_new"),
+    "UPDATE": ("nearsim_update", "REFERENCING OLD TABLE AS nearsim_old NEW TABLE AS nearsim_new"),
+    "DELETE": ("nearsim_delete", "REFERENCING OLD TABLE AS nearsim_old"),
+    "TRUNCATE": ("nearsim_truncate", ""),
+}
+TRIGGERS = (*FINGERPRINT_TRIGGERS.values(), *(name for name, _ in BUCKET_TRIGGERS.values()))
+PINNED = "SET search_path = pg_catalog, pg_temp"
+
+
+def create_bucket_table(session: Session, enabled: Enabled) -> str:
+    """The bucket table, filled from the documents' fingerprints; its qualified name."""
+    table, reg = enabled.table, enabled.registration
+    key, fp = session.ident(table.key_column), session.ident(reg.hash_column)
+    bucket = enabled.qualify(session, reg.bucket_table)
+    session.execute(f"CREATE TABLE {bucket} (key {table.key_type} PRIMARY KEY, si bigint NOT NULL)")
+    comment = (f"nearsim buckets of {table.qualified}; written by its triggers,"
+               f" read by {reg.similar_function}()")
+    session.execute(f"COMMENT ON TABLE {bucket} IS {session.literal(comment)}")
+    session.execute(
+        f"INSERT INTO {bucket} (key, si) SELECT {key}, {fp} FROM {table.qualified}"
+        f" WHERE {fp} IS NOT NULL"
+    )
+    create_band_indexes(session, enabled)
+    session.execute(f"ANALYZE {bucket}")
+    # Whoever may read the documents may search them; nobody but the
+    # owner's triggers writes buckets.
+    session.execute(f"ALTER TABLE {bucket} ENABLE ROW LEVEL SECURITY")
+    session.execute(
+        f"CREATE POLICY readers_of_documents ON {bucket} FOR SELECT USING"
+        " (pg_catalog.has_table_privilege("
+        f"{session.literal(table.qualified)}::pg_catalog.regclass,"
+        " 'SELECT'))"
+    )
+    session.execute(f"GRANT SELECT ON {bucket} TO PUBLIC")
+    return bucket
+
+
+def create_band_indexes(session: Session, enabled: Enabled) -> None:
+    bands = enabled.registration.bands
+    bucket = enabled.qualify(session, enabled.registration.bucket_table)
+    for band in range(bands):
+        session.execute(
+            f"CREATE INDEX ON {bucket} ({session.ext}.nearsim_band(si, {bands}, {band}))"
+        )
+
+
+def create_functions(session: Session, enabled: Enabled) -> None:
+    """The fingerprint and bucket trigger functions and the two search functions."""
+    _create_fingerprint_function(session, enabled)
+    _create_bucket_function(session, enabled)
+    _create_search_functions(session, enabled)
+
+
+def _create_fingerprint_function(session: Session, enabled: Enabled) -> None:
+    table, reg = enabled.table, enabled.registration
+    text, fp = session.ident(reg.text_column), session.ident(reg.hash_column)
+    profile = session.literal(reg.profile)
+    # NULL text: no fingerprint.  A missing fingerprint, or one left over
+    # from the old text, is computed here.  One the statement brings is kept
+    # when the session declares it computes the table's profile (SET
+    # nearsim.profile, as nearsim's loader does); otherwise it is checked,
+    # and one of another profile is refused.
+    fresh = simhash_sql(session, f"NEW.{text}", reg.profile)
+    column = session.literal(reg.hash_column)
+    declare = session.literal(f"SET nearsim.profile = {session.literal(reg.profile)}")
+    qualified = session.literal(table.qualified)
+    session.execute(f"""CREATE FUNCTION {enabled.qualify(session, reg.fingerprint_function)}()
+RETURNS trigger LANGUAGE plpgsql {PINNED} AS $nearsim$
+DECLARE
+    declared text := pg_catalog.current_setting('nearsim.profile', true);
+    computed bigint;
+BEGIN
+    IF NEW.{text} IS NULL THEN
+        NEW.{fp} := NULL;
+    ELSIF NEW.{fp} IS NULL
+       OR (TG_OP = 'UPDATE' AND NEW.{fp} = OLD.{fp} AND NEW.{text} IS DISTINCT FROM OLD.{text}) THEN
+        NEW.{fp} := {fresh};
+    ELSIF declared IS NOT NULL AND declared <> '' AND declared <> {profile} THEN
+        RAISE EXCEPTION 'this session writes fingerprints of profile %, but table % holds %',
+            declared, {qualified}, {profile}
+            USING ERRCODE = '55000',
+                  HINT = 'Compute them with the table''s profile, or leave column ' || {column}
+                         || ' NULL and nearsim computes it.';
+    ELSIF declared IS DISTINCT FROM {profile} THEN
+        computed := {fresh};
+        IF computed IS DISTINCT FROM NEW.{fp} THEN
+            RAISE EXCEPTION 'fingerprint % given for table % is not the % one of its text (%)',
+                NEW.{fp}, {qualified}, {profile}, computed
+                USING ERRCODE = '22023',
+                      HINT = 'Leave column ' || {column} || ' NULL and nearsim computes it;'
+                             || ' a client that computes them declares it: ' || {declare};
+        END IF;
+    END IF;
+    RETURN NEW;
+END
+$nearsim$""")
+    session.execute(
+        f"REVOKE ALL ON FUNCTION {enabled.qualify(session, reg.fingerprint_function)}()"
+        " FROM PUBLIC")
+
+
+def _create_bucket_function(session: Session, enabled: Enabled) -> None:
+    reg = enabled.registration
+    key = session.ident(enabled.table.key_column)
+    fp = session.ident(reg.hash_column)
+    bucket = enabled.qualify(session, reg.bucket_table)
+    function = enabled.qualify(session, reg.bucket_function)
+    # One statement's rows at once, from its transition tables.  A bucket
+    # row changes only when its document's key or fingerprint does.
+    session.execute(f"""CREATE FUNCTION {function}() RETURNS trigger
+LANGUAGE plpgsql SECURITY DEFINER {PINNED} AS $nearsim$
+BEGIN
+    IF TG_OP = 'INSERT' THEN
+        INSERT INTO {bucket} AS b (key, si)
+        SELECT n.{key}, n.{fp} FROM nearsim_new n WHERE n.{fp} IS NOT NULL
+        ON CONFLICT (key) DO UPDATE SET si = EXCLUDED.si;
+    ELSIF TG_OP = 'UPDATE' THEN
+        DELETE FROM {bucket} AS b
+        USING (SELECT o.{key}, o.{fp} FROM nearsim_old o
+               EXCEPT SELECT n.{key}, n.{fp} FROM nearsim_new n) AS gone (key, si)
+        WHERE b.key = gone.key;
+        INSERT INTO {bucket} AS b (key, si)
+        SELECT came.key, came.si
+        FROM (SELECT n.{key}, n.{fp} FROM nearsim_new n
+              EXCEPT SELECT o.{key}, o.{fp} FROM nearsim_old o) AS came (key, si)
+        WHERE came.si IS NOT NULL
+        ON CONFLICT (key) DO UPDATE SET si = EXCLUDED.si;
+    ELSIF TG_OP = 'DELETE' THEN
+        DELETE FROM {bucket} AS b USING nearsim_old o WHERE b.key = o.{key};
+    ELSIF TG_OP = 'TRUNCATE' THEN
+        TRUNCATE {bucket};
+    END IF;
+    RETURN NULL;
+END
+$nearsim$""")
+    session.execute(f"REVOKE ALL ON FUNCTION {function}() FROM PUBLIC")
+
+
+def _create_search_functions(session: Session, enabled: Enabled) -> None:
+    table, reg, ext = enabled.table, enabled.registration, session.ext
+    key, fp = session.ident(table.key_column), session.ident(reg.hash_column)
+    bucket = enabled.qualify(session, reg.bucket_table)
+    similar = enabled.qualify(session, reg.similar_function)
+    profile = session.literal(reg.profile)
+    # The search: plain SQL, inlined by the planner.  The bucket indexes
+    # give every document within max_distance; the documents' own
+    # fingerprints decide, so the rows are exactly those of WHERE
+    # hamming(si, query) <= max_distance.  The candidates' keys come as one
+    # array, so the documents are always fetched through their primary key,
+    # whatever the planner guesses of hamming().  The profile check is
+    # immutable: it runs once, when the query is planned.
+    probes = "\n        OR ".join(
+        f"{ext}.nearsim_band(b.si, {reg.bands}, {band}) = ANY"
+        f" ({ext}.nearsim_band_probes(query, max_distance, {reg.bands}, {band}))"
+        for band in range(reg.bands)
+    )
+    session.execute(f"""CREATE FUNCTION {similar}(query bigint, max_distance integer DEFAULT 6)
+RETURNS TABLE (doc {table.qualified}, distance integer)
+LANGUAGE sql STABLE PARALLEL SAFE AS $nearsim$
+    SELECT d, {ext}.hamming(d.{fp}, query)
+    FROM {table.qualified} AS d
+    WHERE d.{key} = ANY (ARRAY(
+        SELECT b.key FROM {bucket} AS b
+        WHERE ({probes})
+          AND {ext}.hamming(b.si, query) <= max_distance))
+      AND {ext}.hamming(d.{fp}, query) <= max_distance
+      AND {ext}.nearsim_check_profile({table.oid}::oid::pg_catalog.regclass, {profile})
+$nearsim$""")
+    session.execute(f"""CREATE FUNCTION {similar}(query text, max_distance integer DEFAULT 6)
+RETURNS TABLE (doc {table.qualified}, distance integer)
+LANGUAGE sql STABLE PARALLEL SAFE AS $nearsim$
+    SELECT s.doc, s.distance FROM {similar}({simhash_sql(session, "query", reg.profile)},
+                                            max_distance) AS s
+$nearsim$""")
+    comment = (f"rows of {table.qualified} whose fingerprint is within max_distance bits of the"
+               f" query ({reg.profile} fingerprint), with the distance; exact, through the"
+               " nearsim bucket index")
+    for argument in ("bigint", "text"):
+        session.execute(
+            f"COMMENT ON FUNCTION {similar}({argument}, integer) IS {session.literal(comment)}")
+
+
+def create_triggers(session: Session, enabled: Enabled) -> None:
+    """The fingerprint and bucket triggers that are missing, all of them enabled."""
+    table, reg = enabled.table, enabled.registration
+    existing = {r["tgname"] for r in session.execute(
+        f"SELECT tgname FROM pg_catalog.pg_trigger WHERE tgrelid = {table.oid}::oid"
+    )}
+    fingerprint_fn = enabled.qualify(session, reg.fingerprint_function)
+    bucket_fn = enabled.qualify(session, reg.bucket_function)
+    # The conditions are those under which the function changes the row,
+    # tested without calling it: a bulk load that brings its fingerprints
+    # costs no function call per row.
+    text, fp = session.ident(reg.text_column), session.ident(reg.hash_column)
+    undeclared = ("pg_catalog.current_setting('nearsim.profile', true) IS DISTINCT FROM"
+                  f" {session.literal(reg.profile)}")
+    needs_work = {
+        "INSERT": f"NEW.{fp} IS NULL OR NEW.{text} IS NULL OR {undeclared}",
+        "UPDATE": f"NEW.{fp} IS NULL OR NEW.{text} IS NULL"
+                  f" OR (NEW.{fp} = OLD.{fp} AND NEW.{text} IS DISTINCT FROM OLD.{text})"
+                  f" OR (NEW.{fp} IS DISTINCT FROM OLD.{fp} AND {undeclared})",
+    }
+    for event, name in FINGERPRINT_TRIGGERS.items():
+        if name not in existing:
+            session.execute(
+                f"CREATE TRIGGER {session.ident(name)} BEFORE {event} ON {table.qualified}"
+                f" FOR EACH ROW WHEN ({needs_work[event]})"
+                f" EXECUTE FUNCTION {fingerprint_fn}()"
+            )
+    for event, (name, referencing) in BUCKET_TRIGGERS.items():
+        if name not in existing:
+            session.execute(
+                f"CREATE TRIGGER {session.ident(name)} AFTER {event} ON {table.qualified}"
+                f" {referencing} FOR EACH STATEMENT EXECUTE FUNCTION {bucket_fn}()"
+            )
+    for name in TRIGGERS:
+        session.execute(f"ALTER TABLE {table.qualified} ENABLE TRIGGER {session.ident(name)}")
+
+
+def drop_functions_and_triggers(session: Session, enabled: Enabled) -> None:
+    reg = enabled.registration
+    similar = enabled.qualify(session, reg.similar_function)
+    session.execute(f"DROP FUNCTION IF EXISTS {similar}(text, integer)")
+    session.execute(f"DROP FUNCTION IF EXISTS {similar}(bigint, integer)")
+    for name in TRIGGERS:
+        session.execute(
+            f"DROP TRIGGER IF EXISTS {session.ident(name)} ON {enabled.table.qualified}")
+    for function in (reg.fingerprint_function, reg.bucket_function):
+        session.execute(f"DROP FUNCTION IF EXISTS {enabled.qualify(session, function)}()")
+
+
+def drop_all(session: Session, enabled: Enabled) -> None:
+    """Every object of the table: functions, triggers and the bucket table."""
+    drop_functions_and_triggers(session, enabled)
+    session.execute(
+        f"DROP TABLE IF EXISTS {enabled.qualify(session, enabled.registration.bucket_table)}")

@@ -1,0 +1,180 @@
+"""The PL/Python functions of the extension, one Python function each.
+
+Each SQL body in ``extension/sql/nearsim.sql`` is one line that calls the
+function of the same name here with ``plpy`` and the SQL arguments, e.g.::
+
+    return functions.nearsim_enable(plpy, tbl, text_column, ...)
+
+so that argument checks and the mapping of errors to SQLSTATEs live in code
+that linters and type checkers read, and the SQL file holds only
+signatures.  ``plpy`` is PL/Python's module; everything below goes through
+:class:`~nearsim.server.database.Session`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import numpy
+
+from ..core import calibration, measures, profiles
+from ..core.fingerprint import PROFILE
+from ..core.fingerprint import simhash as default_simhash
+from . import catalog, maintenance, search
+from .database import Plpy, Session
+
+
+def _session(plpy: Any) -> Session:
+    return Session(Plpy(plpy))
+
+
+# -- fingerprints and profiles ------------------------------------------------
+
+
+def simhash(plpy: Any, document: str, profile: str) -> int | None:
+    """``simhash(text, profile)``: the fingerprint with any feature profile."""
+    named = catalog.named_profile(_session(plpy), profile)
+    if named.name == PROFILE:
+        return default_simhash(document)
+    return named.simhash(document)
+
+
+def nearsim_profile(plpy: Any, profile: str) -> str:
+    """``nearsim_profile(profile)``: the canonical name of a profile."""
+    try:
+        return profiles.canonical(profile)
+    except profiles.ProfileError as error:
+        _session(plpy).fail(str(error), hint=catalog.PROFILES_HINT)
+
+
+def nearsim_profiles(plpy: Any) -> list[tuple[str, str]]:
+    """``nearsim_profiles()``: short names and the specifications they stand for."""
+    return [(profiles.canonical(alias), f"{spec}/{profiles.VERSION}")
+            for alias, spec in profiles.ALIASES.items()]
+
+
+def simhash_profile(plpy: Any) -> str:
+    """``simhash_profile()``: the profile of ``simhash(text)``."""
+    return PROFILE
+
+
+def nearsim_check_profile(plpy: Any, tbl: str, profile: str) -> bool:
+    """``nearsim_check_profile``: true, or an error if this server cannot compute profile."""
+    catalog.check_table_profile(_session(plpy), tbl, profile)
+    return True
+
+
+# -- exact measures -----------------------------------------------------------
+
+
+def nearsim_compare(plpy: Any, a: str, b: str, min_chunk_words: int,
+                    shingle_words: int) -> tuple[Any, ...]:
+    """``nearsim_compare``: the exact measures of two texts."""
+    for name, value in (("min_chunk_words", min_chunk_words), ("shingle_words", shingle_words)):
+        if value < 1:
+            _session(plpy).fail(f"{name} must be at least 1, not {value}")
+    c = measures.compare(a, b, min_chunk_words=min_chunk_words, shingle_words=shingle_words)
+    return (c.longer, c.shorter, c.common, c.s_l, c.s_j, c.information_s_l, c.information_s_j,
+            c.s_r, c.containment, c.multiset_jaccard)
+
+
+def nearsim_minhash(plpy: Any, document: str, hashes: int) -> list[int] | None:
+    """``nearsim_minhash``: a MinHash signature; NULL for a text without words."""
+    if not 1 <= hashes <= 100000:
+        _session(plpy).fail(f"hashes must be between 1 and 100000, not {hashes}")
+    signature = measures.minhash_signature(document, hashes)
+    if signature[0] == measures.EMPTY_SIGNATURE_VALUE:
+        return None  # no words, no shingles
+    values: list[int] = signature.tolist()
+    return values
+
+
+def nearsim_minhash_estimate(plpy: Any, a: list[int | None],
+                             b: list[int | None]) -> tuple[float, float, float]:
+    """``nearsim_minhash_estimate``: S_R from two signatures, with its 95% interval."""
+    session = _session(plpy)
+    if len(a) != len(b) or not a:
+        session.fail(f"signatures of {len(a)} and {len(b)} hashes cannot be compared",
+                     hint="make both with nearsim_minhash and the same number of hashes")
+    if any(v is None or v < 0 for v in a) or any(v is None or v < 0 for v in b):
+        session.fail("not a nearsim_minhash signature: NULL or negative values")
+    e = measures.minhash_estimate(numpy.array(a, dtype=numpy.uint64),
+                                  numpy.array(b, dtype=numpy.uint64))
+    return (e.value, e.low, e.high)
+
+
+def nearsim_estimate(plpy: Any, distance: int, profile: str) -> tuple[Any, ...]:
+    """``nearsim_estimate``: S_R of calibration pairs at a distance."""
+    session = _session(plpy)
+    if not 0 <= distance <= 64:
+        session.fail(f"distance must be between 0 and 64, not {distance}")
+    try:
+        e = calibration.estimate(distance, profiles.canonical(profile))
+    except (profiles.ProfileError, calibration.NotCalibrated) as error:
+        session.fail(str(error))
+    return (e.pairs, e.mean, e.low, e.high)
+
+
+def nearsim_radius(plpy: Any, min_similarity: float, profile: str) -> int:
+    """``nearsim_radius``: the calibrated radius for a minimum similarity."""
+    try:
+        return calibration.radius_for(min_similarity, profiles.canonical(profile))
+    except (ValueError, calibration.NotCalibrated) as error:
+        _session(plpy).fail(str(error))
+
+
+# -- enabled tables -----------------------------------------------------------
+
+
+def nearsim_enable(plpy: Any, tbl: str, text_column: str, hash_column: str,
+                   bands: int | None, prefix: str | None, batch_size: int,
+                   profile: str) -> None:
+    maintenance.enable(_session(plpy), tbl, text_column, hash_column, bands, prefix,
+                       batch_size, profile)
+
+
+def nearsim_disable(plpy: Any, tbl: str) -> None:
+    maintenance.disable(_session(plpy), tbl)
+
+
+def nearsim_verify(plpy: Any, tbl: str, fingerprints: bool) -> dict[str, Any]:
+    return maintenance.verify(_session(plpy), tbl, fingerprints)
+
+
+def nearsim_rebuild(plpy: Any, tbl: str, bands: int | None, fingerprints: bool,
+                    batch_size: int, profile: str | None) -> dict[str, Any]:
+    # batch_size is accepted for compatibility: the rebuild works in one
+    # statement per step.
+    return maintenance.rebuild(_session(plpy), tbl, bands, fingerprints, profile)
+
+
+# -- searches over a table ----------------------------------------------------
+
+
+def nearsim_similar_verified(plpy: Any, tbl: str, query: str | None, min_similarity: float,
+                             measure: str, max_distance: int | None) -> list[tuple[Any, ...]]:
+    return list(search.similar_verified(_session(plpy), tbl, query, min_similarity, measure,
+                                        max_distance))
+
+
+def nearsim_pairs_verified(plpy: Any, tbl: str, min_similarity: float, measure: str,
+                           max_distance: int | None) -> list[tuple[Any, ...]]:
+    return list(search.pairs_verified(_session(plpy), tbl, min_similarity, measure,
+                                      max_distance))
+
+
+def nearsim_clusters_verified(plpy: Any, tbl: str, min_similarity: float, measure: str,
+                              max_distance: int | None, method: str,
+                              min_size: int) -> list[tuple[Any, ...]]:
+    return list(search.clusters_verified(_session(plpy), tbl, min_similarity, measure,
+                                         max_distance, method, min_size))
+
+
+def nearsim_pairs(plpy: Any, tbl: str, max_distance: int) -> Iterator[tuple[str, str, int]]:
+    return search.pairs(_session(plpy), tbl, max_distance)
+
+
+def nearsim_clusters(plpy: Any, tbl: str, max_distance: int, method: str,
+                     min_size: int) -> Iterator[tuple[str, str, str | None]]:
+    return search.clusters(_session(plpy), tbl, max_distance, method, min_size)

@@ -1,0 +1,203 @@
+"""All pairs, clusters and verified search: the server's questions over a whole table.
+
+Pairs and clusters read every fingerprint of the bucket table once and find
+the pairs in memory (:mod:`nearsim.core.pairs`); verified search takes its
+candidates from the bucket index and keeps those whose exact measure of the
+texts passes (:mod:`nearsim.core.measures`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+
+from ..core import calibration, measures
+from ..core.bits import BITS
+from ..core.pairs import all_pairs, connected_components, iter_pairs, pivot_groups
+from .catalog import check_table_profile, lookup
+from .database import Session
+
+METHODS = ("components", "pivot")
+
+
+def check_distance(session: Session, max_distance: int) -> None:
+    if not 0 <= max_distance <= BITS:
+        session.fail(f"max_distance must be between 0 and {BITS}, not {max_distance}")
+
+
+def _check_method(session: Session, method: str, hint: str) -> None:
+    if method not in METHODS:
+        session.fail(f"unknown clustering method {method!r}", hint=hint)
+
+
+def fingerprints(session: Session, tbl: str) -> tuple[list[str], np.ndarray]:
+    """Keys (as text, in key order) and fingerprints of every bucket row."""
+    enabled = lookup(session, tbl)
+    check_table_profile(session, enabled.table.qualified, enabled.registration.profile)
+    bucket = enabled.qualify(session, enabled.registration.bucket_table)
+    row = session.one(
+        "SELECT pg_catalog.array_agg(key::text ORDER BY key) AS keys,"
+        f" pg_catalog.array_agg(si ORDER BY key) AS sis FROM {bucket}"
+    )
+    keys: list[str] = row["keys"] or []
+    return keys, np.array(row["sis"] or [], dtype=np.int64)
+
+
+def named_groups(
+    keys: list[str], groups: np.ndarray, method: str, min_size: int
+) -> Iterator[tuple[str, str, str | None]]:
+    """``(key, cluster, pivot)`` of each member of a group of at least ``min_size``.
+
+    ``groups[i]`` is the group (its root or pivot position) of ``keys[i]``.  A
+    group is named after its smallest key (keys are in key order), so its id
+    does not depend on the order the rows were read in.
+    """
+    smallest = np.full(len(keys), len(keys), dtype=np.int64)
+    np.minimum.at(smallest, groups, np.arange(len(keys), dtype=np.int64))
+    sizes = np.bincount(groups, minlength=len(keys))
+    return (
+        (keys[member], keys[int(smallest[group])], keys[group] if method == "pivot" else None)
+        for member, group in enumerate(groups.tolist())
+        if sizes[group] >= min_size
+    )
+
+
+def pairs(session: Session, tbl: str, max_distance: int) -> Iterator[tuple[str, str, int]]:
+    """``nearsim_pairs``: every pair within ``max_distance`` bits, streamed."""
+    # Errors are raised here, not inside the generator, where PL/Python
+    # would hide them behind "error fetching next item from iterator".
+    check_distance(session, max_distance)
+    keys, sis = fingerprints(session, tbl)
+    # Pairs are streamed a piece at a time: a corpus with thousands of
+    # identical documents has tens of millions of them.
+    return (
+        (keys[i], keys[j], d)
+        for first, second, distance in iter_pairs(sis, max_distance)
+        for i, j, d in zip(first.tolist(), second.tolist(), distance.tolist(), strict=True)
+    )
+
+
+def clusters(session: Session, tbl: str, max_distance: int, method: str,
+             min_size: int) -> Iterator[tuple[str, str, str | None]]:
+    """``nearsim_clusters``: groups of near-duplicates within ``max_distance``."""
+    _check_method(session, method,
+                  hint="Use 'components' (chains of near-duplicates) or 'pivot' (every"
+                  " member within max_distance of its group's pivot).")
+    check_distance(session, max_distance)
+    keys, sis = fingerprints(session, tbl)
+    first, second, _ = all_pairs(sis, max_distance)
+    if method == "components":
+        groups = connected_components(len(keys), first, second)
+    else:
+        groups = pivot_groups(len(keys), first, second)
+    return named_groups(keys, groups, method, min_size)
+
+
+def _verified_radius(session: Session, min_similarity: float, measure: str,
+                     max_distance: int | None, profile: str) -> int:
+    """Check a verified search's arguments; the radius to take candidates from."""
+    if measure not in measures.VERIFIED_MEASURES:
+        session.fail(f"unknown measure {measure!r}",
+                     hint=f"Use one of {', '.join(measures.VERIFIED_MEASURES)}.")
+    if min_similarity is None or not 0 <= min_similarity <= 1:
+        session.fail(f"min_similarity must be between 0 and 1, not {min_similarity}")
+    if max_distance is not None:
+        check_distance(session, max_distance)
+        return max_distance
+    try:
+        return calibration.radius_for(min_similarity, profile)
+    except (ValueError, calibration.NotCalibrated) as error:
+        session.fail(str(error), hint="Pass max_distance to choose the radius yourself.")
+
+
+def similar_verified(
+    session: Session, tbl: str, query: str | None, min_similarity: float, measure: str,
+    max_distance: int | None,
+) -> list[tuple[str, int, float, bool]]:
+    """``nearsim_similar_verified``: candidates kept if their exact ``measure`` passes.
+
+    The radius comes from the calibration (the distance within which 99% of
+    the calibration pairs at least ``min_similarity`` similar fall) unless
+    ``max_distance`` is given.  ``short`` marks a pair where either text is
+    short (see :data:`nearsim.core.measures.SHORT_SHINGLES`): so few features
+    make the fingerprint jumpy, so such documents may be missed at any radius.
+    """
+    enabled = lookup(session, tbl)
+    reg = enabled.registration
+    radius = _verified_radius(session, min_similarity, measure, max_distance, reg.profile)
+    if query is None:
+        return []
+    asked = measures.Shingled(query)
+    if asked.short:
+        session.notice(f"the query has {len(asked.shingles)} shingles: a fingerprint of"
+                       f" fewer than {measures.SHORT_SHINGLES} is unreliable, near-duplicates"
+                       " may be missed")
+    key = session.ident(enabled.table.key_column)
+    text = session.ident(reg.text_column)
+    similar = enabled.qualify(session, reg.similar_function)
+    rows = session.execute(
+        f"SELECT (s.doc).{key}::text AS key, (s.doc).{text}::text AS body, s.distance"
+        f" FROM {similar}({session.literal(query)}::text, {radius}) AS s"
+    )
+    found = []
+    for row in rows:
+        candidate = measures.Shingled(row["body"] or "")
+        value = measures.verified_measure(measure, asked, candidate)
+        if value >= min_similarity:
+            found.append((row["key"], int(row["distance"]), value,
+                          asked.short or candidate.short))  # fmt: skip
+    found.sort(key=lambda match: (-match[2], match[1], match[0]))
+    return found
+
+
+def pairs_verified(
+    session: Session, tbl: str, min_similarity: float, measure: str, max_distance: int | None
+) -> list[tuple[str, str, int, float, bool]]:
+    """``nearsim_pairs_verified``: pairs within the radius at least ``min_similarity`` similar.
+
+    The texts of the documents in a piece of candidate pairs are read once
+    per piece, by key.
+    """
+    enabled = lookup(session, tbl)
+    reg = enabled.registration
+    radius = _verified_radius(session, min_similarity, measure, max_distance, reg.profile)
+    keys, sis = fingerprints(session, tbl)
+    key = session.ident(enabled.table.key_column)
+    text = session.ident(reg.text_column)
+    found = []
+    for first, second, distance in iter_pairs(sis, radius):
+        wanted = sorted({*first.tolist(), *second.tolist()})
+        if not wanted:
+            continue
+        listed = ", ".join(session.literal(keys[i]) for i in wanted)
+        rows = session.execute(
+            f"SELECT {key}::text AS key, {text}::text AS body FROM {enabled.table.qualified}"
+            f" WHERE {key} = ANY (ARRAY[{listed}]::{enabled.table.key_type}[])"
+        )
+        texts = {row["key"]: measures.Shingled(row["body"] or "") for row in rows}
+        for i, j, d in zip(first.tolist(), second.tolist(), distance.tolist(), strict=True):
+            a, b = keys[i], keys[j]
+            if a not in texts or b not in texts:
+                continue  # deleted since the fingerprints were read
+            value = measures.verified_measure(measure, texts[a], texts[b])
+            if value >= min_similarity:
+                found.append((a, b, d, value, texts[a].short or texts[b].short))
+    return found
+
+
+def clusters_verified(
+    session: Session, tbl: str, min_similarity: float, measure: str, max_distance: int | None,
+    method: str, min_size: int,
+) -> list[tuple[str, str, str | None]]:
+    """``nearsim_clusters_verified``: clusters over the verified pairs."""
+    _check_method(session, method, hint="Use 'components' or 'pivot'.")
+    if min_size is None or min_size < 1:
+        session.fail(f"min_size must be at least 1, not {min_size}")
+    found = pairs_verified(session, tbl, min_similarity, measure, max_distance)
+    keys = sorted({k for a, b, *_ in found for k in (a, b)})
+    position = {k: i for i, k in enumerate(keys)}
+    first = np.array([position[a] for a, *_ in found], dtype=np.int64)
+    second = np.array([position[b] for _, b, *_ in found], dtype=np.int64)
+    grouping = connected_components if method == "components" else pivot_groups
+    return list(named_groups(keys, grouping(len(keys), first, second), method, min_size))

@@ -1,0 +1,759 @@
+"""The bucket index: enabling tables, the triggers, exact search, privileges."""
+
+from __future__ import annotations
+
+import random
+import uuid
+from collections.abc import Iterable, Iterator
+
+import psycopg
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from psycopg import sql
+
+import nearsim
+from nearsim.core.bands import default_bands
+
+MIN64 = -(1 << 63)
+MAX64 = (1 << 63) - 1
+EXTREMES = [0, -1, MIN64, MAX64, 1, MIN64 + 1, MAX64 - 1]
+
+
+def hamming(a: int, b: int) -> int:
+    return ((a ^ b) & ((1 << 64) - 1)).bit_count()
+
+
+def flip(value: int, positions: Iterable[int]) -> int:
+    unsigned = value & ((1 << 64) - 1)
+    for position in positions:
+        unsigned ^= 1 << position
+    return unsigned - (1 << 64) if unsigned >= 1 << 63 else unsigned
+
+
+def make_docs(
+    conn: psycopg.Connection, fingerprints: list[int], *, bands: int | None = None,
+    table: str = "docs",
+) -> None:
+    """An enabled table loaded with fingerprints computed elsewhere, as a loader does.
+
+    The session declares them fingerprints of the table's profile, as the
+    loader does, so the triggers keep them unchecked.
+    """
+    conn.execute("SET LOCAL nearsim.profile = 'default/1'")
+    conn.execute(sql.SQL("CREATE TABLE {} (id bigint PRIMARY KEY, body text, si bigint)").format(
+        sql.Identifier(table)))
+    bands = default_bands(len(fingerprints)) if bands is None else bands
+    conn.execute("SELECT nearsim_enable(%s, 'body', bands => %s)", (table, bands))
+    with conn.cursor().copy(
+        sql.SQL("COPY {} (id, body, si) FROM STDIN").format(sql.Identifier(table))
+    ) as copy:
+        for i, fp in enumerate(fingerprints):
+            copy.write_row((i, f"document {i}", fp))
+    conn.execute(sql.SQL("ANALYZE {}").format(sql.Identifier(table)))
+
+
+def brute_force(conn: psycopg.Connection, query: int, k: int, table: str = "docs") -> list[int]:
+    return [r[0] for r in conn.execute(
+        sql.SQL("SELECT id FROM {} WHERE hamming(si, %s) <= %s ORDER BY id").format(
+            sql.Identifier(table)), (query, k))]
+
+
+def bucket_search(conn: psycopg.Connection, query: int, k: int,
+                  function: str = "docs_similar") -> list[int]:
+    return [r[0] for r in conn.execute(
+        sql.SQL("SELECT (doc).id FROM {}(%s::bigint, %s) ORDER BY 1").format(
+            sql.Identifier(function)), (query, k))]
+
+
+def assert_no_drift(
+    conn: psycopg.Connection, table: str = "docs", *, fingerprints: bool = True
+) -> None:
+    """Buckets match documents (and, for real texts, fingerprints match texts)."""
+    report = conn.execute(
+        "SELECT ok, missing, extra, wrong, COALESCE(stale, 0), triggers_ok, sample_keys"
+        " FROM nearsim_verify(%s, fingerprints => %s)", (table, fingerprints)
+    ).fetchone()
+    assert report == (True, 0, 0, 0, 0, True, None), report
+
+
+# -- exact search ------------------------------------------------------------
+
+
+def clustered_fingerprints(rng: random.Random) -> list[int]:
+    """Random values, the extremes, many identical and many differing in one band."""
+    seed = rng.getrandbits(64) - (1 << 63)
+    values = [rng.getrandbits(64) - (1 << 63) for _ in range(600)]
+    values += EXTREMES
+    values += [seed] * 150
+    values += [flip(seed, rng.sample(range(48, 64), rng.randint(1, 8))) for _ in range(300)]
+    values += [flip(seed, rng.sample(range(64), rng.randint(1, 12))) for _ in range(300)]
+    return values
+
+
+@pytest.mark.parametrize("bands", [3, 4, 5, 8, 16])
+def test_search_is_exactly_the_seq_scan(conn: psycopg.Connection, bands: int) -> None:
+    rng = random.Random(bands)
+    fingerprints = clustered_fingerprints(rng)
+    make_docs(conn, fingerprints, bands=bands)
+    queries = rng.sample(fingerprints, 12) + EXTREMES
+    queries += [flip(q, rng.sample(range(64), rng.randint(1, 10))) for q in queries]
+    for k in range(13):
+        for query in queries:
+            expected = [i for i, fp in enumerate(fingerprints) if hamming(fp, query) <= k]
+            assert bucket_search(conn, query, k) == expected, (bands, k, query)
+    # and beyond 12 where the layout allows it
+    assert bucket_search(conn, queries[0], 16) == brute_force(conn, queries[0], 16)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+@given(
+    fingerprints=st.lists(
+        st.one_of(st.sampled_from(EXTREMES), st.integers(MIN64, MAX64)), min_size=1, max_size=60
+    ),
+    data=st.data(),
+)
+def test_search_property(database: str, fingerprints: list[int], data: st.DataObject) -> None:
+    k = data.draw(st.integers(0, 12))
+    bands = data.draw(st.integers(3, 16))
+    base = data.draw(st.sampled_from(fingerprints))
+    query = flip(base, data.draw(st.lists(st.integers(0, 63), max_size=k + 2, unique=True)))
+    with psycopg.connect(database) as conn:
+        make_docs(conn, fingerprints, bands=bands)
+        expected = [i for i, fp in enumerate(fingerprints) if hamming(fp, query) <= k]
+        assert bucket_search(conn, query, k) == expected
+        conn.rollback()
+
+
+def test_search_returns_the_rows_and_their_distance(conn: psycopg.Connection) -> None:
+    conn.execute("CREATE TABLE docs (id integer PRIMARY KEY, title text, body text)")
+    conn.execute(
+        "INSERT INTO docs (id, title, body) VALUES"
+        " (1, 'psalm 14', 'The fool hath said in his heart, There is no God. They are corrupt,"
+        " they have done abominable works, there is none that doeth good.'),"
+        " (2, 'copy', 'The fool hath said in his heart, There is no God. They are corrupt,"
+        " they have done abominable works, there is none that doeth good!'),"
+        " (3, 'other', 'In the beginning God created the heaven and the earth.')"
+    )
+    conn.execute("SELECT nearsim_enable('docs', 'body')")
+    query = "the fool hath said in his heart there is no god they are corrupt they have done" \
+        " abominable works there is none that doeth good"
+    rows = conn.execute(
+        "SELECT (doc).id, (doc).title, distance FROM docs_similar(%s, 6) ORDER BY 1", (query,)
+    ).fetchall()
+    assert rows == [(1, "psalm 14", 0), (2, "copy", 0)]
+    seed = conn.execute(
+        "SELECT id FROM docs WHERE hamming(si, simhash(%s)) <= 6 ORDER BY id", (query,)
+    ).fetchall()
+    assert [r[0] for r in rows] == [r[0] for r in seed]
+    # the whole row, as in SELECT * FROM docs
+    whole = conn.execute("SELECT (doc).* FROM docs_similar(%s, 0) ORDER BY 1", (query,))
+    assert whole.fetchall() == conn.execute(
+        "SELECT * FROM docs WHERE id IN (1, 2) ORDER BY 1").fetchall()
+    # the default radius is the seeds' 6; a prepared statement works too
+    assert len(conn.execute("SELECT * FROM docs_similar(%s)", (query,)).fetchall()) == 2
+    for _ in range(7):
+        assert len(conn.execute("SELECT * FROM docs_similar(%s, 6)", (query,),
+                                prepare=True).fetchall()) == 2
+    # a text without words has no fingerprint: nothing is similar to it
+    assert conn.execute("SELECT count(*) FROM docs_similar('...', 6)").fetchone() == (0,)
+
+
+def test_explain_uses_the_bucket_index(conn: psycopg.Connection) -> None:
+    make_docs(conn, [random.Random(1).getrandbits(63) for _ in range(50_000)])
+    for query in ("docs_similar(123::bigint, 6)", "docs_similar('some words here', 3)"):
+        plan = "\n".join(r[0] for r in conn.execute(f"EXPLAIN (COSTS OFF) SELECT * FROM {query}"))
+        assert "Bitmap Index Scan on docs_nearsim" in plan, plan
+        assert "Index Scan using docs_pkey" in plan, plan
+        assert "Seq Scan" not in plan, plan
+
+
+def test_identical_documents_and_many_others(conn: psycopg.Connection) -> None:
+    """10,000 identical documents (say empty templates) plus 100,000 others."""
+    rng = random.Random(7)
+    boilerplate = rng.getrandbits(64) - (1 << 63)
+    others = [rng.getrandbits(64) - (1 << 63) for _ in range(100_000)]
+    make_docs(conn, [boilerplate] * 10_000 + others)
+    queries = [boilerplate, flip(boilerplate, [3, 40]), *rng.sample(others, 20),
+               flip(others[0], [1, 2, 3, 4, 5])]
+    for query in queries:
+        for k in (0, 3, 6, 10):
+            assert bucket_search(conn, query, k) == brute_force(conn, query, k)
+    assert len(bucket_search(conn, boilerplate, 6)) == 10_000 + sum(
+        hamming(fp, boilerplate) <= 6 for fp in others)
+
+
+# -- enabling and disabling -------------------------------------------------
+
+
+def test_enable_backfills_and_disable_leaves_the_documents(conn: psycopg.Connection) -> None:
+    conn.execute("CREATE TABLE docs (id bigint PRIMARY KEY, body text)")
+    conn.execute(
+        "INSERT INTO docs SELECT g, 'document ' || g || ' of the backfill' FROM"
+        " generate_series(1, 2500) g"
+    )
+    conn.execute("INSERT INTO docs VALUES (9000, NULL), (9001, ''), (9002, '...')")
+    notices: list[str] = []
+    conn.add_notice_handler(lambda d: notices.append(d.message_primary or ""))
+    conn.execute("SELECT nearsim_enable('docs', 'body', batch_size => 1000)")
+    assert notices == [f"nearsim: fingerprinted {n} of 2502 rows" for n in (1000, 2000, 2502)]
+    wrong = conn.execute(
+        "SELECT count(*) FROM docs WHERE si IS DISTINCT FROM simhash(body)").fetchone()
+    assert wrong == (0,)
+    assert conn.execute("SELECT count(*) FROM docs_nearsim").fetchone() == (2500,)
+    assert_no_drift(conn)
+    before = conn.execute("SELECT * FROM docs ORDER BY id").fetchall()
+    conn.execute("SELECT nearsim_disable('docs')")
+    assert conn.execute("SELECT * FROM docs ORDER BY id").fetchall() == before
+    leftovers = conn.execute(
+        "SELECT (SELECT count(*) FROM pg_class WHERE relname LIKE 'docs_nearsim%'),"
+        " (SELECT count(*) FROM pg_proc WHERE proname LIKE 'docs_%'),"
+        " (SELECT count(*) FROM pg_trigger WHERE tgrelid = 'docs'::regclass),"
+        " (SELECT count(*) FROM nearsim_tables)"
+    ).fetchone()
+    assert leftovers == (0, 0, 0, 0)
+    # writes no longer touch anything, and the table can be enabled again
+    conn.execute("INSERT INTO docs VALUES (9003, 'after disable')")
+    conn.execute("SELECT nearsim_enable('docs', 'body')")
+    assert_no_drift(conn)
+
+
+def error_of(conn: psycopg.Connection, statement: str, *args: object) -> psycopg.Error:
+    conn.execute("SAVEPOINT attempt")
+    with pytest.raises(psycopg.Error) as caught:
+        conn.execute(statement, args or None)
+    conn.execute("ROLLBACK TO SAVEPOINT attempt")
+    return caught.value
+
+
+def test_enable_errors_name_the_table(conn: psycopg.Connection) -> None:
+    conn.execute("CREATE TABLE nokey (body text)")
+    conn.execute("CREATE TABLE twokeys (a int, b int, body text, PRIMARY KEY (a, b))")
+    conn.execute("CREATE TABLE numkey (id numeric PRIMARY KEY, body text)")
+    conn.execute("CREATE TABLE docs (id int PRIMARY KEY, body text, n int, si bigint)")
+    conn.execute("CREATE VIEW docview AS SELECT * FROM docs")
+    conn.execute("CREATE TABLE gen (id int PRIMARY KEY, a text, b text,"
+                 " body text GENERATED ALWAYS AS (a || ' ' || b) STORED)")
+    cases = {
+        "SELECT nearsim_enable('nokey', 'body')":
+            "table public.nokey has no single-column primary key",
+        "SELECT nearsim_enable('twokeys', 'body')":
+            "table public.twokeys has a primary key of 2 columns",
+        "SELECT nearsim_enable('numkey', 'body')":
+            "primary key id of table public.numkey has type numeric",
+        "SELECT nearsim_enable('docview', 'body')": "public.docview is not an ordinary table",
+        "SELECT nearsim_enable('docs', 'nothere')":
+            "column nothere of table public.docs does not exist",
+        "SELECT nearsim_enable('docs', 'n')": "column n of table public.docs has type integer",
+        "SELECT nearsim_enable('docs', 'body', 'n')":
+            "column n of table public.docs has type integer; a fingerprint column is bigint",
+        "SELECT nearsim_enable('docs', 'body', bands => 2)": "bands must be between 3 and 16",
+        "SELECT nearsim_disable('docs')": "table public.docs is not enabled for nearsim",
+        "SELECT * FROM nearsim_verify('docs')": "table public.docs is not enabled for nearsim",
+        "SELECT nearsim_enable('missing', 'body')": 'relation "missing" does not exist',
+        "SELECT nearsim_enable('gen', 'body')":
+            "column body of table public.gen is a generated column",
+    }
+    for statement, message in cases.items():
+        assert message in str(error_of(conn, statement)), statement
+    conn.execute("SELECT nearsim_enable('docs', 'body')")
+    assert "table public.docs is already enabled" in str(
+        error_of(conn, "SELECT nearsim_enable('docs', 'body')"))
+    conn.execute("CREATE TABLE docs_nearsim_x (id int PRIMARY KEY, body text)")
+    conn.execute("CREATE TABLE other (id int PRIMARY KEY, body text)")
+    conn.execute("CREATE TABLE other_nearsim (x int)")
+    assert 'public.other_nearsim already exists' in str(
+        error_of(conn, "SELECT nearsim_enable('other', 'body')"))
+    conn.execute("SELECT nearsim_enable('other', 'body', prefix => 'other2')")
+    assert conn.execute("SELECT count(*) FROM other2_similar('x')").fetchone() == (0,)
+
+
+def test_fingerprints_of_another_profile_are_refused(conn: psycopg.Connection) -> None:
+    conn.execute("CREATE TABLE docs (id int PRIMARY KEY, body text, si bigint)")
+    conn.execute("INSERT INTO docs SELECT g, 'text number ' || g, g FROM generate_series(1, 50) g")
+    error = error_of(conn, "SELECT nearsim_enable('docs', 'body')")
+    assert "holds values that are not default/1 fingerprints" in str(error)
+    assert error.diag.message_detail == "50 of 50 sampled rows differ, the first with key 1."
+    # the documented way out: recompute
+    conn.execute("UPDATE docs SET si = NULL")
+    conn.execute("SELECT nearsim_enable('docs', 'body')")
+    assert_no_drift(conn)
+    # a table whose recorded profile this server cannot compute cannot be searched
+    conn.execute("UPDATE nearsim_tables SET profile = 'default/0'")
+    error = error_of(conn, "SELECT * FROM nearsim_pairs('docs', 3)")
+    assert "come from profile default/0, which this server cannot compute" in str(error)
+    error = error_of(conn, "SELECT nearsim_check_profile('docs', 'default/0')")
+    assert "nearsim_rebuild('public.docs', profile => 'default/1')" in (
+        error.diag.message_hint or "")
+    assert "version 0 is unknown" in (error.diag.message_detail or "")
+    source = conn.execute(
+        "SELECT prosrc FROM pg_proc WHERE oid = 'docs_similar(bigint,integer)'::regprocedure"
+    ).fetchone()
+    assert source and "nearsim_check_profile(" in source[0]
+    error = error_of(conn, "SELECT nearsim_rebuild('docs', fingerprints => true)")
+    assert "version 0 is unknown" in str(error)
+    conn.execute("SELECT nearsim_rebuild('docs', profile => 'default/1')")
+    assert conn.execute("SELECT profile FROM nearsim_tables").fetchone() == ("default/1",)
+    assert_no_drift(conn)
+
+
+@pytest.mark.parametrize(
+    ("key_type", "make_key"),
+    [("integer", lambda i: i), ("bigint", lambda i: i * 10**12),
+     ("text", lambda i: f"doc-{i:05d}"), ("uuid", lambda i: uuid.UUID(int=i * 7919))],
+)
+def test_key_types(conn: psycopg.Connection, key_type: str, make_key: object) -> None:
+    assert callable(make_key)
+    conn.execute(f"CREATE TABLE docs (id {key_type} PRIMARY KEY, body text)")
+    texts = [f"the document number {i % 40} says something {i % 7}" for i in range(200)]
+    with conn.cursor().copy("COPY docs (id, body) FROM STDIN") as copy:
+        for i, text in enumerate(texts):
+            copy.write_row((make_key(i), text))
+    conn.execute("SELECT nearsim_enable('docs', 'body')")
+    for i in (0, 5, 77):
+        found = conn.execute(
+            "SELECT (doc).id FROM docs_similar(%s, 3) ORDER BY 1", (texts[i],)).fetchall()
+        expected = conn.execute(
+            "SELECT id FROM docs WHERE hamming(si, simhash(%s)) <= 3 ORDER BY 1", (texts[i],)
+        ).fetchall()
+        assert found == expected and found
+    assert_no_drift(conn)
+
+
+# -- the triggers --------------------------------------------------------------
+
+
+@pytest.fixture
+def docs(conn: psycopg.Connection) -> psycopg.Connection:
+    conn.execute(
+        "CREATE TABLE docs (id bigint PRIMARY KEY, body text, owner_id int)"
+    )
+    conn.execute(
+        "INSERT INTO docs SELECT g, 'document ' || g || ' with words ' || (g % 5), g % 10"
+        " FROM generate_series(1, 300) g"
+    )
+    conn.execute("SELECT nearsim_enable('docs', 'body')")
+    return conn
+
+
+def fingerprint_of(conn: psycopg.Connection, key: int) -> int | None:
+    row = conn.execute("SELECT si FROM docs WHERE id = %s", (key,)).fetchone()
+    assert row is not None
+    return row[0]  # type: ignore[no-any-return]
+
+
+def bucket_of(conn: psycopg.Connection, key: int) -> int | None:
+    row = conn.execute("SELECT si FROM docs_nearsim WHERE key = %s", (key,)).fetchone()
+    return None if row is None else row[0]  # type: ignore[no-any-return]
+
+
+def test_insert_copy_and_null_text(docs: psycopg.Connection) -> None:
+    docs.execute("INSERT INTO docs (id, body) VALUES (1001, 'a new document here'), (1002, NULL)")
+    assert fingerprint_of(docs, 1001) == nearsim.simhash("a new document here")
+    assert fingerprint_of(docs, 1002) is None and bucket_of(docs, 1002) is None
+    with docs.cursor().copy("COPY docs (id, body) FROM STDIN") as copy:
+        for i in range(2000, 2500):
+            copy.write_row((i, f"copied document {i}"))
+    docs.execute("INSERT INTO docs (id, body, si) VALUES (3000, 'no such words', NULL)")
+    # a NULL text never keeps a fingerprint, even one given
+    docs.execute("INSERT INTO docs (id, body, si) VALUES (3001, NULL, 42)")
+    assert fingerprint_of(docs, 3001) is None
+    assert_no_drift(docs)
+
+
+def test_given_fingerprints_are_checked_unless_declared(docs: psycopg.Connection) -> None:
+    # the right fingerprint is accepted
+    right = nearsim.simhash("whatever it says")
+    docs.execute("INSERT INTO docs (id, body, si) VALUES (1001, 'whatever it says', %s)", [right])
+    assert fingerprint_of(docs, 1001) == right == bucket_of(docs, 1001)
+    # another profile's (or any wrong value) is refused, on INSERT and UPDATE
+    other = nearsim.simhash("whatever it says", "chars")
+    for statement, args in (
+        ("INSERT INTO docs (id, body, si) VALUES (1002, 'whatever it says', %s)", [other]),
+        ("UPDATE docs SET si = %s WHERE id = 1", [12345]),
+        ("UPDATE docs SET body = 'new words', si = %s WHERE id = 2", [other]),
+    ):
+        with pytest.raises(psycopg.errors.InvalidParameterValue) as caught:
+            with docs.transaction():
+                docs.execute(statement, args)
+        assert "is not the default/1 one of its text" in str(caught.value)
+        assert "SET nearsim.profile = 'default/1'" in (caught.value.diag.message_hint or "")
+    # a session that declares another profile is refused before any work
+    docs.execute("SET LOCAL nearsim.profile = 'chars/1'")
+    with pytest.raises(psycopg.errors.ObjectNotInPrerequisiteState) as refused:
+        with docs.transaction():
+            docs.execute("INSERT INTO docs (id, body, si) VALUES (1003, 'x y z', %s)", [other])
+    assert "writes fingerprints of profile chars/1, but table public.docs holds default/1" in (
+        str(refused.value))
+    assert_no_drift(docs)
+
+
+def test_declared_fingerprints_are_kept(docs: psycopg.Connection) -> None:
+    docs.execute("SET LOCAL nearsim.profile = 'default/1'")
+    docs.execute("INSERT INTO docs (id, body, si) VALUES (1001, 'whatever it says', 12345)")
+    assert fingerprint_of(docs, 1001) == 12345 and bucket_of(docs, 1001) == 12345
+    docs.execute("UPDATE docs SET si = 777 WHERE id = 1")
+    assert fingerprint_of(docs, 1) == 777 and bucket_of(docs, 1) == 777
+    docs.execute("UPDATE docs SET body = 'new words for two', si = 99 WHERE id = 2")
+    assert fingerprint_of(docs, 2) == 99 and bucket_of(docs, 2) == 99
+    # setting it to NULL asks for a recomputation
+    docs.execute("UPDATE docs SET si = NULL WHERE id = 1")
+    assert fingerprint_of(docs, 1) == nearsim.simhash("document 1 with words 1")
+    assert bucket_of(docs, 1) == fingerprint_of(docs, 1)
+    report = docs.execute(
+        "SELECT ok, stale, missing FROM nearsim_verify('docs', fingerprints => true)").fetchone()
+    assert report == (False, 2, 0)  # 1001 and 2 hold client values that are not simhash(body)
+
+
+def test_updates(docs: psycopg.Connection) -> None:
+    docs.execute("UPDATE docs SET body = 'completely different words now' WHERE id = 3")
+    assert fingerprint_of(docs, 3) == nearsim.simhash("completely different words now")
+    assert bucket_of(docs, 3) == fingerprint_of(docs, 3)
+    docs.execute("UPDATE docs SET id = id + 10000 WHERE id <= 50")
+    assert bucket_of(docs, 10) is None and bucket_of(docs, 10010) == fingerprint_of(docs, 10010)
+    docs.execute("UPDATE docs SET id = -id WHERE id BETWEEN 60 AND 69")
+    docs.execute("UPDATE docs SET owner_id = 3")  # no key or fingerprint change
+    docs.execute("UPDATE docs SET body = NULL WHERE id = 70")
+    assert bucket_of(docs, 70) is None
+    docs.execute("UPDATE docs SET body = 'back again with words' WHERE id = 70")
+    assert bucket_of(docs, 70) == nearsim.simhash("back again with words")
+    assert_no_drift(docs)
+
+
+def test_deletes_cascades_and_truncate(docs: psycopg.Connection) -> None:
+    docs.execute("CREATE TABLE owners (id int PRIMARY KEY)")
+    docs.execute("INSERT INTO owners SELECT g FROM generate_series(0, 9) g")
+    docs.execute(
+        "ALTER TABLE docs ADD FOREIGN KEY (owner_id) REFERENCES owners ON DELETE CASCADE")
+    docs.execute("DELETE FROM docs WHERE id BETWEEN 1 AND 20")
+    docs.execute("DELETE FROM owners WHERE id IN (3, 4)")
+    assert docs.execute("SELECT count(*) FROM docs WHERE owner_id IN (3, 4)").fetchone() == (0,)
+    assert_no_drift(docs)
+    docs.execute("TRUNCATE docs")
+    assert docs.execute("SELECT count(*) FROM docs_nearsim").fetchone() == (0,)
+    docs.execute("INSERT INTO docs (id, body, owner_id) VALUES (1, 'after truncate', 1)")
+    docs.execute("TRUNCATE owners CASCADE")
+    assert docs.execute("SELECT count(*) FROM docs_nearsim").fetchone() == (0,)
+    assert_no_drift(docs)
+
+
+def test_upsert_merge_rollback_and_savepoints(docs: psycopg.Connection) -> None:
+    docs.execute(
+        "INSERT INTO docs (id, body) VALUES (5, 'upserted words'), (5000, 'fresh upsert')"
+        " ON CONFLICT (id) DO UPDATE SET body = EXCLUDED.body"
+    )
+    assert bucket_of(docs, 5) == nearsim.simhash("upserted words")
+    docs.execute("INSERT INTO docs (id, body) VALUES (6, 'ignored') ON CONFLICT DO NOTHING")
+    docs.execute(
+        "MERGE INTO docs d USING (VALUES (7, 'merged text'), (7000, 'merged new')) AS s(id, body)"
+        " ON d.id = s.id WHEN MATCHED THEN UPDATE SET body = s.body"
+        " WHEN NOT MATCHED THEN INSERT (id, body) VALUES (s.id, s.body)"
+    )
+    docs.execute("MERGE INTO docs d USING (VALUES (8)) AS s(id) ON d.id = s.id"
+                 " WHEN MATCHED THEN DELETE")
+    assert bucket_of(docs, 7) == nearsim.simhash("merged text") and bucket_of(docs, 8) is None
+    assert_no_drift(docs)
+    docs.execute("SAVEPOINT s1")
+    docs.execute("DELETE FROM docs WHERE id < 100")
+    docs.execute("UPDATE docs SET body = body || ' more'")
+    docs.execute("ROLLBACK TO SAVEPOINT s1")
+    assert_no_drift(docs)
+    # a multi-row statement failing half-way leaves nothing behind
+    docs.execute("SAVEPOINT s2")
+    with pytest.raises(psycopg.errors.UniqueViolation):
+        docs.execute("INSERT INTO docs (id, body) VALUES (8000, 'ok'), (9, 'duplicate key')")
+    docs.execute("ROLLBACK TO SAVEPOINT s2")
+    assert bucket_of(docs, 8000) is None
+    assert_no_drift(docs)
+
+
+def test_other_before_triggers(docs: psycopg.Connection) -> None:
+    """A trigger that rewrites the text fires before the fingerprint is taken."""
+    docs.execute(
+        "CREATE FUNCTION shout() RETURNS trigger LANGUAGE plpgsql AS"
+        " $$ BEGIN IF NEW.body = 'skip me' THEN RETURN NULL; END IF;"
+        " NEW.body := upper(NEW.body) || ' signed'; RETURN NEW; END $$"
+    )
+    docs.execute("CREATE TRIGGER shout BEFORE INSERT OR UPDATE ON docs"
+                 " FOR EACH ROW EXECUTE FUNCTION shout()")
+    docs.execute("INSERT INTO docs (id, body) VALUES (1001, 'hello there'), (1002, 'skip me')")
+    assert fingerprint_of(docs, 1001) == nearsim.simhash("HELLO THERE signed")
+    assert docs.execute("SELECT count(*) FROM docs WHERE id = 1002").fetchone() == (0,)
+    assert_no_drift(docs)
+
+
+def test_drift_is_reported_and_repaired(docs: psycopg.Connection) -> None:
+    docs.execute("SET LOCAL session_replication_role = replica")
+    docs.execute("INSERT INTO docs (id, body, si) VALUES (5001, 'unseen', 1)")
+    docs.execute("UPDATE docs SET si = 2 WHERE id = 1")
+    docs.execute("DELETE FROM docs WHERE id = 2")
+    docs.execute("SET LOCAL session_replication_role = origin")
+    docs.execute("ALTER TABLE docs DISABLE TRIGGER nearsim_delete")
+    docs.execute("DELETE FROM docs WHERE id = 3")
+    report = docs.execute(
+        "SELECT ok, missing, extra, wrong, sample_keys, triggers_ok FROM nearsim_verify('docs')"
+    ).fetchone()
+    assert report == (False, 1, 2, 1, ["1", "2", "3", "5001"], False)
+    repaired = docs.execute("SELECT * FROM nearsim_rebuild('docs')").fetchone()
+    assert repaired == (0, 3, 2, 5)  # recomputed, removed (2 extra, 1 wrong), added, bands
+    report = docs.execute("SELECT ok, triggers_ok FROM nearsim_verify('docs')").fetchone()
+    assert report == (True, True)
+    docs.execute("SELECT * FROM nearsim_rebuild('docs', fingerprints => true)")
+    assert_no_drift(docs)
+
+
+def test_rebuild_changes_the_layout(conn: psycopg.Connection) -> None:
+    rng = random.Random(3)
+    fingerprints = clustered_fingerprints(rng)
+    make_docs(conn, fingerprints, bands=4)
+    conn.execute("SELECT nearsim_rebuild('docs', bands => 7)")
+    assert conn.execute(
+        "SELECT count(*) FROM pg_index WHERE indrelid = 'docs_nearsim'::regclass"
+        " AND NOT indisprimary").fetchone() == (7,)
+    assert conn.execute("SELECT bands FROM nearsim_tables").fetchone() == (7,)
+    for query in rng.sample(fingerprints, 10):
+        for k in (0, 6, 12):
+            assert bucket_search(conn, query, k) == brute_force(conn, query, k)
+    assert_no_drift(conn, fingerprints=False)
+
+
+# -- privileges and hostile names ----------------------------------------------
+
+
+@pytest.fixture
+def roles(conn: psycopg.Connection) -> Iterator[psycopg.Connection]:
+    for role in ("nearsim_owner", "nearsim_writer", "nearsim_reader", "nearsim_outsider"):
+        conn.execute(sql.SQL("CREATE ROLE {}").format(sql.Identifier(role)))
+    conn.execute("CREATE SCHEMA docs_schema AUTHORIZATION nearsim_owner")
+    conn.execute("GRANT USAGE ON SCHEMA docs_schema TO PUBLIC")
+    yield conn
+
+
+def test_writers_write_documents_and_only_the_triggers_write_buckets(
+    roles: psycopg.Connection,
+) -> None:
+    conn = roles
+    conn.execute("SET ROLE nearsim_owner")
+    conn.execute("CREATE TABLE docs_schema.docs (id int PRIMARY KEY, body text)")
+    conn.execute("INSERT INTO docs_schema.docs VALUES (1, 'first document words')")
+    conn.execute("SELECT nearsim_enable('docs_schema.docs', 'body')")
+    conn.execute("GRANT SELECT, INSERT, UPDATE, DELETE, TRUNCATE ON docs_schema.docs"
+                 " TO nearsim_writer")
+    conn.execute("GRANT SELECT ON docs_schema.docs TO nearsim_reader")
+    conn.execute("RESET ROLE")
+    owners = conn.execute(
+        "SELECT DISTINCT pg_get_userbyid(relowner) FROM pg_class"
+        " WHERE relnamespace = 'docs_schema'::regnamespace").fetchall()
+    assert owners == [("nearsim_owner",)]
+
+    conn.execute("SET ROLE nearsim_writer")
+    conn.execute("INSERT INTO docs_schema.docs VALUES (2, 'second document words')")
+    conn.execute("UPDATE docs_schema.docs SET body = 'first document, new words' WHERE id = 1")
+    conn.execute("INSERT INTO docs_schema.docs VALUES (3, 'third') ON CONFLICT DO NOTHING")
+    conn.execute("DELETE FROM docs_schema.docs WHERE id = 3")
+    for statement in (
+        "INSERT INTO docs_schema.docs_nearsim VALUES (9, 9)",
+        "UPDATE docs_schema.docs_nearsim SET si = 0",
+        "DELETE FROM docs_schema.docs_nearsim",
+        "TRUNCATE docs_schema.docs_nearsim",
+    ):
+        assert isinstance(error_of(conn, statement), psycopg.errors.InsufficientPrivilege)
+    # nor can it reuse the trigger function on a table of its own
+    conn.execute("CREATE TEMP TABLE mine (id int PRIMARY KEY, body text)")
+    assert isinstance(error_of(
+        conn, "CREATE TRIGGER t AFTER INSERT ON mine REFERENCING NEW TABLE AS nearsim_new"
+        " FOR EACH STATEMENT EXECUTE FUNCTION docs_schema.docs_nearsim_buckets()"),
+        psycopg.errors.InsufficientPrivilege)
+    conn.execute("RESET ROLE")
+    assert_no_drift(conn, "docs_schema.docs")
+
+    conn.execute("SET ROLE nearsim_reader")
+    found = conn.execute(
+        "SELECT (doc).id FROM docs_schema.docs_similar('second document words', 0)").fetchall()
+    assert found == [(2,)]
+    # row-level security on the buckets does not keep the planner off their indexes
+    conn.execute("SET LOCAL enable_seqscan = off")
+    plan = "\n".join(r[0] for r in conn.execute(
+        "EXPLAIN (COSTS OFF) SELECT * FROM docs_schema.docs_similar(1::bigint, 6)"))
+    conn.execute("RESET enable_seqscan")
+    assert "Bitmap Index Scan" in plan and "Seq Scan" not in plan, plan
+    conn.execute("RESET ROLE")
+    conn.execute("SET ROLE nearsim_outsider")
+    assert conn.execute("SELECT count(*) FROM docs_schema.docs_nearsim").fetchone() == (0,)
+    assert isinstance(error_of(conn, "SELECT nearsim_disable('docs_schema.docs')"),
+                      psycopg.errors.InsufficientPrivilege)
+    conn.execute("DELETE FROM nearsim_tables")  # row-level security: deletes nothing
+    conn.execute("RESET ROLE")
+    assert conn.execute("SELECT count(*) FROM nearsim_tables").fetchone() == (1,)
+
+
+def test_a_superuser_enables_a_table_for_its_owner(roles: psycopg.Connection) -> None:
+    conn = roles
+    conn.execute("CREATE TABLE docs_schema.docs (id int PRIMARY KEY, body text)")
+    conn.execute("ALTER TABLE docs_schema.docs OWNER TO nearsim_owner")
+    conn.execute("SELECT nearsim_enable('docs_schema.docs', 'body')")
+    owners = conn.execute(
+        "SELECT DISTINCT pg_get_userbyid(relowner) FROM pg_class"
+        " WHERE relnamespace = 'docs_schema'::regnamespace"
+        " UNION SELECT DISTINCT pg_get_userbyid(proowner) FROM pg_proc"
+        " WHERE pronamespace = 'docs_schema'::regnamespace").fetchall()
+    assert owners == [("nearsim_owner",)]
+    assert conn.execute("SELECT current_user").fetchone() == ("postgres",)
+    conn.execute("SET ROLE nearsim_outsider")
+    assert isinstance(error_of(conn, "SELECT * FROM nearsim_rebuild('docs_schema.docs')"),
+                      psycopg.errors.InsufficientPrivilege)
+
+
+HOSTILE_SCHEMA = 'My "Schema"; DROP'
+HOSTILE_TABLE = 'Docs "Quoted" $x$ Table'
+
+
+def test_hostile_identifiers(conn: psycopg.Connection) -> None:
+    names = {n: sql.Identifier(n) for n in (
+        HOSTILE_SCHEMA, HOSTILE_TABLE, "Key Col'", 'Body "Text"', "Sim Hash")}
+    conn.execute(sql.SQL("CREATE SCHEMA {}").format(names[HOSTILE_SCHEMA]))
+    table = sql.Identifier(HOSTILE_SCHEMA, HOSTILE_TABLE)
+    conn.execute(sql.SQL("CREATE TABLE {} ({} text PRIMARY KEY, {} text)").format(
+        table, names["Key Col'"], names['Body "Text"']))
+    conn.execute(sql.SQL("INSERT INTO {} VALUES ('a''1', 'some words of a'), ('b\\2', 'some"
+                         " words of a!'), ('c', 'other words entirely')").format(table))
+    regclass = conn.execute(sql.SQL("SELECT {}::regclass::text").format(
+        sql.Literal(table.as_string(conn)))).fetchone()
+    assert regclass is not None
+    conn.execute("SELECT nearsim_enable(%s, %s, %s)",
+                 (regclass[0], 'Body "Text"', "Sim Hash"))
+    similar = sql.Identifier(HOSTILE_SCHEMA, HOSTILE_TABLE + "_similar")
+    found = conn.execute(sql.SQL("SELECT ((doc).{}) FROM {}('some words of a', 3) ORDER BY 1")
+                         .format(names["Key Col'"], similar)).fetchall()
+    assert found == [("a'1",), ("b\\2",)]
+    assert_no_drift(conn, regclass[0])
+    pairs = conn.execute("SELECT * FROM nearsim_pairs(%s, 0)", (regclass[0],)).fetchall()
+    assert pairs == [("a'1", "b\\2", 0)]
+    conn.execute(sql.SQL("UPDATE {} SET {} = 'x' WHERE {} = 'c'").format(
+        table, names["Key Col'"], names["Key Col'"]))
+    assert_no_drift(conn, regclass[0])
+    conn.execute("SELECT nearsim_disable(%s)", (regclass[0],))
+    assert conn.execute(sql.SQL("SELECT count(*) FROM {}").format(table)).fetchone() == (3,)
+
+
+# -- all pairs and clusters -----------------------------------------------------
+
+
+def test_pairs_are_exactly_the_brute_force_pairs(conn: psycopg.Connection) -> None:
+    rng = random.Random(11)
+    fingerprints = clustered_fingerprints(rng)[:900]
+    make_docs(conn, fingerprints)
+    for k in (0, 1, 3, 6, 9, 12):
+        expected = [
+            (str(i), str(j), hamming(a, b))
+            for i, a in enumerate(fingerprints) for j, b in enumerate(fingerprints)
+            if i < j and hamming(a, b) <= k
+        ]
+        found = conn.execute("SELECT * FROM nearsim_pairs('docs', %s)", (k,)).fetchall()
+        assert sorted(found, key=lambda p: (int(p[0]), int(p[1]))) == expected, k
+    # keys are compared as keys, not as text: 9 < 10
+    assert ("9", "10", hamming(fingerprints[9], fingerprints[10])) in conn.execute(
+        "SELECT * FROM nearsim_pairs('docs', 64)").fetchall()
+
+
+def test_clusters(conn: psycopg.Connection) -> None:
+    # a chain A ~ B ~ C with A and C 8 bits apart, a pair D ~ E, a loner F
+    a = 0
+    b = flip(a, range(4))
+    c = flip(b, range(4, 8))
+    d = -1
+    e = flip(d, [60])
+    f = 0x0F0F0F0F0F0F0F0F
+    make_docs(conn, [a, b, c, d, e, f])
+    components = conn.execute(
+        "SELECT * FROM nearsim_clusters('docs', 4) ORDER BY key").fetchall()
+    assert components == [("0", "0", None), ("1", "0", None), ("2", "0", None),
+                          ("3", "3", None), ("4", "3", None)]
+    pivots = conn.execute(
+        "SELECT * FROM nearsim_clusters('docs', 4, 'pivot') ORDER BY key").fetchall()
+    # B has the most neighbours: it is the pivot, and A and C are each 4 bits from it
+    assert pivots == [("0", "0", "1"), ("1", "0", "1"), ("2", "0", "1"),
+                      ("3", "3", "3"), ("4", "3", "3")]
+    singles = conn.execute(
+        "SELECT key, cluster FROM nearsim_clusters('docs', 4, min_size => 1) WHERE key = '5'"
+    ).fetchall()
+    assert singles == [("5", "5")]
+    assert "unknown clustering method 'stars'" in str(
+        error_of(conn, "SELECT * FROM nearsim_clusters('docs', 4, 'stars')"))
+    # every member of a pivot group is within the distance of its pivot
+    rng = random.Random(5)
+    # dropping an enabled table takes its search functions (hence CASCADE),
+    # and the bucket table and registry row go with it
+    assert "function docs_similar(bigint,integer) depends on type docs" in str(
+        error_of(conn, "DROP TABLE docs"))
+    conn.execute("DROP TABLE docs CASCADE")
+    assert conn.execute("SELECT to_regclass('docs_nearsim'), (SELECT count(*) FROM"
+                        " nearsim_tables)").fetchone() == (None, 0)
+    make_docs(conn, clustered_fingerprints(rng))
+    far = conn.execute(
+        "SELECT count(*) FROM nearsim_clusters('docs', 6, 'pivot') c"
+        " JOIN docs m ON m.id = c.key::bigint JOIN docs p ON p.id = c.pivot::bigint"
+        " WHERE hamming(m.si, p.si) > 6").fetchone()
+    assert far == (0,)
+
+
+# -- concurrent writers -------------------------------------------------------
+
+
+def test_concurrent_writers_leave_no_drift(database: str) -> None:
+    """8 sessions inserting, updating, re-keying and deleting the same rows."""
+    import threading
+    import time
+
+    with psycopg.connect(database, autocommit=True) as setup:
+        setup.execute("DROP TABLE IF EXISTS busy CASCADE")
+        setup.execute("CREATE TABLE busy (id int PRIMARY KEY, body text)")
+        setup.execute("INSERT INTO busy SELECT g, 'busy document ' || g FROM"
+                      " generate_series(1, 200) g")
+        setup.execute("SELECT nearsim_enable('busy', 'body', bands => 4)")
+    failures: list[BaseException] = []
+    counts = [0] * 8
+    stop = time.monotonic() + 8
+
+    def work(worker: int) -> None:
+        rng = random.Random(worker)
+        try:
+            with psycopg.connect(database) as conn:
+                conn.execute("SET nearsim.profile = 'default/1'")  # made-up fingerprints
+                conn.commit()
+                while time.monotonic() < stop:
+                    key = rng.randint(1, 300)
+                    with conn.transaction():
+                        action = rng.random()
+                        if action < 0.35:
+                            conn.execute(
+                                "INSERT INTO busy VALUES (%s, %s) ON CONFLICT (id) DO UPDATE"
+                                " SET body = EXCLUDED.body",
+                                (key, f"text {rng.randint(0, 20)} of the busy table"))
+                        elif action < 0.6:
+                            conn.execute("UPDATE busy SET body = body || ' more' WHERE id"
+                                         " BETWEEN %s AND %s", (key, key + 3))
+                        elif action < 0.75:
+                            conn.execute("UPDATE busy SET si = %s WHERE id = %s",
+                                         (rng.getrandbits(62), key))
+                        elif action < 0.9:
+                            conn.execute("DELETE FROM busy WHERE id = %s", (key,))
+                        else:
+                            conn.execute("SELECT count(*) FROM busy_similar(%s, 6)",
+                                         (f"text {key % 20} of the busy table",))
+                    counts[worker] += 1
+        except BaseException as error:  # reported below, with the worker's number
+            failures.append(error)
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    # One statement per transaction: the documents' row locks alone cannot
+    # deadlock, so any deadlock would come from the buckets.
+    assert not failures, failures
+    assert min(counts) > 10, counts
+    with psycopg.connect(database, autocommit=True) as check:
+        assert_no_drift(check, "busy", fingerprints=False)
+        check.execute("DROP TABLE busy CASCADE")

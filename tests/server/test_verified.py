@@ -1,0 +1,157 @@
+"""Verified search: exactly the documents whose measured similarity passes, within the radius."""
+
+from __future__ import annotations
+
+import random
+import uuid
+from collections.abc import Iterator
+
+import psycopg
+import pytest
+from psycopg import sql
+
+import nearsim
+from nearsim.client.samples import kjv_chapters
+from nearsim.core import calibration, measures
+
+
+def edited(rng: random.Random, text: str) -> str:
+    """Seed 003's kind of edit: a random stretch deleted, or foreign words inserted."""
+    words = text.split()
+    cut = rng.randrange(len(words))
+    length = rng.randrange(1, max(2, len(words) // 3))
+    if rng.random() < 0.5:
+        return " ".join(words[:cut] + words[cut + length:])
+    return " ".join(words[:cut] + ["selah", "amen"] * (length // 2) + words[cut:])
+
+
+@pytest.fixture(scope="module")
+def corpus(database: str) -> Iterator[tuple[str, dict[int, str]]]:
+    rng = random.Random(3)
+    texts = [c.text for c in kjv_chapters(["Genesis", "Exodus", "Ruth", "Psalms"])][:250]
+    bodies = dict(enumerate(texts))
+    for number in range(250, 400):
+        bodies[number] = edited(rng, rng.choice(texts))
+    bodies[400] = "a very short note"
+    table = f"verified_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(database, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE TABLE {} (id bigint PRIMARY KEY, body text)").format(
+            sql.Identifier(table)))
+        conn.execute("SELECT nearsim_enable(%s, 'body')", [table])
+        with conn.cursor().copy(sql.SQL("COPY {} (id, body) FROM STDIN").format(
+                sql.Identifier(table))) as copy:
+            for key, body in bodies.items():
+                copy.write_row((key, body))
+    yield table, bodies
+    with psycopg.connect(database, autocommit=True) as conn:
+        conn.execute(sql.SQL("DROP TABLE {} CASCADE").format(sql.Identifier(table)))
+
+
+def brute_force(bodies: dict[int, str], query: str, radius: int, minimum: float,
+                measure: str) -> dict[str, float]:
+    fingerprint = nearsim.simhash(query)
+    assert fingerprint is not None
+    found = {}
+    for key, body in bodies.items():
+        si = nearsim.simhash(body)
+        if si is None or nearsim.hamming(si, fingerprint) > radius:
+            continue
+        value = (measures.resemblance(query, body) if measure == "s_r"
+                 else getattr(measures.compare(query, body), measure))  # fmt: skip
+        if value >= minimum:
+            found[str(key)] = value
+    return found
+
+
+@pytest.mark.parametrize("minimum", [0.6, 0.8, 0.9])
+def test_exactly_the_passing_candidates_within_the_calibrated_radius(
+    database: str, corpus: tuple[str, dict[int, str]], minimum: float
+) -> None:
+    table, bodies = corpus
+    rng = random.Random(int(minimum * 100))
+    answered = 0
+    with psycopg.connect(database) as conn:
+        for _ in range(8):
+            query = edited(rng, bodies[rng.randrange(250)])
+            rows = conn.execute(
+                "SELECT key, distance, similarity, short FROM nearsim_similar_verified(%s, %s, %s)",
+                [table, query, minimum]).fetchall()
+            expected = brute_force(bodies, query, calibration.radius_for(minimum), minimum, "s_r")
+            assert {key: similarity for key, _, similarity, _ in rows} == pytest.approx(expected)
+            assert [row[2] for row in rows] == sorted((row[2] for row in rows), reverse=True)
+            assert not any(row[3] for row in rows)
+            answered += bool(rows)
+    assert answered >= 4  # the edited chapters' originals are in the table
+
+
+def test_other_measures_and_an_explicit_radius(database: str,
+                                               corpus: tuple[str, dict[int, str]]) -> None:
+    table, bodies = corpus
+    query = edited(random.Random(9), bodies[17])
+    with psycopg.connect(database) as conn:
+        for measure in ("s_l", "s_j", "containment", "information_s_l"):
+            rows = conn.execute(
+                "SELECT key, similarity FROM nearsim_similar_verified(%s, %s, 0.7, %s,"
+                " max_distance => 20)", [table, query, measure]).fetchall()
+            assert dict(rows) == pytest.approx(brute_force(bodies, query, 20, 0.7, measure))
+            assert "17" in dict(rows)
+
+
+def test_short_documents_are_flagged(database: str, corpus: tuple[str, dict[int, str]]) -> None:
+    table, _ = corpus
+    with psycopg.connect(database) as conn:
+        notices: list[str] = []
+        conn.add_notice_handler(lambda d: notices.append(d.message_primary or ""))
+        rows = conn.execute("SELECT key, short FROM nearsim_similar_verified(%s, %s, 0.9,"
+                            " max_distance => 64)", [table, "a very short note"]).fetchall()
+        assert rows == [("400", True)]
+        assert any("unreliable" in notice for notice in notices)
+
+
+def test_bad_arguments_are_named(database: str, corpus: tuple[str, dict[int, str]]) -> None:
+    table, _ = corpus
+    with psycopg.connect(database, autocommit=True) as conn:
+        assert conn.execute("SELECT * FROM nearsim_similar_verified(%s, NULL)",
+                            [table]).fetchall() == []
+        for function in ("nearsim_pairs_verified", "nearsim_clusters_verified"):
+            with pytest.raises(psycopg.Error, match="the table must not be NULL"):
+                conn.execute(f"SELECT * FROM {function}(NULL)")
+        for arguments, message in (
+            (("s_r", 1.5, None), "min_similarity must be between 0 and 1"),
+            (("cosine", 0.8, None), "unknown measure 'cosine'"),
+            (("s_r", 0.99, None), "between 0.5 and 0.95"),
+            (("s_r", 0.8, 65), "max_distance must be between 0 and 64"),
+        ):
+            measure, minimum, radius = arguments
+            with pytest.raises(psycopg.Error, match=message):
+                conn.execute("SELECT * FROM nearsim_similar_verified(%s, 'some text here', %s,"
+                             " %s, %s)", [table, minimum, measure, radius])
+
+
+def test_verified_pairs_and_clusters_are_the_brute_force_ones(
+    database: str, corpus: tuple[str, dict[int, str]]
+) -> None:
+    table, bodies = corpus
+    radius = calibration.radius_for(0.8)
+    fingerprints = {key: nearsim.simhash(body) for key, body in bodies.items()}
+    expected = {}
+    for a in bodies:
+        for b in bodies:
+            fa, fb = fingerprints[a], fingerprints[b]
+            if a < b and fa is not None and fb is not None and nearsim.hamming(fa, fb) <= radius:
+                value = measures.resemblance(bodies[a], bodies[b])
+                if value >= 0.8:
+                    expected[(str(a), str(b))] = value  # a < b in key order, as the pairs
+    assert len(expected) >= 20
+    with psycopg.connect(database) as conn:
+        rows = conn.execute("SELECT a, b, similarity FROM nearsim_pairs_verified(%s, 0.8)",
+                            [table]).fetchall()
+        assert {(a, b): value for a, b, value in rows} == pytest.approx(expected)
+        groups = conn.execute("SELECT key, cluster FROM nearsim_clusters_verified(%s, 0.8)",
+                              [table]).fetchall()
+    cluster_of = dict(groups)
+    assert set(cluster_of) == {key for pair in expected for key in pair}
+    for a, b in expected:
+        assert cluster_of[a] == cluster_of[b]
+    for cluster in set(cluster_of.values()):
+        assert cluster == min(k for k, c in cluster_of.items() if c == cluster)

@@ -1,0 +1,191 @@
+"""ALTER EXTENSION nearsim UPDATE from earlier releases, and DROP EXTENSION.
+
+Each earlier release is built from the repository's history (the commit of
+its tag): its install script and its Python code are installed next to this
+version's, as they would be on a server that ran it.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import shutil
+import subprocess
+import tarfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+import nearsim
+
+ROOT = Path(__file__).resolve().parents[2]
+PG_CONFIG = "/usr/lib/postgresql/15/bin/pg_config"
+# Earlier releases and the commit each was built from (tags v0.1.0, v0.2.0).
+PREVIOUS_RELEASES = {"0.1.0": "c7af20e", "0.2.0": "3c77055"}
+
+DOCUMENTS = [
+    "In the beginning God created the heaven and the earth and the earth was without form",
+    "In the beginning God created the heavens and the earth and the earth was without form",
+    "Now it came to pass in the days when the judges ruled that there was a famine",
+]
+
+
+def as_root(command: list[str]) -> list[str]:
+    return command if os.geteuid() == 0 else ["sudo", *command]
+
+
+@pytest.fixture(scope="module", params=sorted(PREVIOUS_RELEASES))
+def previous_release(request: pytest.FixtureRequest,
+                     tmp_path_factory: pytest.TempPathFactory) -> str:
+    """Install an earlier release's SQL script and Python code; its version."""
+    release: str = request.param
+    commit = PREVIOUS_RELEASES[release]
+    archive = subprocess.run(
+        ["git", "-C", str(ROOT), "archive", "--format=tar", commit, "extension",
+         "python_client"], capture_output=True, check=False)  # fmt: skip
+    assert archive.returncode == 0, (
+        f"release {release} (commit {commit}) is not in this clone's history:"
+        f" {archive.stderr.decode().strip()}")
+    tree = tmp_path_factory.mktemp("previous")
+    with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
+        tar.extractall(tree, filter="data")
+    script = f"sql/nearsim--{release}.sql"
+    subprocess.run(["make", "-s", "-C", str(tree / "extension"), f"PG_CONFIG={PG_CONFIG}",
+                    script], check=True, capture_output=True)  # fmt: skip
+    subprocess.run(as_root(["make", "-s", "-C", str(tree / "extension"),
+                            f"PG_CONFIG={PG_CONFIG}", "install-python"]),
+                   check=True, capture_output=True)  # fmt: skip
+    sharedir = subprocess.run([PG_CONFIG, "--sharedir"], check=True, capture_output=True,
+                              text=True).stdout.strip()  # fmt: skip
+    subprocess.run(as_root(["install", "-m", "644", str(tree / "extension" / script),
+                            f"{sharedir}/extension/"]), check=True)  # fmt: skip
+    shutil.rmtree(tree)
+    return release
+
+
+CATALOG = {
+    "functions": """
+        SELECT p.oid::regprocedure::text, pg_get_function_result(p.oid), p.prosrc, p.probin,
+               p.proconfig, p.provolatile, p.proisstrict, p.proparallel, p.procost, p.prorows,
+               l.lanname, pg_get_userbyid(p.proowner), p.proacl::text,
+               obj_description(p.oid, 'pg_proc'), pg_get_function_arguments(p.oid)
+        FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang
+        JOIN pg_depend d ON d.classid = 'pg_proc'::regclass AND d.objid = p.oid
+             AND d.deptype = 'e'
+        JOIN pg_extension e ON e.oid = d.refobjid AND e.extname = 'nearsim'
+        ORDER BY 1""",
+    "relations": """
+        SELECT c.relname, c.relkind, c.relacl::text, c.relrowsecurity,
+               obj_description(c.oid, 'pg_class'),
+               (SELECT array_agg(a.attname || ' ' || format_type(a.atttypid, a.atttypmod)
+                                 || CASE WHEN a.attnotnull THEN ' not null' ELSE '' END
+                                 ORDER BY a.attnum)
+                FROM pg_attribute a WHERE a.attrelid = c.oid AND a.attnum > 0)::text,
+               (SELECT array_agg(p.polname || ' ' || p.polcmd::text || ' '
+                                 || coalesce(pg_get_expr(p.polqual, p.polrelid), '') || ' '
+                                 || coalesce(pg_get_expr(p.polwithcheck, p.polrelid), '')
+                                 ORDER BY p.polname)
+                FROM pg_policy p WHERE p.polrelid = c.oid)::text
+        FROM pg_class c
+        JOIN pg_depend d ON d.classid = 'pg_class'::regclass AND d.objid = c.oid
+             AND d.deptype = 'e'
+        JOIN pg_extension e ON e.oid = d.refobjid AND e.extname = 'nearsim'
+        ORDER BY 1""",
+    "event triggers": """
+        SELECT t.evtname, t.evtevent, t.evtfoid::regprocedure::text, t.evtenabled,
+               t.evttags::text
+        FROM pg_event_trigger t
+        JOIN pg_depend d ON d.classid = 'pg_event_trigger'::regclass AND d.objid = t.oid
+             AND d.deptype = 'e'
+        JOIN pg_extension e ON e.oid = d.refobjid AND e.extname = 'nearsim'
+        ORDER BY 1""",
+    "extension": """
+        SELECT e.extversion, e.extrelocatable, n.nspname,
+               (SELECT array_agg(c::regclass::text ORDER BY c::regclass::text)
+                FROM unnest(e.extconfig) c)::text, e.extcondition::text
+        FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace
+        WHERE e.extname = 'nearsim'""",
+}
+
+
+def catalog(database: str) -> dict[str, list[tuple[Any, ...]]]:
+    with psycopg.connect(database) as conn:
+        return {name: conn.execute(query).fetchall() for name, query in CATALOG.items()}
+
+
+def test_update_from_an_earlier_release_equals_a_fresh_install(
+    scratch_databases: Callable[[str], str], previous_release: str
+) -> None:
+    updated = scratch_databases("nearsim_updated")
+    fresh = scratch_databases("nearsim_fresh")
+    with psycopg.connect(updated, autocommit=True) as conn:
+        conn.execute(f"CREATE EXTENSION nearsim VERSION '{previous_release}' CASCADE")
+        assert conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'nearsim'"
+                            ).fetchone() == (previous_release,)  # fmt: skip
+        conn.execute("CREATE TABLE docs (id int PRIMARY KEY, body text)")
+        conn.cursor().executemany("INSERT INTO docs VALUES (%s, %s)", list(enumerate(DOCUMENTS)))
+        conn.execute("SELECT nearsim_enable('docs', 'body')")
+        before = conn.execute("SELECT (doc).id, distance FROM docs_similar(%s, 10) ORDER BY 1",
+                              [DOCUMENTS[0]]).fetchall()  # fmt: skip
+        conn.execute("ALTER EXTENSION nearsim UPDATE")
+    with psycopg.connect(fresh, autocommit=True) as conn:
+        conn.execute("CREATE EXTENSION nearsim CASCADE")
+    got, expected = catalog(updated), catalog(fresh)
+    assert expected["extension"][0][0] == nearsim.__version__ != previous_release
+    assert got == expected
+    # the enabled table keeps working, with this version's code
+    with psycopg.connect(updated, autocommit=True) as conn:
+        assert conn.execute("SELECT (doc).id, distance FROM docs_similar(%s, 10) ORDER BY 1",
+                            [DOCUMENTS[0]]).fetchall() == before  # fmt: skip
+        conn.execute("INSERT INTO docs VALUES (9, %s)", [DOCUMENTS[1] + " again"])
+        assert conn.execute("SELECT ok FROM nearsim_verify('docs', true)").fetchone() == (True,)
+        assert conn.execute("SELECT simhash_profile()").fetchone() == (nearsim.PROFILE,)
+        rebuilt = conn.execute("SELECT recomputed FROM nearsim_rebuild('docs')").fetchone()
+        assert rebuilt == (0,)
+        # the DROP EXTENSION guard (0.2.0) works on the updated extension too
+        with pytest.raises(psycopg.errors.DependentObjectsStillExist):
+            conn.execute("DROP EXTENSION nearsim")
+
+
+def test_drop_extension_with_enabled_tables(scratch_databases: Callable[[str], str]) -> None:
+    database = scratch_databases("nearsim_drop")
+    with psycopg.connect(database, autocommit=True) as conn:
+        conn.execute("CREATE EXTENSION nearsim CASCADE")
+        conn.execute("CREATE SCHEMA archive")
+        for table in ("docs", "archive.mail"):
+            conn.execute(f"CREATE TABLE {table} (id int PRIMARY KEY, body text)")
+            conn.cursor().executemany(f"INSERT INTO {table} VALUES (%s, %s)",
+                                      list(enumerate(DOCUMENTS)))
+            conn.execute("SELECT nearsim_enable(%s, 'body')", [table])
+        owned = """
+            SELECT (SELECT count(*) FROM pg_trigger
+                    WHERE tgrelid IN ('docs'::regclass, 'archive.mail'::regclass)),
+                   (SELECT count(*) FROM pg_class WHERE relname LIKE '%nearsim%'
+                    AND relkind = 'r'),
+                   (SELECT count(*) FROM pg_proc WHERE proname LIKE 'docs%'
+                    OR proname LIKE 'mail%')"""
+        assert conn.execute(owned).fetchone() == (12, 3, 8)  # 3: the registry too
+        # plain DROP EXTENSION: a clear error naming the tables, nothing changed
+        with pytest.raises(psycopg.errors.DependentObjectsStillExist) as refused:
+            conn.execute("DROP EXTENSION nearsim")
+        assert "because 2 tables are enabled for it" in str(refused.value)
+        assert refused.value.diag.message_detail == "Enabled: archive.mail, public.docs."
+        assert "DROP EXTENSION nearsim CASCADE" in (refused.value.diag.message_hint or "")
+        assert conn.execute(owned).fetchone() == (12, 3, 8)
+        # with CASCADE: no trigger, bucket table or function of nearsim is left
+        notices: list[str] = []
+        conn.add_notice_handler(lambda d: notices.append(d.message_primary or ""))
+        conn.execute("DROP EXTENSION nearsim CASCADE")
+        assert conn.execute(owned).fetchone() == (0, 0, 0)
+        assert "nearsim: disabled table public.docs before dropping the extension" in notices
+        # the documents and their fingerprints stay, and the tables take writes again
+        assert conn.execute("SELECT count(*), count(si) FROM docs").fetchone() == (3, 3)
+        conn.execute("INSERT INTO docs VALUES (10, 'written after the extension went')")
+        conn.execute("UPDATE archive.mail SET body = body || ' more'")
+        # and the extension can come back
+        conn.execute("CREATE EXTENSION nearsim")
+        conn.execute("SELECT nearsim_enable('docs', 'body')")
+        assert conn.execute("SELECT ok FROM nearsim_verify('docs', true)").fetchone() == (True,)
