@@ -80,7 +80,8 @@ def band_layouts(conn: Connection, schema: str, sets: Sequence[DocSet]) -> list[
         expected = expected_matches(docset.fingerprints, docset.queries, kmax)
         for bands in LAYOUT_BANDS:
             started = time.perf_counter()
-            conn.execute("SELECT * FROM nearsim_rebuild(%s::regclass, bands => %s)",
+            conn.execute("SELECT * FROM nearsim_rebuild(%s::regclass, bands => %s,"
+                         " fingerprints => false)",
                          (docset.qualified, bands))
             rebuild = time.perf_counter() - started
             storage = bucket_storage(conn, docset.bucket)

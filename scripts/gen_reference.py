@@ -41,8 +41,9 @@ ERRORS: dict[str, str] = {
     "simhash_profile": "none",
     "nearsim_profile": "22023 for a name this server does not compute",
     "nearsim_profiles": "none",
-    "nearsim_band": "22023 for a number of bands outside 3..16; NULL for a band outside the"
-                    " layout",
+    "nearsim_band": "none: NULL for a number of bands outside 3..16 or a band outside the"
+                    " layout (LEAKPROOF, so that row-level security keeps the bucket indexes"
+                    " usable: an error could reveal a fingerprint's bits)",
     "nearsim_band_probes": "22023 for bands outside 3..16, a band outside the layout or a"
                            " distance outside 0..64; 54000 if one band would need more than"
                            " 2^20 probes",
@@ -76,6 +77,21 @@ ERRORS: dict[str, str] = {
     "nearsim_clusters": "22023 for a distance outside 0..64 or an unknown `method`; 55000 if"
                         " `tbl` is not enabled",
     "nearsim_forget_dropped_tables": "none (an event trigger function, not called directly)",
+    "nearsim_guard_alter_table": "55000 from an ALTER TABLE that would break an enabled table,"
+                                 " with a hint to disable it first (an event trigger"
+                                 " function, not called directly)",
+    "nearsim_follow_owner": "errors of ALTER ... OWNER TO on the table's objects (an event"
+                            " trigger function, not called directly)",
+    "nearsim_link_registered": "42501 from `nearsim_link` (a trigger function of the"
+                               " registry, not called directly)",
+    "nearsim_as_owner": "42501 unless the caller has the privileges of the table's owner;"
+                        " 42P01 for a missing table; any error of the statement",
+    "nearsim_link": "42501 unless the caller has the privileges of the table's owner, or for"
+                    " an object outside the table's schema or of another owner",
+    "nearsim_register": "42501 unless the caller has the privileges of the table's owner;"
+                        " 22004 for a NULL argument; 42501 from `nearsim_link`",
+    "nearsim_unregister": "42501 unless the caller has the privileges of the table's owner"
+                          " (anybody may forget a table that is gone)",
     "nearsim_drop_extension": "2BP01 from `DROP EXTENSION nearsim` without CASCADE while"
                               " tables are enabled (an event trigger function, not called"
                               " directly)",

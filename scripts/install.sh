@@ -40,6 +40,7 @@ if [ "$NEARSIM_PACKAGES" = all ]; then
     bible-kjv                           # the demo corpus
     chromium                            # the tests look at `nearsim report` pages in a browser
     manpages manpages-dev groff-base     # texts of the evaluation corpus (benchmarks/)
+    pgbouncer                           # the tests load through a pooler in transaction mode
   )
 fi
 missing=()

@@ -104,8 +104,10 @@ CREATE FUNCTION nearsim_band_probes(query bigint, max_distance integer, bands in
 COMMENT ON FUNCTION nearsim_band_probes(bigint, integer, integer, integer) IS
 'values of one band to look up so that a search finds every fingerprint within max_distance bits of query (multi-index hashing)';
 
--- The registry of enabled tables.  Everyone may read it; a row can only be
--- written by the owner of its table (the functions below run as the caller).
+-- The registry of enabled tables.  Everyone may read it; no role may write
+-- it: nearsim_register and nearsim_unregister (below) write it for a caller
+-- with the privileges of the table's owner, and its trigger links the named
+-- objects to the table, refusing any that are not the owner's.
 
 CREATE TABLE nearsim_tables (
 	tbl regclass PRIMARY KEY,
@@ -129,14 +131,70 @@ SELECT pg_catalog.pg_extension_config_dump('nearsim_tables', '');
 
 ALTER TABLE nearsim_tables ENABLE ROW LEVEL SECURITY;
 CREATE POLICY everyone_reads ON nearsim_tables FOR SELECT USING (true);
-CREATE POLICY owner_registers ON nearsim_tables FOR INSERT
-	WITH CHECK (pg_catalog.pg_has_role((SELECT c.relowner FROM pg_catalog.pg_class c WHERE c.oid = tbl), 'USAGE'));
-CREATE POLICY owner_updates ON nearsim_tables FOR UPDATE
-	USING (pg_catalog.pg_has_role((SELECT c.relowner FROM pg_catalog.pg_class c WHERE c.oid = tbl), 'USAGE'));
-CREATE POLICY owner_or_drop_removes ON nearsim_tables FOR DELETE
-	USING (NOT EXISTS (SELECT FROM pg_catalog.pg_class c WHERE c.oid = tbl)
-	       OR pg_catalog.pg_has_role((SELECT c.relowner FROM pg_catalog.pg_class c WHERE c.oid = tbl), 'USAGE'));
-GRANT SELECT, INSERT, UPDATE, DELETE ON nearsim_tables TO PUBLIC;
+GRANT SELECT ON nearsim_tables TO PUBLIC;
+
+-- Acting for a table's owner (C, src/owner.c and src/registry.c).
+
+CREATE FUNCTION nearsim_as_owner(tbl regclass, statement text) RETURNS text
+	AS 'MODULE_PATHNAME', 'nearsim_as_owner'
+	LANGUAGE C VOLATILE STRICT;
+
+COMMENT ON FUNCTION nearsim_as_owner(regclass, text) IS
+'internal: run one statement as the owner of tbl inside a security-restricted operation (as VACUUM and REFRESH MATERIALIZED VIEW do), returning the first column of its first row; only for a caller with the owner''s privileges';
+
+CREATE FUNCTION nearsim_link(tbl regclass, relations regclass[], functions regprocedure[])
+	RETURNS void
+	AS 'MODULE_PATHNAME', 'nearsim_link'
+	LANGUAGE C VOLATILE STRICT;
+
+COMMENT ON FUNCTION nearsim_link(regclass, regclass[], regprocedure[]) IS
+'internal: make nearsim''s objects for tbl depend on it, so that DROP TABLE ... CASCADE drops them; each must be in the table''s schema and belong to its owner';
+
+CREATE FUNCTION nearsim_register(tbl regclass, key_column name, text_column name,
+		hash_column name, bands integer, profile text, bucket_table name,
+		fingerprint_function name, bucket_function name, similar_function name)
+	RETURNS void
+	AS 'MODULE_PATHNAME', 'nearsim_register'
+	LANGUAGE C VOLATILE;
+
+COMMENT ON FUNCTION nearsim_register(regclass, name, name, name, integer, text, name, name, name, name) IS
+'internal: record tbl in nearsim_tables (or its new layout or profile) for a caller with the privileges of its owner; the objects must be the owner''s, next to the table';
+
+CREATE FUNCTION nearsim_unregister(tbl regclass) RETURNS void
+	AS 'MODULE_PATHNAME', 'nearsim_unregister'
+	LANGUAGE C VOLATILE STRICT;
+
+COMMENT ON FUNCTION nearsim_unregister(regclass) IS
+'internal: remove tbl from nearsim_tables, for a caller with the privileges of its owner, or for anybody once the table is gone';
+
+-- Every registry row links its objects to its table: when nearsim registers
+-- a table, and when a dump is restored.
+
+CREATE FUNCTION nearsim_link_registered() RETURNS trigger
+	LANGUAGE plpgsql
+	SET search_path = pg_catalog, pg_temp
+	AS $plpgsql$
+BEGIN
+	PERFORM @extschema@.nearsim_link(NEW.tbl,
+		ARRAY[pg_catalog.to_regclass(pg_catalog.format('%I.%I', NEW.object_schema,
+			NEW.bucket_table))],
+		ARRAY[pg_catalog.to_regprocedure(pg_catalog.format('%I.%I(pg_catalog.text, pg_catalog.int4)',
+				NEW.object_schema, NEW.similar_function)),
+			pg_catalog.to_regprocedure(pg_catalog.format('%I.%I(pg_catalog.int8, pg_catalog.int4)',
+				NEW.object_schema, NEW.similar_function)),
+			pg_catalog.to_regprocedure(pg_catalog.format('%I.%I()', NEW.object_schema,
+				NEW.fingerprint_function)),
+			pg_catalog.to_regprocedure(pg_catalog.format('%I.%I()', NEW.object_schema,
+				NEW.bucket_function))]);
+	RETURN NULL;
+END
+$plpgsql$;
+
+COMMENT ON FUNCTION nearsim_link_registered() IS
+'trigger of nearsim_tables: link the objects a row names to its table (nearsim_link)';
+
+CREATE TRIGGER nearsim_link_registered AFTER INSERT OR UPDATE ON nearsim_tables
+	FOR EACH ROW EXECUTE FUNCTION nearsim_link_registered();
 
 -- Enabling, checking and repairing tables (PL/Python, nearsim.server.maintenance).
 -- They run with the caller's rights; what they create belongs to the table's
@@ -167,7 +225,7 @@ $python$;
 COMMENT ON FUNCTION nearsim_disable(regclass) IS
 'remove the bucket index, triggers and search functions of tbl; its documents and fingerprint column stay';
 
-CREATE FUNCTION nearsim_verify(tbl regclass, fingerprints boolean DEFAULT false,
+CREATE FUNCTION nearsim_verify(tbl regclass, fingerprints boolean DEFAULT NULL,
 		OUT ok boolean, OUT documents bigint, OUT fingerprinted bigint, OUT buckets bigint,
 		OUT missing bigint, OUT extra bigint, OUT wrong bigint, OUT stale bigint,
 		OUT sample_keys text[], OUT triggers_ok boolean, OUT band_indexes_ok boolean,
@@ -180,10 +238,10 @@ return functions.nearsim_verify(plpy, tbl, fingerprints)
 $python$;
 
 COMMENT ON FUNCTION nearsim_verify(regclass, boolean) IS
-'drift between the documents of tbl and its buckets (missing, extra, wrong rows), trigger, index and profile health; with fingerprints => true also stored fingerprints that differ from simhash(text)';
+'drift between the documents of tbl and its buckets (missing, extra, wrong rows), trigger, index and profile health, and stored fingerprints that differ from simhash(text) (stale): among about 1,000 sampled rows by default, every row with fingerprints => true, none with false; for the owner of tbl';
 
 CREATE FUNCTION nearsim_rebuild(tbl regclass, bands integer DEFAULT NULL,
-		fingerprints boolean DEFAULT false, batch_size integer DEFAULT 10000,
+		fingerprints boolean DEFAULT NULL, batch_size integer DEFAULT 10000,
 		profile text DEFAULT NULL,
 		OUT recomputed bigint, OUT removed bigint, OUT added bigint, OUT bands integer)
 	LANGUAGE plpython3u
@@ -194,7 +252,7 @@ return functions.nearsim_rebuild(plpy, tbl, bands, fingerprints, batch_size, pro
 $python$;
 
 COMMENT ON FUNCTION nearsim_rebuild(regclass, integer, boolean, integer, text) IS
-'repair the buckets of tbl from its documents, recreate its triggers and functions, optionally change the number of bands, recompute every fingerprint, or switch to another feature profile (which recomputes them)';
+'repair the buckets of tbl from its documents, recreate its triggers and functions, optionally change the number of bands or switch to another feature profile; fingerprints are recomputed when a sample of about 1,000 rows finds stale ones (default), always (true) or never (false)';
 
 CREATE FUNCTION nearsim_check_profile(tbl regclass, profile text) RETURNS boolean
 	LANGUAGE plpython3u IMMUTABLE STRICT PARALLEL SAFE
@@ -352,40 +410,101 @@ $python$;
 COMMENT ON FUNCTION nearsim_clusters(regclass, integer, text, integer) IS
 'groups of near-duplicates of tbl with at least min_size members: method components (pairs chained) or pivot (each member within max_distance of the pivot); cluster is the smallest key of the group';
 
--- Dropping an enabled table drops its bucket table and search functions and
--- forgets it (its triggers go with it).  @extschema@ is the extension's
--- schema, quoted, filled in when the script runs.
+-- Dropping an enabled table (DROP TABLE ... CASCADE) drops its bucket table
+-- and functions through their dependencies on it (nearsim_link); this
+-- trigger forgets the table.  Nothing is dropped by name.  @extschema@ is
+-- the extension's schema, quoted, filled in when the script runs.
 
 CREATE FUNCTION nearsim_forget_dropped_tables() RETURNS event_trigger
 	LANGUAGE plpgsql
 	SET search_path = pg_catalog, pg_temp
 	AS $plpgsql$
 DECLARE
-	entry record;
+	dropped record;
 BEGIN
-	FOR entry IN
-		SELECT r.tbl::pg_catalog.oid AS tbl, r.object_schema, r.bucket_table, r.similar_function,
-			r.fingerprint_function, r.bucket_function
+	FOR dropped IN
+		SELECT r.tbl::pg_catalog.oid AS tbl
 		FROM @extschema@.nearsim_tables r
-		JOIN pg_catalog.pg_event_trigger_dropped_objects() d ON d.objid = r.tbl::pg_catalog.oid
-		WHERE d.classid = 'pg_catalog.pg_class'::pg_catalog.regclass AND d.objsubid = 0
+		JOIN pg_catalog.pg_event_trigger_dropped_objects() d
+			ON d.objid OPERATOR(pg_catalog.=) r.tbl::pg_catalog.oid
+		WHERE d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass
+			AND d.objsubid OPERATOR(pg_catalog.=) 0
 	LOOP
-		EXECUTE pg_catalog.format('DROP FUNCTION IF EXISTS %1$I.%2$I(text, integer),'
-			' %1$I.%2$I(bigint, integer), %1$I.%3$I(), %1$I.%4$I()',
-			entry.object_schema, entry.similar_function, entry.fingerprint_function,
-			entry.bucket_function);
-		EXECUTE pg_catalog.format('DROP TABLE IF EXISTS %I.%I', entry.object_schema,
-			entry.bucket_table);
-		DELETE FROM @extschema@.nearsim_tables WHERE tbl::pg_catalog.oid = entry.tbl;
+		PERFORM @extschema@.nearsim_unregister(dropped.tbl::pg_catalog.regclass);
 	END LOOP;
 END
 $plpgsql$;
 
 COMMENT ON FUNCTION nearsim_forget_dropped_tables() IS
-'event trigger: when an enabled table is dropped, drop its bucket table and search functions and remove it from nearsim_tables';
+'event trigger: when an enabled table is dropped, remove it from nearsim_tables (its objects went with it through their dependencies)';
 
 CREATE EVENT TRIGGER nearsim_forget_dropped_tables ON sql_drop
 	EXECUTE FUNCTION nearsim_forget_dropped_tables();
+
+-- Ownership follows the table: after ALTER TABLE ... OWNER TO, the objects
+-- nearsim made for the table (those its registry row names that depend on
+-- the table) are given to the new owner, so that code the owner can change
+-- never runs with another role's rights.  Runs as the role that altered the
+-- table.
+
+CREATE FUNCTION nearsim_follow_owner() RETURNS event_trigger
+	LANGUAGE plpgsql
+	SET search_path = pg_catalog, pg_temp
+	AS $plpgsql$
+DECLARE
+	object record;
+BEGIN
+	FOR object IN
+		SELECT DISTINCT o.classid, o.objid, pg_catalog.pg_get_userbyid(c.relowner) AS owner
+		FROM pg_catalog.pg_event_trigger_ddl_commands() cmd
+		JOIN @extschema@.nearsim_tables r ON r.tbl::pg_catalog.oid OPERATOR(pg_catalog.=) cmd.objid
+		JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) r.tbl::pg_catalog.oid
+		JOIN pg_catalog.pg_depend d ON d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass
+			AND d.refobjid OPERATOR(pg_catalog.=) c.oid AND d.deptype OPERATOR(pg_catalog.=) 'n'
+		CROSS JOIN LATERAL (
+			SELECT 'pg_catalog.pg_class'::pg_catalog.regclass::pg_catalog.oid AS classid, x.oid AS objid, x.relowner AS owner
+			FROM pg_catalog.pg_class x
+			WHERE x.oid OPERATOR(pg_catalog.=) pg_catalog.to_regclass(pg_catalog.format('%I.%I', r.object_schema, r.bucket_table))::pg_catalog.oid
+			UNION ALL
+			SELECT 'pg_catalog.pg_proc'::pg_catalog.regclass::pg_catalog.oid, p.oid, p.proowner
+			FROM pg_catalog.pg_proc p
+			WHERE p.pronamespace OPERATOR(pg_catalog.=) c.relnamespace
+				AND p.proname OPERATOR(pg_catalog.=) ANY (ARRAY[r.similar_function, r.fingerprint_function, r.bucket_function])
+		) o
+		WHERE cmd.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass
+			AND d.classid OPERATOR(pg_catalog.=) o.classid AND d.objid OPERATOR(pg_catalog.=) o.objid
+			AND o.owner OPERATOR(pg_catalog.<>) c.relowner
+	LOOP
+		EXECUTE pg_catalog.format('ALTER %s %s OWNER TO %I',
+			CASE WHEN object.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass::pg_catalog.oid
+				THEN 'TABLE' ELSE 'FUNCTION' END,
+			(pg_catalog.pg_identify_object(object.classid, object.objid, 0)).identity, object.owner);
+	END LOOP;
+END
+$plpgsql$;
+
+COMMENT ON FUNCTION nearsim_follow_owner() IS
+'event trigger: after ALTER TABLE ... OWNER TO of an enabled table, give its bucket table and functions to the new owner';
+
+CREATE EVENT TRIGGER nearsim_follow_owner ON ddl_command_end
+	WHEN TAG IN ('ALTER TABLE')
+	EXECUTE FUNCTION nearsim_follow_owner();
+
+-- Schema changes that would break an enabled table are refused before they
+-- happen, with a hint (C, src/alter.c).  No search_path is set: the table
+-- named in the statement is found as the statement finds it, and the
+-- function's own queries qualify every name and operator.
+
+CREATE FUNCTION nearsim_guard_alter_table() RETURNS event_trigger
+	AS 'MODULE_PATHNAME', 'nearsim_guard_alter_table'
+	LANGUAGE C;
+
+COMMENT ON FUNCTION nearsim_guard_alter_table() IS
+'event trigger: refuse ALTER TABLE changes that would break an enabled table (renaming or moving it; renaming, dropping or retyping its key, text or fingerprint column; dropping its primary key; changing whether it is logged)';
+
+CREATE EVENT TRIGGER nearsim_guard_alter_table ON ddl_command_start
+	WHEN TAG IN ('ALTER TABLE')
+	EXECUTE FUNCTION nearsim_guard_alter_table();
 
 -- Dropping the extension while tables are enabled (C, src/drop.c): a plain
 -- DROP EXTENSION is refused with the list of tables; DROP EXTENSION ...

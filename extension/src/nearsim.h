@@ -15,12 +15,13 @@
 /*
  * The schema the extension is installed in (PostgreSQL 15 has no public C
  * function for it); the Python side has the same query in
- * nearsim.core.registry.
+ * nearsim.core.registry.  Every name and operator is qualified: it also runs
+ * under the caller's search_path.
  */
 #define NEARSIM_SCHEMA_QUERY \
 	"SELECT n.nspname FROM pg_catalog.pg_extension e" \
-	" JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace" \
-	" WHERE e.extname = '" NEARSIM_EXTENSION "'"
+	" JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) e.extnamespace" \
+	" WHERE e.extname OPERATOR(pg_catalog.=) '" NEARSIM_EXTENSION "'"
 
 /* Bits in a fingerprint: an unsigned 64-bit value kept in a signed bigint */
 #define FINGERPRINT_BITS 64
@@ -28,5 +29,9 @@
 /* Layouts of the bucket index: bands of at most 22 bits fit an integer */
 #define MIN_BANDS 3
 #define MAX_BANDS 16
+
+/* owner.c: the owner of a relation; an error unless the caller has its rights */
+extern Oid	nearsim_relation_owner(Oid relid);
+extern void nearsim_check_owner_rights(Oid owner, Oid relid);
 
 #endif							/* NEARSIM_H */

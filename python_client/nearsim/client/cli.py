@@ -385,6 +385,9 @@ def load_command(
             summary = loading(reporter=_ConsoleReporter(errors_file))
     if as_json:
         _print_json(summary.as_dict())
+    if summary.error is not None:
+        raise Fatal(f"{summary.error} ({_summary_line(summary)}); run the same command again"
+                    " to finish the load")
     click.echo(_summary_line(summary), err=True)
     if summary.interrupted:
         sys.exit(EXIT_INTERRUPTED)
@@ -740,7 +743,8 @@ def _cluster_members(
 
 @cli.command()
 @click.option("--check-fingerprints", is_flag=True,
-              help="Also recompute every stored fingerprint (reads all texts).")
+              help="Recompute every stored fingerprint (reads all texts), not only a"
+              " sample of about 1,000 rows.")
 @_database_options
 @_json_option
 def stats(check_fingerprints: bool, dsn: str | None, table: str, as_json: bool) -> None:
@@ -755,7 +759,7 @@ def stats(check_fingerprints: bool, dsn: str | None, table: str, as_json: bool) 
     with _errors():
         conn, documents = _open(dsn, table)
         with conn:
-            result = documents.stats(check_fingerprints)
+            result = documents.stats(True if check_fingerprints else None)
     if as_json:
         _print_json(result)
     else:

@@ -363,8 +363,12 @@ class DocumentTable:
         row = self.conn.execute(query, [key]).fetchone()
         return None if row is None else StoredDocument(*row)
 
-    def stats(self, check_fingerprints: bool = False) -> dict[str, Any]:
-        """Document counts, profile and bucket index health (``nearsim_verify``)."""
+    def stats(self, check_fingerprints: bool | None = None) -> dict[str, Any]:
+        """Document counts, profile and bucket index health (``nearsim_verify``).
+
+        ``check_fingerprints``: recompute every fingerprint (True), none
+        (False), or those of a sample of about 1,000 rows (None).
+        """
         registration = self.require_enabled()
         health = self.conn.execute(
             sql.SQL("SELECT * FROM {}.nearsim_verify(%s::regclass, %s)").format(self.extension),

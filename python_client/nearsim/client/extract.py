@@ -215,10 +215,17 @@ def _binary_kind(data: bytes) -> str | None:
     if data.startswith(_MAGIC_PREFIXES):
         return next(kind for magic, kind in _MAGIC.items() if data.startswith(magic))
     head = data[:_SNIFF_BYTES]
-    if b"\x00" in head:
-        controls = len(head) - len(head.translate(None, _CONTROL_BYTES))
-        if controls >= _BINARY_CONTROL_SHARE * len(head):
-            return "binary data (many NUL and control bytes)"
+    controls = len(head) - len(head.translate(None, _CONTROL_BYTES))
+    if b"\x00" in head and controls >= _BINARY_CONTROL_SHARE * len(head):
+        return "binary data (many NUL and control bytes)"
+    if controls:
+        # Control bytes in what is not UTF-8: random or compressed data (text
+        # in a legacy encoding has none; UTF-16 without a byte order mark is
+        # ASCII and NULs, valid UTF-8, and gets its own message).
+        try:
+            codecs.getincrementaldecoder("utf-8")().decode(head, final=False)
+        except UnicodeDecodeError:
+            return "binary data (control bytes, and not UTF-8)"
     return None
 
 

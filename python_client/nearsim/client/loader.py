@@ -76,6 +76,7 @@ class LoadSummary:
     bytes: int = 0
     seconds: float = 0.0
     interrupted: bool = False
+    error: str | None = None  # why the run stopped early (the connection was lost)
 
     @property
     def failures(self) -> int:
@@ -87,6 +88,7 @@ class LoadSummary:
             "failed": self.failures, "failed_by_reason": dict(sorted(self.failed.items())),
             "bytes": self.bytes, "seconds": round(self.seconds, 3),
             "interrupted": self.interrupted,
+            **({"error": self.error} if self.error is not None else {}),
         }  # fmt: skip
 
 
@@ -197,7 +199,7 @@ def prepare(task: Task, options: LoadOptions) -> Outcome:
 def _read(task: Task, options: LoadOptions) -> _Text | Unchanged | Failure:
     """The input's text and hash, or why it cannot be loaded."""
     item = task.item
-    source = item.path if isinstance(item, FileInput) else item.source
+    source = item.key if isinstance(item, FileInput) else item.source  # storable
     try:
         if isinstance(item, FileInput):
             text, encoded = read_document(item.path, max_bytes=options.max_bytes,
@@ -339,6 +341,7 @@ class Loader:
         self.batch: list[tuple[list[Prepared], bytes]] = []  # documents and their rows
         self.batch_count = 0
         self.batch_bytes = 0
+        self.settings: dict[str, str] = {}  # set in each batch's transaction
 
     def check(self) -> None:
         """Refuse tables this client cannot fill correctly."""
@@ -367,10 +370,9 @@ class Loader:
                     f"table {self.table} holds fingerprints of profile {profile}, which this"
                     f" client cannot compute ({error}): load with --server-side"
                 ) from error
-            # The table's triggers keep fingerprints of a session that
+            # The table's triggers keep fingerprints of a transaction that
             # declares their profile instead of computing each again.
-            self.conn.execute("SELECT pg_catalog.set_config('nearsim.profile', %s, false)",
-                              [profile])
+            self.settings["nearsim.profile"] = profile
         self.options = replace(self.options, profile=profile)
 
     def run(self, inputs: Iterable[Input]) -> LoadSummary:
@@ -400,6 +402,11 @@ class Loader:
                 self._flush()
         except KeyboardInterrupt:
             self.summary.interrupted = True
+        except psycopg.OperationalError as error:
+            # Whole batches are committed or not: the summary says which
+            # were, and a rerun finishes the load.
+            first_line = (str(error).strip().splitlines() or [type(error).__name__])[0]
+            self.summary.error = f"database connection lost: {first_line}"
         finally:
             self._abandon_copy()  # after an error; _flush has closed it otherwise
             listing.close()
@@ -409,15 +416,28 @@ class Loader:
 
     def _raise_work_mem(self) -> None:
         """Let the batch's transition table (whole rows, for the bucket trigger)
-        stay in memory instead of spilling to a temporary file: a session setting
-        of this loader's connection, never lowered."""
+        stay in memory instead of spilling to a temporary file; never lowered."""
         wanted = self.options.batch_bytes + 16 * 1024 * 1024
         row = self.conn.execute(
             "SELECT setting::bigint * 1024 FROM pg_catalog.pg_settings WHERE name = 'work_mem'"
         ).fetchone()
         if row is not None and row[0] < wanted:
-            self.conn.execute(sql.SQL("SET work_mem = {}").format(
-                sql.Literal(f"{wanted // 1024}kB")))
+            self.settings["work_mem"] = f"{wanted // 1024}kB"
+
+    def _begin(self) -> ExitStack:
+        """A batch's transaction, with the loader's settings for it alone.
+
+        Settings last for the transaction (``set_config(..., true)``), never
+        for the session: behind a pooler in transaction mode (pgbouncer), the
+        server connection goes to another client after each transaction, and
+        a session setting would go with it (the next client's fingerprints
+        would be taken as declared).
+        """
+        stack = ExitStack()
+        stack.enter_context(self.conn.transaction())
+        for name, value in self.settings.items():
+            self.conn.execute("SELECT pg_catalog.set_config(%s, %s, true)", [name, value])
+        return stack
 
     def _is_empty(self) -> bool:
         row = self.lookup_conn.execute(
@@ -535,8 +555,7 @@ class Loader:
         """
         try:
             if self.open_copy is None:
-                stack = ExitStack()
-                stack.enter_context(self.conn.transaction())
+                stack = self._begin()
                 copy = stack.enter_context(self.conn.cursor().copy(self._copy_statement(
                     self.table.identifier)))  # fmt: skip
                 self.open_copy = (stack, copy)
@@ -611,12 +630,13 @@ class Loader:
         if self.options.server_side:
             fingerprint = sql.SQL("{}.simhash(s.body, {})").format(
                 self.table.extension, sql.Literal(self.options.profile or PROFILE))
-        with self.conn.transaction():
+        with self._begin():
+            # dropped at commit: nothing of the loader outlives its transaction
             self.conn.execute(
                 sql.SQL(
-                    """CREATE TEMPORARY TABLE IF NOT EXISTS {} (
+                    """CREATE TEMPORARY TABLE {} (
                         key text, source text, content_hash bytea, body text, si bigint
-                    ) ON COMMIT DELETE ROWS"""
+                    ) ON COMMIT DROP"""
                 ).format(staging)
             )
             self._copy(staging, rows)
@@ -674,7 +694,10 @@ def load_paths(
     (120, 0)
     """
     options = options or LoadOptions()
-    with connect(dsn, autocommit=True) as conn, connect(dsn) as lookup_conn:
+    # No server-side prepared statements: behind a pooler in transaction
+    # mode the next transaction may run on another server connection.
+    with connect(dsn, autocommit=True, prepare_threshold=None) as conn, \
+            connect(dsn, prepare_threshold=None) as lookup_conn:
         if create:
             ensure_extension(conn)
         documents = DocumentTable(conn, table)
@@ -682,6 +705,6 @@ def load_paths(
             documents.create(bands, options.profile)
         inputs = iter_inputs(paths, source_options or SourceOptions(), stdin=stdin)
         summary = load(conn, lookup_conn, documents, inputs, options, reporter)
-        if summary.loaded or summary.updated:
+        if (summary.loaded or summary.updated) and summary.error is None:
             documents.analyze()
     return summary

@@ -15,7 +15,8 @@ Rules:
   against the file name and the path below the walked directory; an
   excluded directory is not entered.  Files named explicitly are always read.
 - A file's key is its absolute path (without resolving symbolic links); the
-  same key is produced once.
+  same key is produced once.  A name that is not UTF-8 keeps its bytes,
+  percent-encoded (:func:`storable`).
 - ``*.jsonl``/``*.ndjson`` and ``*.csv``/``*.tsv`` files hold one document
   per record (``records="auto"``), with the key in ``id_field`` (the source
   ``file:line`` when missing) and the text in ``text_field``.
@@ -61,6 +62,36 @@ class RecordInput(NamedTuple):
     text: str
 
 
+def storable(name: str) -> str:
+    """``name`` as text that PostgreSQL, JSON and a terminal can hold.
+
+    A file name that is not UTF-8 keeps its bytes: Python decodes each bad
+    byte to a lone surrogate (``surrogateescape``), and here it becomes
+    ``%XX`` (and a ``%`` of such a name ``%25``, so that the form is
+    unambiguous).  A lone surrogate from a record becomes ``%uXXXX``.  Valid
+    names stay as they are.
+
+    >>> storable("caf\\udce9.txt")
+    'caf%E9.txt'
+    """
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        pass
+    else:
+        return name
+    escaped = []
+    for char in name:
+        code = ord(char)
+        if 0xDC80 <= code <= 0xDCFF:
+            escaped.append(f"%{code - 0xDC00:02X}")
+        elif 0xD800 <= code <= 0xDFFF:
+            escaped.append(f"%u{code:04X}")
+        else:
+            escaped.append("%25" if char == "%" else char)
+    return "".join(escaped)
+
+
 @dataclass(frozen=True, slots=True)
 class Failure:
     """An input that was not loaded, and why (``reason``: see extract.REASONS)."""
@@ -69,6 +100,11 @@ class Failure:
     reason: str
     message: str
     offset: int | None = None
+
+    def __post_init__(self) -> None:
+        # reports are printed and written as JSON: names must be storable
+        object.__setattr__(self, "source", storable(self.source))
+        object.__setattr__(self, "message", storable(self.message))
 
 
 Input = FileInput | RecordInput | Failure
@@ -131,7 +167,7 @@ class _Walker:
         self.keys.add(path)
         record_format = self._record_format(path)
         if record_format == "none":
-            yield FileInput(path, path, info.st_size)
+            yield FileInput(path, storable(path), info.st_size)
         else:
             yield from _records(path, record_format, self.options)
 
@@ -223,7 +259,7 @@ def _record(
         key = source
     elif isinstance(key, (dict, list)):
         return Failure(source, "invalid-record", f"field {options.id_field!r} is not a scalar")
-    return RecordInput(str(key), source, text)
+    return RecordInput(storable(str(key)), storable(source), text)
 
 
 def _jsonl_records(path: str, options: SourceOptions) -> Iterator[Input]:

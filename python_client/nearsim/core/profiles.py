@@ -402,17 +402,29 @@ def detect_language(text: str) -> str | None:
 _SIZE = re.compile(r"(words|chars):(\d{1,3})(?:-(\d{1,3}))?")
 
 
+MAX_NAME = 256
+"""Longer names are no profile: longer than any specification can be."""
+
+
+def _shown(value: str, limit: int = 60) -> str:
+    """``value`` quoted for an error message, cut if long: a message is one line."""
+    return repr(value) if len(value) <= limit else f"{value[:limit]!r}... ({len(value)} characters)"
+
+
 @lru_cache(maxsize=256)
 def _parse(name: str) -> Profile:
     if not isinstance(name, str):
         raise TypeError(f"a profile name is a str, not {type(name).__name__}")
+    shown = _shown(name)
+    if len(name) > MAX_NAME:
+        raise ProfileError(f"profile {shown}: longer than any profile name")
     spec, slash, version_text = name.strip().partition("/")
     if slash:
         if not version_text.isdigit():
-            raise ProfileError(f"profile {name!r}: the version after '/' must be a number")
+            raise ProfileError(f"profile {shown}: the version after '/' must be a number")
         if int(version_text) != VERSION:
             raise ProfileError(
-                f"profile {name!r}: version {int(version_text)} is unknown to this nearsim,"
+                f"profile {shown}: version {int(version_text)} is unknown to this nearsim,"
                 f" which computes version {VERSION}"
             )
     spec = ALIASES.get(spec, spec)
@@ -420,13 +432,13 @@ def _parse(name: str) -> Profile:
     size = _SIZE.fullmatch(parts[0])
     if size is None:
         raise ProfileError(
-            f"profile {name!r}: expected a short name ({', '.join(ALIASES)}) or features"
+            f"profile {shown}: expected a short name ({', '.join(ALIASES)}) or features"
             " words:N, words:N-M, chars:N or chars:N-M first"
         )
     unit, low, high = size.group(1), int(size.group(2)), int(size.group(3) or size.group(2))
     limit = MAX_WORDS if unit == "words" else MAX_CHARS
     if not 1 <= low <= high <= limit:
-        raise ProfileError(f"profile {name!r}: sizes must satisfy 1 <= N <= M <= {limit}")
+        raise ProfileError(f"profile {shown}: sizes must satisfy 1 <= N <= M <= {limit}")
     options: dict[str, Any] = {}
     for part in parts[1:]:
         key, colon, language = part.partition(":")
@@ -435,19 +447,19 @@ def _parse(name: str) -> Profile:
             known = STOP_WORD_LANGUAGES if key == "stop" else STEMMER_LANGUAGES
             if language != "auto" and language not in known:
                 raise ProfileError(
-                    f"profile {name!r}: no {'stop-word list' if key == 'stop' else 'stemmer'}"
-                    f" for {language!r}; known: auto, {', '.join(known)}"
+                    f"profile {shown}: no {'stop-word list' if key == 'stop' else 'stemmer'}"
+                    f" for {_shown(language)}; known: auto, {', '.join(known)}"
                 )
         elif key in FLAGS and not colon:
             value = True
         else:
             raise ProfileError(
-                f"profile {name!r}: unknown option {part!r}; options are stop:LANG, stem:LANG,"
-                f" {', '.join(FLAGS)}"
+                f"profile {shown}: unknown option {_shown(part)}; options are stop:LANG,"
+                f" stem:LANG, {', '.join(FLAGS)}"
             )
         attribute = key.replace("-", "_")
         if attribute in options:
-            raise ProfileError(f"profile {name!r}: option {key!r} is given twice")
+            raise ProfileError(f"profile {shown}: option {key!r} is given twice")
         options[attribute] = value
     return Profile(unit, low, high, **options)  # type: ignore[arg-type]
 

@@ -16,10 +16,12 @@ REGISTRY = "nearsim_tables"
 
 EXTENSION_SCHEMA_QUERY = (
     "SELECT n.nspname FROM pg_catalog.pg_extension e"
-    " JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace"
-    f" WHERE e.extname = '{EXTENSION}'"
+    " JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) e.extnamespace"
+    f" WHERE e.extname OPERATOR(pg_catalog.=) '{EXTENSION}'"
 )
-"""SQL for the schema the extension is installed in: no row if it is not."""
+"""SQL for the schema the extension is installed in: no row if it is not.
+
+Qualified throughout: clients run it under their own search_path."""
 
 
 @dataclass(frozen=True)

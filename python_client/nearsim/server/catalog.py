@@ -32,6 +32,8 @@ class Table:
     owner: str
     key_column: str
     key_type: str  # as format_type prints it, with the collation if any
+    persistence: str = "p"  # pg_class.relpersistence: p permanent, u unlogged, t temporary
+    deferrable_key: bool = False  # a DEFERRABLE primary key: two rows may share a key for a while
 
 
 @dataclass(frozen=True)
@@ -46,12 +48,19 @@ class Enabled:
         return f"{session.ident(self.registration.object_schema)}.{session.ident(name)}"
 
 
-def table(session: Session, tbl: str | None) -> Table:
-    """Catalog facts for ``tbl`` (a regclass text), checking its key."""
+def table(session: Session, tbl: str | None, registered: Registration | None = None) -> Table:
+    """Catalog facts for ``tbl`` (a regclass text), checking its key.
+
+    With the table's ``registered`` row, a key that is no longer what
+    nearsim needs is taken from the row instead of refused, so that a table
+    can always be disabled.
+    """
     session.require(tbl, "the table")
     facts = session.one(
-        "SELECT c.oid::bigint AS oid, n.nspname, c.relname, c.relkind,"
-        " pg_catalog.pg_get_userbyid(c.relowner) AS owner"
+        "SELECT c.oid::pg_catalog.int8 AS oid, n.nspname, c.relname, c.relkind,"
+        " c.relpersistence, pg_catalog.pg_get_userbyid(c.relowner) AS owner,"
+        " EXISTS (SELECT FROM pg_catalog.pg_constraint k WHERE k.conrelid = c.oid"
+        " AND k.contype = 'p' AND k.condeferrable) AS deferrable_key"
         " FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
         f" WHERE c.oid = {session.literal(tbl)}::pg_catalog.regclass"
     )
@@ -73,6 +82,11 @@ def table(session: Session, tbl: str | None) -> Table:
         " JOIN pg_catalog.pg_type t ON t.oid = a.atttypid"
         f" WHERE i.indrelid = {facts['oid']} AND i.indisprimary"
     )
+    if registered is not None and (len(keys) != 1 or keys[0]["type"] not in KEY_TYPES
+                                   or keys[0]["attname"] != registered.key_column):
+        return Table(int(facts["oid"]), qualified, facts["nspname"], facts["relname"],
+                     facts["owner"], registered.key_column, "", facts["relpersistence"],
+                     bool(facts["deferrable_key"]))
     if len(keys) != 1:
         session.fail(
             f"table {qualified} has no single-column primary key"
@@ -88,7 +102,8 @@ def table(session: Session, tbl: str | None) -> Table:
             sqlstate="42804")
     key_type = key["type"] + (f" COLLATE {key['collation']}" if key["collation"] else "")
     return Table(int(facts["oid"]), qualified, facts["nspname"], facts["relname"],
-                 facts["owner"], key["attname"], key_type)
+                 facts["owner"], key["attname"], key_type, facts["relpersistence"],
+                 bool(facts["deferrable_key"]))
 
 
 def column_type(session: Session, of: Table, column: str) -> str | None:
@@ -114,8 +129,11 @@ def is_registered(session: Session, of: Table) -> bool:
     return bool(session.execute(f"SELECT 1 FROM {session.registry} WHERE tbl = {of.oid}::oid"))
 
 
-def lookup(session: Session, tbl: str | None) -> Enabled:
-    """The registry row of ``tbl``; an error if it is not enabled."""
+def lookup(session: Session, tbl: str | None, strict: bool = True) -> Enabled:
+    """The registry row of ``tbl``; an error if it is not enabled.
+
+    ``strict=False`` accepts a table whose key changed since (see :func:`table`).
+    """
     session.require(tbl, "the table")
     rows = session.execute(
         f"SELECT * FROM {session.registry}"
@@ -124,7 +142,8 @@ def lookup(session: Session, tbl: str | None) -> Enabled:
     if not rows:
         session.fail(f"table {tbl} is not enabled for nearsim",
                      hint="Run SELECT nearsim_enable(table, text_column).", sqlstate="55000")
-    return Enabled(table(session, tbl), Registration.from_row(rows[0]))
+    registration = Registration.from_row(rows[0])
+    return Enabled(table(session, tbl, None if strict else registration), registration)
 
 
 def named_profile(session: Session, name: str | None) -> Profile:
@@ -164,10 +183,16 @@ def check_table_profile(session: Session, qualified: str, profile: str) -> None:
 
 
 def simhash_sql(session: Session, text: str, profile: str) -> str:
-    """SQL for the fingerprint of ``text`` (an SQL expression) under ``profile``."""
+    """SQL for the fingerprint of ``text`` (an SQL expression) under ``profile``.
+
+    The call is exact: qualified with the extension's schema and with its
+    arguments cast to the declared types, so no function another role adds
+    (``simhash(character varying)``, say) can be chosen instead.
+    """
     if profile == PROFILE:
-        return f"{session.ext}.simhash({text})"
-    return f"{session.ext}.simhash({text}, {session.literal(profile)})"
+        return f"{session.ext}.simhash({text}::pg_catalog.text)"
+    return (f"{session.ext}.simhash({text}::pg_catalog.text,"
+            f" {session.literal(profile)}::pg_catalog.text)")
 
 
 def band_indexes(session: Session, enabled: Enabled) -> list[str]:
@@ -185,24 +210,18 @@ def band_indexes(session: Session, enabled: Enabled) -> list[str]:
 
 @contextmanager
 def as_owner(session: Session, of: Table) -> Iterator[None]:
-    """Act as the table's owner inside the block.
+    """Act as the table's owner inside the block (see :meth:`Session.acting_for`).
 
     Everything nearsim creates for a table belongs to the table's owner, and
-    the backfill runs with the owner's rights, not a superuser's (the table's
-    other triggers fire during it).  On an error the transaction or
-    savepoint that ends restores the role anyway.
+    the work on its rows (the backfill fires the table's other triggers)
+    runs with the owner's rights, never the caller's, in a security-restricted
+    operation the table's code cannot leave.  The caller must have the
+    owner's privileges.
     """
-    state = session.one("SELECT current_user AS who, pg_catalog.current_setting('role') AS role")
-    if state["who"] == of.owner:
-        yield
-        return
-    member = session.one(
-        f"SELECT pg_catalog.pg_has_role({session.literal(of.owner)}, 'MEMBER') AS ok"
-    )["ok"]
-    if not member:
+    allowed = session.one(
+        f"SELECT pg_catalog.pg_has_role({session.literal(of.owner)}, 'USAGE') AS ok")["ok"]
+    if not allowed:
         session.fail(f"must be owner of table {of.qualified}",
                      detail=f"{of.qualified} is owned by {of.owner}.", sqlstate="42501")
-    session.execute(f"SET LOCAL ROLE {session.ident(of.owner)}")
-    yield
-    previous = "NONE" if state["role"] == "none" else session.ident(state["role"])
-    session.execute(f"SET LOCAL ROLE {previous}")
+    with session.acting_for(of.oid):
+        yield

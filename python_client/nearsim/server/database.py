@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import cached_property
 from typing import Any, NoReturn, Protocol
 
@@ -15,6 +18,7 @@ class Database(Protocol):
     def quote_ident(self, name: str) -> str: ...
     def quote_literal(self, value: str) -> str: ...
     def notice(self, message: str) -> None: ...
+    def warning(self, message: str, hint: str | None = None) -> None: ...
     def error(self, message: str, detail: str | None = None, hint: str | None = None,
               sqlstate: str | None = None) -> NoReturn: ...
 
@@ -37,6 +41,9 @@ class Plpy:
     def notice(self, message: str) -> None:
         self._plpy.notice(message)
 
+    def warning(self, message: str, hint: str | None = None) -> None:
+        self._plpy.warning(message, **({} if hint is None else {"hint": hint}))
+
     def error(self, message: str, detail: str | None = None, hint: str | None = None,
               sqlstate: str | None = None) -> NoReturn:
         fields = {"detail": detail, "hint": hint, "sqlstate": sqlstate}
@@ -54,6 +61,7 @@ class Session:
 
     def __init__(self, db: Database) -> None:
         self.db = db
+        self.acting: int | None = None  # the table whose owner runs run() and row()
 
     @cached_property
     def ext(self) -> str:
@@ -83,6 +91,9 @@ class Session:
     def notice(self, message: str) -> None:
         self.db.notice(message)
 
+    def warning(self, message: str, hint: str | None = None) -> None:
+        self.db.warning(message, hint)
+
     def fail(self, message: str, hint: str | None = None, sqlstate: str = "22023",
              detail: str | None = None) -> NoReturn:
         """Raise an SQL error; invalid_parameter_value unless ``sqlstate`` says otherwise."""
@@ -95,3 +106,47 @@ class Session:
 
     def progress(self, what: str, done: int, total: int) -> None:
         self.notice(f"nearsim: {what} {done} of {total} rows")
+
+    # -- acting as a table's owner ---------------------------------------------
+
+    @contextmanager
+    def acting_for(self, table_oid: int) -> Iterator[None]:
+        """Run the statements of :meth:`run` and :meth:`row` as the table's owner.
+
+        Each goes through the C function ``nearsim_as_owner``: the user id
+        becomes the owner's inside a security-restricted operation, as for
+        PostgreSQL's own maintenance commands, so code the owner wrote
+        (triggers, casts, index expressions) runs with the owner's rights and
+        cannot switch back to the caller's.  Queries of the catalog go on
+        with :meth:`execute`, as the caller.
+        """
+        previous, self.acting = self.acting, table_oid
+        try:
+            yield
+        finally:
+            self.acting = previous
+
+    def run(self, statement: str) -> str | None:
+        """Run a statement as the owner; the first column of its first row."""
+        if self.acting is None:
+            raise RuntimeError("nearsim: a statement on a table runs as its owner")
+        rows = self.db.execute(
+            f"SELECT {self.ext}.nearsim_as_owner("
+            f"{self.acting}::pg_catalog.oid::pg_catalog.regclass,"
+            f" {self.literal(statement)}::pg_catalog.text)"
+            " AS result")
+        result = rows[0]["result"]
+        return None if result is None else str(result)
+
+    def row(self, select: str, before: str = "") -> dict[str, Any]:
+        """The first row of a query run as the owner, as a dict.
+
+        ``before`` is a WITH clause whose data-modifying statements the
+        query reads (they must stay at the top level).
+        """
+        result = self.run(
+            f"{before} SELECT pg_catalog.row_to_json(r)::pg_catalog.text FROM ({select}) r")
+        if result is None:
+            raise RuntimeError("nearsim: the query gave no row")
+        row: dict[str, Any] = json.loads(result)
+        return row

@@ -32,7 +32,21 @@ BUCKET_TRIGGERS = {
     "DELETE": ("nearsim_delete", "REFERENCING OLD TABLE AS nearsim_old"),
     "TRUNCATE": ("nearsim_truncate", ""),
 }
-TRIGGERS = (*FINGERPRINT_TRIGGERS.values(), *(name for name, _ in BUCKET_TRIGGERS.values()))
+# Row by row, in replica mode only: logical replication's apply worker fires
+# row triggers but not statement triggers (see _create_bucket_function).
+REPLICA_TRIGGER = "nearsim_replica"
+TRIGGERS = (*FINGERPRINT_TRIGGERS.values(), *(name for name, _ in BUCKET_TRIGGERS.values()),
+            REPLICA_TRIGGER)
+# When each trigger fires (pg_trigger.tgenabled): the fingerprint triggers
+# always (also when a subscriber applies replicated rows), the statement
+# triggers in origin mode (ordinary sessions), the row trigger in replica
+# mode (the apply worker, session_replication_role = replica).
+TRIGGER_MODES = {
+    **dict.fromkeys(FINGERPRINT_TRIGGERS.values(), "A"),
+    **{name: "O" for name, _ in BUCKET_TRIGGERS.values()},
+    REPLICA_TRIGGER: "R",
+}
+_ENABLE = {"A": "ENABLE ALWAYS TRIGGER", "O": "ENABLE TRIGGER", "R": "ENABLE REPLICA TRIGGER"}
 PINNED = "SET search_path = pg_catalog, pg_temp"
 
 
@@ -41,26 +55,29 @@ def create_bucket_table(session: Session, enabled: Enabled) -> str:
     table, reg = enabled.table, enabled.registration
     key, fp = session.ident(table.key_column), session.ident(reg.hash_column)
     bucket = enabled.qualify(session, reg.bucket_table)
-    session.execute(f"CREATE TABLE {bucket} (key {table.key_type} PRIMARY KEY, si bigint NOT NULL)")
+    # An unlogged table gets unlogged buckets: after a crash both are empty.
+    unlogged = "UNLOGGED " if table.persistence == "u" else ""
+    session.run(f"CREATE {unlogged}TABLE {bucket}"
+                f" (key {table.key_type} PRIMARY KEY, si pg_catalog.int8 NOT NULL)")
     comment = (f"nearsim buckets of {table.qualified}; written by its triggers,"
                f" read by {reg.similar_function}()")
-    session.execute(f"COMMENT ON TABLE {bucket} IS {session.literal(comment)}")
-    session.execute(
+    session.run(f"COMMENT ON TABLE {bucket} IS {session.literal(comment)}")
+    session.run(
         f"INSERT INTO {bucket} (key, si) SELECT {key}, {fp} FROM {table.qualified}"
         f" WHERE {fp} IS NOT NULL"
     )
     create_band_indexes(session, enabled)
-    session.execute(f"ANALYZE {bucket}")
+    session.run(f"ANALYZE {bucket}")
     # Whoever may read the documents may search them; nobody but the
     # owner's triggers writes buckets.
-    session.execute(f"ALTER TABLE {bucket} ENABLE ROW LEVEL SECURITY")
-    session.execute(
+    session.run(f"ALTER TABLE {bucket} ENABLE ROW LEVEL SECURITY")
+    session.run(
         f"CREATE POLICY readers_of_documents ON {bucket} FOR SELECT USING"
         " (pg_catalog.has_table_privilege("
         f"{session.literal(table.qualified)}::pg_catalog.regclass,"
         " 'SELECT'))"
     )
-    session.execute(f"GRANT SELECT ON {bucket} TO PUBLIC")
+    session.run(f"GRANT SELECT ON {bucket} TO PUBLIC")
     return bucket
 
 
@@ -68,7 +85,7 @@ def create_band_indexes(session: Session, enabled: Enabled) -> None:
     bands = enabled.registration.bands
     bucket = enabled.qualify(session, enabled.registration.bucket_table)
     for band in range(bands):
-        session.execute(
+        session.run(
             f"CREATE INDEX ON {bucket} ({session.ext}.nearsim_band(si, {bands}, {band}))"
         )
 
@@ -93,7 +110,7 @@ def _create_fingerprint_function(session: Session, enabled: Enabled) -> None:
     column = session.literal(reg.hash_column)
     declare = session.literal(f"SET nearsim.profile = {session.literal(reg.profile)}")
     qualified = session.literal(table.qualified)
-    session.execute(f"""CREATE FUNCTION {enabled.qualify(session, reg.fingerprint_function)}()
+    session.run(f"""CREATE FUNCTION {enabled.qualify(session, reg.fingerprint_function)}()
 RETURNS trigger LANGUAGE plpgsql {PINNED} AS $nearsim$
 DECLARE
     declared text := pg_catalog.current_setting('nearsim.profile', true);
@@ -123,7 +140,7 @@ BEGIN
     RETURN NEW;
 END
 $nearsim$""")
-    session.execute(
+    session.run(
         f"REVOKE ALL ON FUNCTION {enabled.qualify(session, reg.fingerprint_function)}()"
         " FROM PUBLIC")
 
@@ -134,11 +151,49 @@ def _create_bucket_function(session: Session, enabled: Enabled) -> None:
     fp = session.ident(reg.hash_column)
     bucket = enabled.qualify(session, reg.bucket_table)
     function = enabled.qualify(session, reg.bucket_function)
+    itself, name = session.literal(f"{function}()"), session.literal(function)
+    # With a DEFERRABLE primary key a transaction may insert a row under the
+    # key of one it deletes later: a bucket stays while a row has its key.
+    still_there = (f" AND NOT EXISTS (SELECT FROM {enabled.table.qualified} d"
+                   f" WHERE d.{key} = b.key)" if enabled.table.deferrable_key else "")
+    hint = session.literal(
+        f"Its owner runs SELECT nearsim_rebuild({session.literal(enabled.table.qualified)}).")
     # One statement's rows at once, from its transition tables.  A bucket
-    # row changes only when its document's key or fingerprint does.
-    session.execute(f"""CREATE FUNCTION {function}() RETURNS trigger
+    # row changes only when its document's key or fingerprint does.  It
+    # runs as its owner (writers may not write buckets themselves), so it
+    # refuses to run when that is not the table's owner: then the table's
+    # code (casts of its key type, say) could run with another role's rights.
+    # Row by row when a subscriber applies replicated rows (the apply worker
+    # fires no statement triggers), unless the bucket table is replicated
+    # too: then the publisher's buckets arrive by themselves.
+    row_still_there = (f" AND NOT EXISTS (SELECT FROM {enabled.table.qualified} d"
+                       f" WHERE d.{key} = OLD.{key})" if enabled.table.deferrable_key else "")
+    session.run(f"""CREATE FUNCTION {function}() RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER {PINNED} AS $nearsim$
 BEGIN
+    IF (SELECT c.relowner FROM pg_catalog.pg_class c WHERE c.oid = TG_RELID)
+       IS DISTINCT FROM (SELECT p.proowner FROM pg_catalog.pg_proc p
+                         WHERE p.oid = {itself}::pg_catalog.regprocedure) THEN
+        RAISE EXCEPTION 'nearsim: % belongs to another role than table %', {name},
+            TG_TABLE_SCHEMA || '.' || TG_TABLE_NAME
+            USING ERRCODE = '42501', HINT = {hint};
+    END IF;
+    IF TG_LEVEL = 'ROW' THEN
+        IF EXISTS (SELECT FROM pg_catalog.pg_subscription_rel r
+                   WHERE r.srrelid = {session.literal(bucket)}::pg_catalog.regclass) THEN
+            RETURN NULL;
+        END IF;
+        IF TG_OP = 'DELETE'
+           OR (TG_OP = 'UPDATE' AND (OLD.{key} IS DISTINCT FROM NEW.{key} OR NEW.{fp} IS NULL))
+        THEN
+            DELETE FROM {bucket} AS b WHERE b.key = OLD.{key}{row_still_there};
+        END IF;
+        IF TG_OP <> 'DELETE' AND NEW.{fp} IS NOT NULL THEN
+            INSERT INTO {bucket} AS b (key, si) VALUES (NEW.{key}, NEW.{fp})
+            ON CONFLICT (key) DO UPDATE SET si = EXCLUDED.si;
+        END IF;
+        RETURN NULL;
+    END IF;
     IF TG_OP = 'INSERT' THEN
         INSERT INTO {bucket} AS b (key, si)
         SELECT n.{key}, n.{fp} FROM nearsim_new n WHERE n.{fp} IS NOT NULL
@@ -147,7 +202,7 @@ BEGIN
         DELETE FROM {bucket} AS b
         USING (SELECT o.{key}, o.{fp} FROM nearsim_old o
                EXCEPT SELECT n.{key}, n.{fp} FROM nearsim_new n) AS gone (key, si)
-        WHERE b.key = gone.key;
+        WHERE b.key = gone.key{still_there};
         INSERT INTO {bucket} AS b (key, si)
         SELECT came.key, came.si
         FROM (SELECT n.{key}, n.{fp} FROM nearsim_new n
@@ -155,14 +210,14 @@ BEGIN
         WHERE came.si IS NOT NULL
         ON CONFLICT (key) DO UPDATE SET si = EXCLUDED.si;
     ELSIF TG_OP = 'DELETE' THEN
-        DELETE FROM {bucket} AS b USING nearsim_old o WHERE b.key = o.{key};
+        DELETE FROM {bucket} AS b USING nearsim_old o WHERE b.key = o.{key}{still_there};
     ELSIF TG_OP = 'TRUNCATE' THEN
         TRUNCATE {bucket};
     END IF;
     RETURN NULL;
 END
 $nearsim$""")
-    session.execute(f"REVOKE ALL ON FUNCTION {function}() FROM PUBLIC")
+    session.run(f"REVOKE ALL ON FUNCTION {function}() FROM PUBLIC")
 
 
 def _create_search_functions(session: Session, enabled: Enabled) -> None:
@@ -177,25 +232,28 @@ def _create_search_functions(session: Session, enabled: Enabled) -> None:
     # hamming(si, query) <= max_distance.  The candidates' keys come as one
     # array, so the documents are always fetched through their primary key,
     # whatever the planner guesses of hamming().  The profile check is
-    # immutable: it runs once, when the query is planned.
+    # immutable: it runs once, when the query is planned.  The function is
+    # not pinned to a search_path (that would stop the planner from inlining
+    # it), so every call and operator is qualified.
     probes = "\n        OR ".join(
-        f"{ext}.nearsim_band(b.si, {reg.bands}, {band}) = ANY"
+        f"{ext}.nearsim_band(b.si, {reg.bands}, {band}) OPERATOR(pg_catalog.=) ANY"
         f" ({ext}.nearsim_band_probes(query, max_distance, {reg.bands}, {band}))"
         for band in range(reg.bands)
     )
-    session.execute(f"""CREATE FUNCTION {similar}(query bigint, max_distance integer DEFAULT 6)
+    session.run(f"""CREATE FUNCTION {similar}(query bigint, max_distance integer DEFAULT 6)
 RETURNS TABLE (doc {table.qualified}, distance integer)
 LANGUAGE sql STABLE PARALLEL SAFE AS $nearsim$
     SELECT d, {ext}.hamming(d.{fp}, query)
     FROM {table.qualified} AS d
-    WHERE d.{key} = ANY (ARRAY(
+    WHERE d.{key} OPERATOR(pg_catalog.=) ANY (ARRAY(
         SELECT b.key FROM {bucket} AS b
         WHERE ({probes})
-          AND {ext}.hamming(b.si, query) <= max_distance))
-      AND {ext}.hamming(d.{fp}, query) <= max_distance
-      AND {ext}.nearsim_check_profile({table.oid}::oid::pg_catalog.regclass, {profile})
+          AND {ext}.hamming(b.si, query) OPERATOR(pg_catalog.<=) max_distance))
+      AND {ext}.hamming(d.{fp}, query) OPERATOR(pg_catalog.<=) max_distance
+      AND {ext}.nearsim_check_profile({table.oid}::pg_catalog.oid::pg_catalog.regclass,
+                                      {profile}::pg_catalog.text)
 $nearsim$""")
-    session.execute(f"""CREATE FUNCTION {similar}(query text, max_distance integer DEFAULT 6)
+    session.run(f"""CREATE FUNCTION {similar}(query text, max_distance integer DEFAULT 6)
 RETURNS TABLE (doc {table.qualified}, distance integer)
 LANGUAGE sql STABLE PARALLEL SAFE AS $nearsim$
     SELECT s.doc, s.distance FROM {similar}({simhash_sql(session, "query", reg.profile)},
@@ -205,7 +263,7 @@ $nearsim$""")
                f" query ({reg.profile} fingerprint), with the distance; exact, through the"
                " nearsim bucket index")
     for argument in ("bigint", "text"):
-        session.execute(
+        session.run(
             f"COMMENT ON FUNCTION {similar}({argument}, integer) IS {session.literal(comment)}")
 
 
@@ -231,35 +289,41 @@ def create_triggers(session: Session, enabled: Enabled) -> None:
     }
     for event, name in FINGERPRINT_TRIGGERS.items():
         if name not in existing:
-            session.execute(
+            session.run(
                 f"CREATE TRIGGER {session.ident(name)} BEFORE {event} ON {table.qualified}"
                 f" FOR EACH ROW WHEN ({needs_work[event]})"
                 f" EXECUTE FUNCTION {fingerprint_fn}()"
             )
     for event, (name, referencing) in BUCKET_TRIGGERS.items():
         if name not in existing:
-            session.execute(
+            session.run(
                 f"CREATE TRIGGER {session.ident(name)} AFTER {event} ON {table.qualified}"
                 f" {referencing} FOR EACH STATEMENT EXECUTE FUNCTION {bucket_fn}()"
             )
+    if REPLICA_TRIGGER not in existing:
+        session.run(
+            f"CREATE TRIGGER {session.ident(REPLICA_TRIGGER)} AFTER INSERT OR UPDATE OR DELETE"
+            f" ON {table.qualified} FOR EACH ROW EXECUTE FUNCTION {bucket_fn}()"
+        )
     for name in TRIGGERS:
-        session.execute(f"ALTER TABLE {table.qualified} ENABLE TRIGGER {session.ident(name)}")
+        session.run(f"ALTER TABLE {table.qualified} {_ENABLE[TRIGGER_MODES[name]]}"
+                    f" {session.ident(name)}")
 
 
 def drop_functions_and_triggers(session: Session, enabled: Enabled) -> None:
     reg = enabled.registration
     similar = enabled.qualify(session, reg.similar_function)
-    session.execute(f"DROP FUNCTION IF EXISTS {similar}(text, integer)")
-    session.execute(f"DROP FUNCTION IF EXISTS {similar}(bigint, integer)")
+    session.run(f"DROP FUNCTION IF EXISTS {similar}(text, integer)")
+    session.run(f"DROP FUNCTION IF EXISTS {similar}(bigint, integer)")
     for name in TRIGGERS:
-        session.execute(
+        session.run(
             f"DROP TRIGGER IF EXISTS {session.ident(name)} ON {enabled.table.qualified}")
     for function in (reg.fingerprint_function, reg.bucket_function):
-        session.execute(f"DROP FUNCTION IF EXISTS {enabled.qualify(session, function)}()")
+        session.run(f"DROP FUNCTION IF EXISTS {enabled.qualify(session, function)}()")
 
 
 def drop_all(session: Session, enabled: Enabled) -> None:
     """Every object of the table: functions, triggers and the bucket table."""
     drop_functions_and_triggers(session, enabled)
-    session.execute(
+    session.run(
         f"DROP TABLE IF EXISTS {enabled.qualify(session, enabled.registration.bucket_table)}")

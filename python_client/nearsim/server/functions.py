@@ -138,11 +138,11 @@ def nearsim_disable(plpy: Any, tbl: str) -> None:
     maintenance.disable(_session(plpy), tbl)
 
 
-def nearsim_verify(plpy: Any, tbl: str, fingerprints: bool) -> dict[str, Any]:
+def nearsim_verify(plpy: Any, tbl: str, fingerprints: bool | None) -> dict[str, Any]:
     return maintenance.verify(_session(plpy), tbl, fingerprints)
 
 
-def nearsim_rebuild(plpy: Any, tbl: str, bands: int | None, fingerprints: bool,
+def nearsim_rebuild(plpy: Any, tbl: str, bands: int | None, fingerprints: bool | None,
                     batch_size: int, profile: str | None) -> dict[str, Any]:
     # batch_size is accepted for compatibility: the rebuild works in one
     # statement per step.

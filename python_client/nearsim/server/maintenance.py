@@ -45,6 +45,10 @@ def enable(session: Session, tbl: str, text_column: str, hash_column: str, bands
                      sqlstate="22004")
     profile = named_profile(session, profile).name
     documents = table(session, tbl)
+    if documents.persistence == "t":
+        session.fail(f"{documents.qualified} is a temporary table",
+                     hint="nearsim records enabled tables for every session; enable an ordinary"
+                     " or an unlogged table.", sqlstate="0A000")
     if is_registered(session, documents):
         session.fail(f"table {documents.qualified} is already enabled for nearsim",
                      hint="nearsim_rebuild changes the layout; nearsim_disable removes it.",
@@ -95,14 +99,14 @@ def _create(session: Session, documents: Table, text_column: str, hash_column: s
             hash_type: str | None, bands: int | None, names: dict[str, str], batch_size: int,
             profile: str) -> None:
     # Writers wait until the table is enabled; readers go on.
-    session.execute(f"LOCK TABLE {documents.qualified} IN SHARE ROW EXCLUSIVE MODE")
+    session.run(f"LOCK TABLE {documents.qualified} IN SHARE ROW EXCLUSIVE MODE")
     text, fp = session.ident(text_column), session.ident(hash_column)
     if hash_type is None:
-        session.execute(f"ALTER TABLE {documents.qualified} ADD COLUMN {fp} bigint")
+        session.run(f"ALTER TABLE {documents.qualified} ADD COLUMN {fp} pg_catalog.int8")
     else:
         _check_stored_fingerprints(session, documents, text, fp, profile)
 
-    rows = int(session.one(f"SELECT count(*) AS n FROM {documents.qualified}")["n"])
+    rows = int(session.row(f"SELECT pg_catalog.count(*) AS n FROM {documents.qualified}")["n"])
     bands = _bands(session, default_bands(rows) if bands is None else bands)
     registration = Registration(documents.key_column, text_column, hash_column, bands, profile,
                                 documents.schema, **names)
@@ -111,12 +115,23 @@ def _create(session: Session, documents: Table, text_column: str, hash_column: s
     ddl.create_bucket_table(session, enabled)
     ddl.create_functions(session, enabled)
     ddl.create_triggers(session, enabled)
-    columns = Registration.columns()
-    values = ", ".join(session.literal(getattr(registration, c)) for c in columns)
+    _register(session, enabled)
+
+
+def _register(session: Session, enabled: Enabled) -> None:
+    """The registry row of the table: through nearsim_register, which links its objects."""
+    reg = enabled.registration
+    arguments = ", ".join(
+        f"{session.literal(getattr(reg, column))}::pg_catalog.{kind}"
+        for column, kind in zip(_REGISTERED, _REGISTERED_TYPES, strict=True))
     session.execute(
-        f"INSERT INTO {session.registry} (tbl, {', '.join(columns)})"
-        f" VALUES ({documents.oid}::oid::pg_catalog.regclass, {values})"
-    )
+        f"SELECT {session.ext}.nearsim_register("
+        f"{enabled.table.oid}::pg_catalog.oid::pg_catalog.regclass, {arguments})")
+
+
+_REGISTERED = ("key_column", "text_column", "hash_column", "bands", "profile", "bucket_table",
+               "fingerprint_function", "bucket_function", "similar_function")
+_REGISTERED_TYPES = ("name", "name", "name", "int4", "text", "name", "name", "name", "name")
 
 
 def _check_stored_fingerprints(session: Session, documents: Table, text: str, fp: str,
@@ -127,10 +142,10 @@ def _check_stored_fingerprints(session: Session, documents: Table, text: str, fp
     (or not fingerprints at all) would make every search wrong.
     """
     key = session.ident(documents.key_column)
-    row = session.one(
-        "SELECT count(*) AS checked, count(*) FILTER (WHERE s.stored IS DISTINCT FROM s.fresh)"
-        " AS differ, (pg_catalog.array_agg(s.key::text) FILTER (WHERE s.stored IS DISTINCT"
-        " FROM s.fresh))[1] AS first"
+    row = session.row(
+        "SELECT pg_catalog.count(*) AS checked, pg_catalog.count(*) FILTER (WHERE s.stored IS"
+        " DISTINCT FROM s.fresh) AS differ, (pg_catalog.array_agg(s.key::pg_catalog.text)"
+        " FILTER (WHERE s.stored IS DISTINCT FROM s.fresh))[1] AS first"
         f" FROM (SELECT {key} AS key, {fp} AS stored,"
         f" {simhash_sql(session, text, profile)} AS fresh FROM {documents.qualified}"
         f" WHERE {fp} IS NOT NULL ORDER BY {key} LIMIT 200) s"
@@ -150,22 +165,23 @@ def _backfill(session: Session, enabled: Enabled, batch_size: int, rows: int) ->
     documents, reg = enabled.table, enabled.registration
     key = session.ident(documents.key_column)
     text, fp = session.ident(reg.text_column), session.ident(reg.hash_column)
-    todo = int(session.one(
-        f"SELECT count(*) AS n FROM {documents.qualified} WHERE {fp} IS NULL"
+    todo = int(session.row(
+        f"SELECT pg_catalog.count(*) AS n FROM {documents.qualified} WHERE {fp} IS NULL"
         f" AND {text} IS NOT NULL")["n"])
     done = 0
     last: str | None = None
     fresh = simhash_sql(session, f"d.{text}", reg.profile)
     while done < todo:
-        after = "" if last is None else f" AND {key} > {session.literal(last)}"
-        result = session.one(
-            f"WITH batch AS (SELECT {key} FROM {documents.qualified}"
+        after = "" if last is None else f" AND {key} OPERATOR(pg_catalog.>) {session.literal(last)}"
+        result = session.row(
+            f"SELECT pg_catalog.count(*) AS n,"
+            f" (SELECT {key}::pg_catalog.text FROM done ORDER BY {key} DESC LIMIT 1) AS last"
+            " FROM done",
+            before=f"WITH batch AS (SELECT {key} FROM {documents.qualified}"
             f" WHERE {fp} IS NULL AND {text} IS NOT NULL{after}"
             f" ORDER BY {key} LIMIT {batch_size}),"
             f" done AS (UPDATE {documents.qualified} d SET {fp} = {fresh}"
-            f" FROM batch WHERE d.{key} = batch.{key} RETURNING d.{key})"
-            f" SELECT count(*) AS n,"
-            f" (SELECT {key}::text FROM done ORDER BY {key} DESC LIMIT 1) AS last FROM done"
+            f" FROM batch WHERE d.{key} OPERATOR(pg_catalog.=) batch.{key} RETURNING d.{key})",
         )
         if not result["n"]:
             break
@@ -178,44 +194,100 @@ def _backfill(session: Session, enabled: Enabled, batch_size: int, rows: int) ->
 
 
 def disable(session: Session, tbl: str) -> None:
-    """``nearsim_disable``: the table's objects and registry row go; documents stay."""
-    enabled = lookup(session, tbl)
+    """``nearsim_disable``: the table's objects and registry row go; documents stay.
+
+    It works whatever happened to the table's key since it was enabled.
+    """
+    enabled = lookup(session, tbl, strict=False)
     with as_owner(session, enabled.table):
         ddl.drop_all(session, enabled)
-        session.execute(f"DELETE FROM {session.registry} WHERE tbl = {enabled.table.oid}::oid")
+    session.execute(f"SELECT {session.ext}.nearsim_unregister("
+                    f"{enabled.table.oid}::pg_catalog.oid::pg_catalog.regclass)")
 
 
-def verify(session: Session, tbl: str, fingerprints: bool) -> dict[str, Any]:
+def breaks(session: Session, enabled: Enabled) -> list[str]:
+    """What changed in the table since it was enabled that nearsim's objects cannot follow.
+
+    The guard on ALTER TABLE refuses such changes; they happen only where
+    it was bypassed (event triggers disabled).
+    """
+    documents, reg = enabled.table, enabled.registration
+    found = []
+    if not documents.key_type:
+        found.append(f"the primary key is no longer column {session.ident(reg.key_column)}"
+                     " of type integer, bigint, text or uuid")
+    text_type = column_type(session, documents, reg.text_column)
+    if text_type not in TEXT_TYPES:
+        found.append(f"text column {session.ident(reg.text_column)} is "
+                     + ("gone" if text_type is None else f"of type {text_type}"))
+    hash_type = column_type(session, documents, reg.hash_column)
+    if hash_type != "bigint":
+        found.append(f"fingerprint column {session.ident(reg.hash_column)} is "
+                     + ("gone" if hash_type is None else f"of type {hash_type}"))
+    bucket = enabled.qualify(session, reg.bucket_table)
+    rows = session.execute(
+        "SELECT pg_catalog.format_type(a.atttypid, NULL) AS type FROM pg_catalog.pg_attribute a"
+        f" WHERE a.attrelid = pg_catalog.to_regclass({session.literal(bucket)})"
+        " AND a.attname = 'key'")
+    if not rows:
+        found.append(f"bucket table {bucket} is gone")
+    elif documents.key_type and rows[0]["type"] != documents.key_type.split(" COLLATE ")[0]:
+        found.append(f"the key is of type {documents.key_type}, its buckets' of {rows[0]['type']}")
+    search = enabled.qualify(session, reg.similar_function)
+    source = session.execute(
+        "SELECT p.prosrc FROM pg_catalog.pg_proc p WHERE p.oid = pg_catalog.to_regprocedure("
+        f"{session.literal(search + '(pg_catalog.int8, pg_catalog.int4)')})")
+    if not source or f"FROM {documents.qualified} AS d" not in source[0]["prosrc"]:
+        found.append(f"search function {search} does not read table {documents.qualified}"
+                     " (renamed or moved since)")
+    return found
+
+
+def verify(session: Session, tbl: str, fingerprints: bool | None) -> dict[str, Any]:
     """``nearsim_verify``: drift between documents and buckets, and object health."""
-    enabled = lookup(session, tbl)
+    enabled = lookup(session, tbl, strict=False)
     documents, reg = enabled.table, enabled.registration
     key = session.ident(documents.key_column)
-    text, fp = session.ident(reg.text_column), session.ident(reg.hash_column)
+    fp = session.ident(reg.hash_column)
     bucket = enabled.qualify(session, reg.bucket_table)
     profile_ok = computable(reg.profile) is None
-    stale = (
-        f", (SELECT count(*) FROM {documents.qualified} d WHERE d.{fp} IS DISTINCT FROM"
-        f" {simhash_sql(session, f'd.{text}', reg.profile)}) AS stale"
-        if fingerprints and profile_ok else ", NULL::bigint AS stale"
-    )
-    report = session.one(
-        "SELECT count(d.key) AS documents, count(d.si) AS fingerprinted,"
-        " count(b.key) AS buckets,"
-        " count(*) FILTER (WHERE d.si IS NOT NULL AND b.key IS NULL) AS missing,"
-        " count(*) FILTER (WHERE b.key IS NOT NULL AND d.si IS NULL) AS extra,"
-        " count(*) FILTER (WHERE b.si <> d.si) AS wrong,"
-        " (pg_catalog.array_agg(COALESCE(d.key, b.key)::text ORDER BY COALESCE(d.key, b.key))"
-        "  FILTER (WHERE b.si IS DISTINCT FROM d.si))[1:10] AS sample_keys"
-        f"{stale}"
-        f" FROM (SELECT {key} AS key, {fp} AS si FROM {documents.qualified}) d"
-        f" FULL JOIN {bucket} b ON b.key = d.key"
-    )
+    broken = breaks(session, enabled)
+    if broken:
+        # Nothing can be counted; every break is named, with the way out.
+        for problem in broken:
+            session.warning(f"nearsim: table {documents.qualified}: {problem}",
+                            hint=f"Run SELECT nearsim_disable({session.literal(tbl)}), then"
+                            " nearsim_enable again.")
+        return {"ok": False, "documents": None, "fingerprinted": None, "buckets": None,
+                "missing": None, "extra": None, "wrong": None, "stale": None,
+                "sample_keys": None, "triggers_ok": None, "band_indexes_ok": None,
+                "profile_ok": profile_ok, "bands": reg.bands}
+    with as_owner(session, documents):
+        report = session.row(
+            "SELECT pg_catalog.count(d.key) AS documents, pg_catalog.count(d.si) AS fingerprinted,"
+            " pg_catalog.count(b.key) AS buckets,"
+            " pg_catalog.count(*) FILTER (WHERE d.si IS NOT NULL AND b.key IS NULL) AS missing,"
+            " pg_catalog.count(*) FILTER (WHERE b.key IS NOT NULL AND d.si IS NULL) AS extra,"
+            " pg_catalog.count(*) FILTER (WHERE b.si <> d.si) AS wrong,"
+            " (pg_catalog.array_agg(COALESCE(d.key, b.key)::pg_catalog.text"
+            " ORDER BY COALESCE(d.key, b.key))"
+            "  FILTER (WHERE b.si IS DISTINCT FROM d.si))[1:10] AS sample_keys"
+            f" FROM (SELECT {key} AS key, {fp} AS si FROM {documents.qualified}) d"
+            f" FULL JOIN {bucket} b ON b.key OPERATOR(pg_catalog.=) d.key"
+        )
+        report["stale"] = None
+        if profile_ok and fingerprints is not False:
+            count, keys = _stale(session, enabled, everything=bool(fingerprints))
+            report["stale"] = count
+            if keys:
+                report["sample_keys"] = sorted({*(report["sample_keys"] or []), *keys})[:10]
     triggers = session.execute(
         "SELECT t.tgname, t.tgenabled FROM pg_catalog.pg_trigger t"
         f" WHERE t.tgrelid = {documents.oid}::oid"
     )
     states = {r["tgname"]: r["tgenabled"] for r in triggers}
-    report["triggers_ok"] = all(states.get(name) in ("O", "A") for name in ddl.TRIGGERS)
+    report["triggers_ok"] = all(states.get(name) == mode
+                                for name, mode in ddl.TRIGGER_MODES.items())
     report["bands"] = reg.bands
     report["band_indexes_ok"] = len(band_indexes(session, enabled)) == reg.bands
     report["profile_ok"] = profile_ok
@@ -226,7 +298,40 @@ def verify(session: Session, tbl: str, fingerprints: bool) -> dict[str, Any]:
     return report
 
 
-def rebuild(session: Session, tbl: str, bands: int | None, fingerprints: bool,
+SAMPLED_ROWS = 1000
+"""Rows whose fingerprints the default nearsim_verify and nearsim_rebuild recompute."""
+
+
+def _stale(session: Session, enabled: Enabled, everything: bool) -> tuple[int, list[str]]:
+    """Stored fingerprints that are not those of the text, and up to ten keys.
+
+    They were written while the triggers were off.  ``everything`` reads
+    every row; otherwise pages holding about SAMPLED_ROWS rows (every row of
+    a smaller table).  Runs as the table's owner.
+    """
+    documents, reg = enabled.table, enabled.registration
+    key = session.ident(documents.key_column)
+    text, fp = session.ident(reg.text_column), session.ident(reg.hash_column)
+    sampled = "" if everything else _sample(session, documents)
+    stale = session.row(
+        "SELECT pg_catalog.count(*) AS n, (pg_catalog.array_agg(s.key::pg_catalog.text"
+        " ORDER BY s.key))[1:10] AS keys"
+        f" FROM (SELECT d.{key} AS key FROM {documents.qualified} d{sampled}"
+        f" WHERE d.{fp} IS DISTINCT FROM {simhash_sql(session, f'd.{text}', reg.profile)}) s")
+    return int(stale["n"]), list(stale["keys"] or [])
+
+
+def _sample(session: Session, documents: Table) -> str:
+    """A TABLESAMPLE clause reading about SAMPLED_ROWS rows; none for a small table."""
+    estimate = session.one(
+        f"SELECT c.reltuples FROM pg_catalog.pg_class c WHERE c.oid = {documents.oid}")
+    rows = float(estimate["reltuples"])
+    if rows <= SAMPLED_ROWS:
+        return ""
+    return f" TABLESAMPLE SYSTEM ({100.0 * SAMPLED_ROWS / rows:.6f})"
+
+
+def rebuild(session: Session, tbl: str, bands: int | None, fingerprints: bool | None,
             profile: str | None) -> dict[str, Any]:
     """``nearsim_rebuild``: repair the buckets, remake the objects, change layout or profile."""
     enabled = lookup(session, tbl)
@@ -236,14 +341,18 @@ def rebuild(session: Session, tbl: str, bands: int | None, fingerprints: bool,
         return _repair(session, enabled, bands, fingerprints, new_profile)
 
 
-def _repair(session: Session, enabled: Enabled, bands: int | None, fingerprints: bool,
+def _repair(session: Session, enabled: Enabled, bands: int | None, fingerprints: bool | None,
             profile: str) -> dict[str, Any]:
     documents, reg = enabled.table, enabled.registration
-    session.execute(f"LOCK TABLE {documents.qualified} IN SHARE ROW EXCLUSIVE MODE")
-    # Another profile means other fingerprints for every document.
-    fingerprints = fingerprints or profile != reg.profile
+    session.run(f"LOCK TABLE {documents.qualified} IN SHARE ROW EXCLUSIVE MODE")
+    if profile != reg.profile:
+        fingerprints = True  # another profile: other fingerprints for every document
     if not fingerprints:
         check_table_profile(session, documents.qualified, reg.profile)
+    if fingerprints is None:
+        # By default, every fingerprint is recomputed when a sample finds
+        # stale ones (texts changed while the triggers were off).
+        fingerprints = _stale(session, enabled, everything=False)[0] > 0
     # The functions and triggers are made again below from this version's
     # templates, with the new layout and profile; the old ones would check
     # the new fingerprints against the old profile.
@@ -255,35 +364,34 @@ def _repair(session: Session, enabled: Enabled, bands: int | None, fingerprints:
     if fingerprints:
         # The triggers may be off (that may be why this runs), so the
         # buckets are resynchronised below rather than left to them.
-        recomputed = int(session.one(
-            f"WITH changed AS (UPDATE {documents.qualified} d SET {fp} = fresh.si"
+        recomputed = int(session.row(
+            "SELECT pg_catalog.count(*) AS n FROM changed",
+            before=f"WITH changed AS (UPDATE {documents.qualified} d SET {fp} = fresh.si"
             f" FROM (SELECT {key} AS key, {simhash_sql(session, text, profile)} AS si"
             f" FROM {documents.qualified}) fresh"
-            f" WHERE d.{key} = fresh.key AND d.{fp} IS DISTINCT FROM fresh.si RETURNING 1)"
-            " SELECT count(*) AS n FROM changed")["n"])
+            f" WHERE d.{key} OPERATOR(pg_catalog.=) fresh.key"
+            f" AND d.{fp} IS DISTINCT FROM fresh.si RETURNING 1)")["n"])
         session.progress("recomputed fingerprints of", recomputed, recomputed)
-    removed = int(session.one(
-        f"WITH gone AS (DELETE FROM {bucket} b WHERE NOT EXISTS (SELECT FROM"
-        f" {documents.qualified} d WHERE d.{key} = b.key AND d.{fp} = b.si) RETURNING 1)"
-        " SELECT count(*) AS n FROM gone")["n"])
-    added = int(session.one(
-        f"WITH came AS (INSERT INTO {bucket} AS b (key, si) SELECT d.{key}, d.{fp}"
+    removed = int(session.row(
+        "SELECT pg_catalog.count(*) AS n FROM gone",
+        before=f"WITH gone AS (DELETE FROM {bucket} b WHERE NOT EXISTS (SELECT FROM"
+        f" {documents.qualified} d WHERE d.{key} OPERATOR(pg_catalog.=) b.key"
+        f" AND d.{fp} = b.si) RETURNING 1)")["n"])
+    added = int(session.row(
+        "SELECT pg_catalog.count(*) AS n FROM came",
+        before=f"WITH came AS (INSERT INTO {bucket} AS b (key, si) SELECT d.{key}, d.{fp}"
         f" FROM {documents.qualified} d WHERE d.{fp} IS NOT NULL AND NOT EXISTS (SELECT FROM"
-        f" {bucket} x WHERE x.key = d.{key} AND x.si = d.{fp})"
-        " ON CONFLICT (key) DO UPDATE SET si = EXCLUDED.si RETURNING 1)"
-        " SELECT count(*) AS n FROM came")["n"])
+        f" {bucket} x WHERE x.key OPERATOR(pg_catalog.=) d.{key} AND x.si = d.{fp})"
+        " ON CONFLICT (key) DO UPDATE SET si = EXCLUDED.si RETURNING 1)")["n"])
     new_bands = _bands(session, reg.bands if bands is None else bands)
     if new_bands != reg.bands or len(band_indexes(session, enabled)) != reg.bands:
         for index in band_indexes(session, enabled):
-            session.execute(f"DROP INDEX {index}")
+            session.run(f"DROP INDEX {index}")
         ddl.create_band_indexes(
             session, Enabled(documents, reg.changed(bands=new_bands)))
     enabled = Enabled(documents, reg.changed(bands=new_bands, profile=profile))
     ddl.create_functions(session, enabled)
     ddl.create_triggers(session, enabled)
-    session.execute(
-        f"UPDATE {session.registry} SET bands = {new_bands},"
-        f" profile = {session.literal(profile)} WHERE tbl = {documents.oid}::oid"
-    )
-    session.execute(f"ANALYZE {bucket}")
+    _register(session, enabled)
+    session.run(f"ANALYZE {bucket}")
     return {"recomputed": recomputed, "removed": removed, "added": added, "bands": new_bands}

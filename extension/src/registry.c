@@ -1,0 +1,125 @@
+#include "postgres.h"
+
+#include "access/htup_details.h"
+#include "catalog/pg_authid.h"
+#include "catalog/pg_class.h"
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "fmgr.h"
+#include "lib/stringinfo.h"
+#include "miscadmin.h"
+#include "utils/acl.h"
+#include "utils/builtins.h"
+#include "utils/guc.h"
+#include "utils/lsyscache.h"
+#include "utils/syscache.h"
+
+#include "nearsim.h"
+
+/*
+ * The registry of enabled tables, nearsim_tables, grants no role the right
+ * to write it.  These functions write it for a caller that has the
+ * privileges of the table's owner; the schema of the objects is the table's
+ * own, and the registry's trigger links the objects to the table
+ * (nearsim_link), which refuses any that are not the owner's.  So a row can
+ * name nothing but the owner's objects next to the owner's table.
+ */
+
+/* The registry, schema-qualified and quoted (inside SPI) */
+static char *
+registry_name(void)
+{
+	char	   *schema;
+
+	if (SPI_execute(NEARSIM_SCHEMA_QUERY, true, 1) != SPI_OK_SELECT || SPI_processed != 1)
+		elog(ERROR, "nearsim: could not find the extension's schema");
+	schema = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+	return psprintf("%s.%s", quote_identifier(schema), NEARSIM_REGISTRY);
+}
+
+/* Run a fixed statement on the registry with the rights of a superuser */
+static void
+write_registry(const char *statement, int nargs, Oid *types, Datum *values)
+{
+	Oid			save_userid;
+	int			save_sec_context;
+	int			save_nestlevel;
+
+	GetUserIdAndSecContext(&save_userid, &save_sec_context);
+	SetUserIdAndSecContext(BOOTSTRAP_SUPERUSERID, save_sec_context | SECURITY_LOCAL_USERID_CHANGE);
+	save_nestlevel = NewGUCNestLevel();
+	(void) set_config_option("search_path", "pg_catalog, pg_temp", PGC_USERSET,
+							 PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+	if (SPI_execute_with_args(statement, nargs, types, values, NULL, false, 0) < 0)
+		elog(ERROR, "nearsim: could not write the registry");
+	AtEOXact_GUC(false, save_nestlevel);
+	SetUserIdAndSecContext(save_userid, save_sec_context);
+}
+
+PG_FUNCTION_INFO_V1(nearsim_register);
+/*
+ * Record an enabled table, or its new layout or profile; the objects are
+ * linked to the table by the registry's trigger.
+ */
+Datum
+nearsim_register(PG_FUNCTION_ARGS)
+{
+	Oid			relid = PG_GETARG_OID(0);
+	Oid			types[10] = {OIDOID, NAMEOID, NAMEOID, NAMEOID, INT4OID, TEXTOID,
+	NAMEOID, NAMEOID, NAMEOID, NAMEOID};
+	Datum		values[10];
+	StringInfoData statement;
+
+	for (int i = 0; i < 10; i++)
+		if (PG_ARGISNULL(i))
+			ereport(ERROR,
+					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+					 errmsg("nearsim_register needs every argument")));
+	nearsim_check_owner_rights(nearsim_relation_owner(relid), relid);
+	for (int i = 0; i < 10; i++)
+		values[i] = PG_GETARG_DATUM(i);
+
+	SPI_connect();
+	initStringInfo(&statement);
+	appendStringInfo(&statement,
+					 "INSERT INTO %s AS r (tbl, key_column, text_column, hash_column, bands,"
+					 " profile, object_schema, bucket_table, fingerprint_function,"
+					 " bucket_function, similar_function)"
+					 " SELECT c.oid::pg_catalog.regclass, $2, $3, $4, $5, $6, n.nspname, $7, $8,"
+					 " $9, $10 FROM pg_catalog.pg_class c"
+					 " JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
+					 " WHERE c.oid = $1"
+					 " ON CONFLICT (tbl) DO UPDATE SET key_column = EXCLUDED.key_column,"
+					 " text_column = EXCLUDED.text_column, hash_column = EXCLUDED.hash_column,"
+					 " bands = EXCLUDED.bands, profile = EXCLUDED.profile,"
+					 " object_schema = EXCLUDED.object_schema,"
+					 " bucket_table = EXCLUDED.bucket_table,"
+					 " fingerprint_function = EXCLUDED.fingerprint_function,"
+					 " bucket_function = EXCLUDED.bucket_function,"
+					 " similar_function = EXCLUDED.similar_function",
+					 registry_name());
+	write_registry(statement.data, 10, types, values);
+	SPI_finish();
+	PG_RETURN_VOID();
+}
+
+PG_FUNCTION_INFO_V1(nearsim_unregister);
+/*
+ * Forget a table: its owner (or a role with the owner's privileges) may, and
+ * anybody may forget a table that no longer exists.
+ */
+Datum
+nearsim_unregister(PG_FUNCTION_ARGS)
+{
+	Oid			relid = PG_GETARG_OID(0);
+	Oid			types[1] = {OIDOID};
+	Datum		values[1] = {ObjectIdGetDatum(relid)};
+
+	if (SearchSysCacheExists1(RELOID, ObjectIdGetDatum(relid)))
+		nearsim_check_owner_rights(nearsim_relation_owner(relid), relid);
+	SPI_connect();
+	write_registry(psprintf("DELETE FROM %s WHERE tbl::pg_catalog.oid = $1", registry_name()),
+				   1, types, values);
+	SPI_finish();
+	PG_RETURN_VOID();
+}

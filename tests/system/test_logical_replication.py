@@ -1,0 +1,117 @@
+"""Logical replication into an enabled table, on a real publication and subscription.
+
+The apply worker fires row triggers (in replica mode) but no statement
+triggers, so nearsim's statement-level bucket triggers stay silent on a
+subscriber.  Its row trigger, enabled for replica mode, keeps the
+subscriber's buckets when only the documents are replicated, and steps
+aside when the bucket table is replicated too.
+"""
+
+from __future__ import annotations
+
+import random
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+ROOT = Path(__file__).resolve().parents[2]
+CLUSTER = str(ROOT / "scripts" / "pgcluster.sh")
+WORDS = ("beginning heaven earth form void darkness deep spirit waters light day night"
+         " firmament evening morning seas grass herb seed fruit tree kind").split()
+
+
+def cluster(*args: str) -> str:
+    return subprocess.run([CLUSTER, *args], check=True, capture_output=True,
+                          text=True).stdout.strip()
+
+
+@pytest.fixture(scope="module")
+def logical_cluster() -> Iterator[str]:
+    """A throwaway cluster with wal_level = logical; the DSN of its postgres database."""
+    directory = tempfile.mkdtemp(prefix="nearsim-logical-")
+    Path(directory).chmod(0o755)
+    port = str(random.Random().randrange(20000, 30000))
+    try:
+        dsn = cluster("start", directory, port, "--throwaway")
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute("ALTER SYSTEM SET wal_level = logical")
+        cluster("stop", directory)
+        dsn = cluster("start", directory, port, "--throwaway")
+        yield dsn
+    finally:
+        subprocess.run([CLUSTER, "stop", directory], check=False)
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def text(rng: random.Random) -> str:
+    return " ".join(rng.choice(WORDS) for _ in range(rng.randrange(5, 40)))
+
+
+def wait_for(subscriber: psycopg.Connection, done: str, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if subscriber.execute(done).fetchone() == (True,):
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"replication did not catch up: {done}")
+
+
+@pytest.mark.parametrize("published", [("docs",), ("docs", "docs_nearsim")])
+def test_a_subscriber_keeps_its_buckets(logical_cluster: str, published: tuple[str, ...]) -> None:
+    suffix = "_".join(published)
+    names = {"pub": f"pub_{suffix}", "sub": f"sub_{suffix}"}
+    with psycopg.connect(logical_cluster, autocommit=True) as admin:
+        for name in names.values():
+            admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+            admin.execute(f"CREATE DATABASE {name}")
+    server = conninfo_to_dict(logical_cluster)
+    pub_dsn = make_conninfo(logical_cluster, dbname=names["pub"])
+    sub_dsn = make_conninfo(logical_cluster, dbname=names["sub"])
+    rng = random.Random(3)
+    with psycopg.connect(pub_dsn, autocommit=True) as pub, \
+            psycopg.connect(sub_dsn, autocommit=True) as sub:
+        for conn in (pub, sub):
+            conn.execute("CREATE EXTENSION nearsim CASCADE")
+            conn.execute("CREATE TABLE docs (id int PRIMARY KEY, body text)")
+            conn.execute("SELECT nearsim_enable('docs', 'body')")
+        pub.cursor().executemany("INSERT INTO docs VALUES (%s, %s)",
+                                 [(i, text(rng)) for i in range(300)])
+        pub.execute(f"CREATE PUBLICATION p FOR TABLE {', '.join(published)}")
+        # a subscription to the same cluster needs its slot made beforehand
+        pub.execute(f"SELECT pg_create_logical_replication_slot('s_{suffix}', 'pgoutput')")
+        publisher = make_conninfo("", host=server["host"], port=server["port"],
+                                  user="postgres", dbname=names["pub"])
+        sub.execute(f"CREATE SUBSCRIPTION s CONNECTION '{publisher}' PUBLICATION p"
+                    f" WITH (create_slot = false, slot_name = 's_{suffix}')")
+        wait_for(sub, "SELECT bool_and(srsubstate = 'r') FROM pg_subscription_rel")
+        # every kind of change, in several transactions
+        pub.cursor().executemany("INSERT INTO docs VALUES (%s, %s)",
+                                 [(i, text(rng)) for i in range(300, 500)])
+        pub.execute("UPDATE docs SET body = body || ' again and again' WHERE id % 7 = 0")
+        pub.execute("UPDATE docs SET id = id + 1000 WHERE id % 11 = 0")
+        pub.execute("DELETE FROM docs WHERE id % 5 = 0")
+        with pub.transaction():
+            pub.execute("INSERT INTO docs VALUES (5000, 'a last document about the deep waters')")
+            pub.execute("UPDATE docs SET body = NULL WHERE id = 1")
+        expected = pub.execute("SELECT count(*) || ' ' || sum(si) FROM docs").fetchone()
+        assert expected is not None
+        wait_for(sub, f"SELECT count(*) || ' ' || sum(si) = '{expected[0]}' FROM docs")
+        report = sub.execute(
+            "SELECT ok, missing, extra, wrong, stale FROM nearsim_verify('docs', true)"
+        ).fetchone()
+        assert report == (True, 0, 0, 0, 0)
+        # searches on the subscriber equal the scan
+        for query in pub.execute("SELECT si FROM docs WHERE si IS NOT NULL LIMIT 20"):
+            found = sub.execute("SELECT (doc).id FROM docs_similar(%s::bigint, 8) ORDER BY 1",
+                                [query[0]]).fetchall()
+            scanned = sub.execute("SELECT id FROM docs WHERE hamming(si, %s) <= 8 ORDER BY 1",
+                                  [query[0]]).fetchall()
+            assert found == scanned
+        sub.execute("DROP SUBSCRIPTION s")
