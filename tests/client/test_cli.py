@@ -428,10 +428,11 @@ def test_pairs_clusters_compare_and_stats(database: str, tmp_path: Path) -> None
     compared = json.loads(result.stdout)
     distance = nearsim.hamming(nearsim.simhash(base), nearsim.simhash(base + "Selah.\n"))
     assert compared["distance"] == distance
-    assert compared["similarity"] == round(1 - distance / 64, 4)
-    assert compared["a"]["bits"] == nearsim.bits(nearsim.simhash(base))
-    assert compared["near_duplicates"] is True and compared["max_distance"] == 6
     exact = measures.compare(base, base + "Selah.\n")
+    # "similarity" is measured on the texts (S_R by default), never bits
+    assert compared["similarity"] == round(exact.s_r, 4) and compared["measure"] == "s_r"
+    assert compared["a"]["bits"] == nearsim.bits(nearsim.simhash(base))
+    assert compared["near_duplicates"] is True and compared["min_similarity"] == 0.8
     found = compared["measures"]
     assert (found["s_l"], found["s_j"], found["s_r"]) == (
         round(exact.s_l, 4), round(exact.s_j, 4), round(exact.s_r, 4))
@@ -440,17 +441,19 @@ def test_pairs_clusters_compare_and_stats(database: str, tmp_path: Path) -> None
     assert found["minhash"]["hashes"] == 200
     strict = json.loads(run("compare", keys["a.txt"], keys["c.txt"], "-k", "0", "--dsn",
                             database, "-t", table, "--json").stdout)
-    assert strict["near_duplicates"] is (strict["distance"] == 0)
+    assert strict["near_duplicates"] is (strict["distance"] == 0)  # -k: bits decide
+    assert strict["max_distance"] == 0
     assert strict["measures"]["s_l"] < 1
     text = run("compare", keys["a.txt"], keys["b.txt"], "--dsn", database, "-t", table)
-    assert "NEAR-DUPLICATES at -k 6" in text.output
+    assert f"NEAR-DUPLICATES: s_r {exact.s_r:.1%} >= 80%" in text.output
+    assert "similarity" not in text.output.split("NEAR-DUPLICATES")[0]  # bits are a distance
     assert f"S_L {found['s_l']:.1%}  S_J {found['s_j']:.1%}" in text.output
     assert "MinHash estimate of S_R" in text.output
     os.rename(root / "other.txt", tmp_path / "moved.txt")
     stored = run("compare", str(tmp_path / "moved.txt"), keys["other.txt"], "--dsn", database,
                  "-t", table)
     assert stored.exit_code == 0, stored.output
-    assert "Hamming distance 0 of 64 bits, similarity 100.0%" in stored.output
+    assert "Hamming distance 0 of 64 bits (profile default/1)" in stored.output
     missing = run("compare", "no-such-thing", keys["a.txt"], "--dsn", database, "-t", table)
     assert missing.exit_code == 2 and "neither a file nor the key" in missing.output
 

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from dataclasses import asdict, replace
 from functools import partial
 from typing import IO, TYPE_CHECKING, Any, ClassVar, TypeVar
@@ -31,7 +32,7 @@ from rich.progress import (
 )  # fmt: skip
 
 from .. import __version__
-from ..core import measures
+from ..core import calibration, measures
 from ..core.bands import MAX_BANDS, MIN_BANDS
 from ..core.bits import BITS, bits, hamming
 from ..core.fingerprint import PROFILE
@@ -73,7 +74,15 @@ def _errors() -> Iterator[None]:
     except psycopg.OperationalError as error:
         raise Fatal(f"database connection lost: {str(error).strip().splitlines()[0]}") from error
     except psycopg.Error as error:
-        raise Fatal(f"database error: {error.diag.message_primary or error}") from error
+        raise Fatal(f"database error: {_one_line(error)}") from error
+
+
+def _one_line(error: psycopg.Error) -> str:
+    """The server's message and hint, without PL/Python's class prefix or traceback."""
+    message = re.sub(r"^(plpy\.Error|spiexceptions\.\w+): ", "",
+                     error.diag.message_primary or str(error).strip().splitlines()[0])
+    hint = error.diag.message_hint
+    return f"{message} ({hint})" if hint else message
 
 
 def _database_options(function: F) -> F:
@@ -124,9 +133,23 @@ def _verified_options(function: F) -> F:
     )(function)  # fmt: skip
 
 
+DEFAULT_MIN_SIMILARITY = 0.8
+"""The measured similarity above which `nearsim compare` calls two texts near-duplicates."""
+
+
 def _radius(ctx: click.Context, max_distance: int) -> int | None:
-    """-k if the user gave it; else None, for the calibrated radius."""
+    """-k if the user gave it; else None, for the calibrated radius.
+
+    A --min-similarity outside the calibration needs -k: said here, before
+    any work, rather than by the server.
+    """
     given = ctx.get_parameter_source("max_distance") is not click.core.ParameterSource.DEFAULT
+    wanted = ctx.params.get("min_similarity")
+    low, high = calibration.THRESHOLDS[0], calibration.THRESHOLDS[-1]
+    if not given and wanted is not None and not low <= wanted <= high:
+        raise click.BadParameter(
+            f"{wanted} is outside {low} to {high}, where the calibration gives the radius;"
+            " give -k to choose the radius yourself", param_hint="--min-similarity")
     return max_distance if given else None
 
 
@@ -211,7 +234,8 @@ def cli() -> None:
 @click.option("--bands", type=click.IntRange(MIN_BANDS, MAX_BANDS),
               help="Bucket index layout (default: by size).")
 @_profile_option("Fingerprint profile: a short name (default, english, auto, soundex, chars,"
-                 " set) or e.g. words:1-3+stem:german [default: default/1].")
+                 " set) or e.g. words:1-3+stem:german [default: default/1 for a new table;"
+                 " an enabled table keeps its own, and another given is an error].")
 def init(dsn: str | None, table: str, bands: int | None, profile: str | None) -> None:
     """Create the extension and a documents table, and enable it.
 
@@ -226,7 +250,9 @@ def init(dsn: str | None, table: str, bands: int | None, profile: str | None) ->
         conn, documents = _open(dsn, table, create_extension=True)
         with conn:
             created = documents.create(bands, profile)
-    click.echo(f"{'created' if created else 'kept'} table {documents}, enabled for nearsim")
+            registration = documents.require_enabled()
+    click.echo(f"{'created' if created else 'kept'} table {documents.name}, enabled for nearsim"
+               f" with profile {registration.profile} and {registration.bands} bands")
 
 
 # -- load ------------------------------------------------------------------------
@@ -328,8 +354,8 @@ def _summary_line(summary: LoadSummary) -> str:
               help="Write the failures to this file as JSON Lines.")
 @click.option("--bands", type=click.IntRange(MIN_BANDS, MAX_BANDS),
               help="Bucket index layout with --create.")
-@_profile_option("Fingerprint profile of a table --create makes [default: default/1]; an"
-                 " existing table's must be this one.")
+@_profile_option("Fingerprint profile [default: the table's; default/1 for a table --create"
+                 " makes]; an existing table's must be this one.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON on stdout.")
 def load_command(
@@ -385,6 +411,10 @@ def load_command(
             summary = loading(reporter=_ConsoleReporter(errors_file))
     if as_json:
         _print_json(summary.as_dict())
+    if not (summary.loaded or summary.updated or summary.unchanged or summary.failures
+            or summary.interrupted or summary.error):
+        click.echo("warning: no documents found in " + ", ".join(paths)
+                   + (" (check --include and --exclude)" if include or exclude else ""), err=True)
     if summary.error is not None:
         raise Fatal(f"{summary.error} ({_summary_line(summary)}); run the same command again"
                     " to finish the load")
@@ -399,9 +429,23 @@ def load_command(
 # -- queries -----------------------------------------------------------------------
 
 
+def _warn_if_short(query: str) -> None:
+    """A query without words finds nothing; one of few shingles has a jumpy fingerprint."""
+    shingles = len(measures.Shingled(query).shingles)
+    if not shingles:
+        click.echo("warning: the query has no words: it has no fingerprint and finds nothing",
+                   err=True)
+    elif shingles < measures.SHORT_SHINGLES:
+        click.echo(f"warning: the query has {shingles} shingle(s): a fingerprint of fewer than"
+                   f" {measures.SHORT_SHINGLES} is unreliable, near-duplicates may be missed",
+                   err=True)  # fmt: skip
+
+
 def _query_text(text: str | None, file: str | None) -> str:
     if (text is None) == (file is None):
         raise click.UsageError("give either TEXT or --file FILE")
+    if file == "-":  # the query document on standard input, as nearsim-load reads paths
+        return sys.stdin.read()
     if file is not None:
         try:
             return read_text(file, max_bytes=DEFAULT_MAX_BYTES)
@@ -413,7 +457,8 @@ def _query_text(text: str | None, file: str | None) -> str:
 
 @cli.command()
 @click.argument("text", required=False)
-@click.option("--file", "-f", metavar="FILE", help="Take the query document from a file.")
+@click.option("--file", "-f", metavar="FILE",
+              help="Take the query document from a file (- for standard input).")
 @_distance_option
 @_verified_options
 @click.option("--limit", type=click.IntRange(1), help="At most this many documents.")
@@ -439,6 +484,7 @@ def similar(
         nearsim similar --file memo.docx --min-similarity 0.8
     """
     query = _query_text(text, file)
+    _warn_if_short(query)
     with _errors():
         conn, documents = _open(dsn, table)
         with conn:
@@ -496,12 +542,14 @@ def pairs(
                         click.echo(f"{found.similarity:6.1%}  {found.distance:2d}  {found.a}  "
                                    f"{found.b}{short}")  # fmt: skip
                 return
-            plain = documents.pairs(max_distance)
-            if as_json:
-                _print_json_array(asdict(pair) for pair in plain)
-            else:
-                for pair in plain:
-                    click.echo(f"{pair.distance:2d}  {pair.a}  {pair.b}")
+            # closing: a reader that stops early (| head) ends the query at
+            # once; a suspended stream would hold the connection's lock
+            with closing(documents.pairs(max_distance)) as plain:
+                if as_json:
+                    _print_json_array(asdict(pair) for pair in plain)
+                else:
+                    for pair in plain:
+                        click.echo(f"{pair.distance:2d}  {pair.a}  {pair.b}")
 
 
 @cli.command()
@@ -532,16 +580,17 @@ def clusters(
     with _errors():
         conn, documents = _open(dsn, table)
         with conn:
-            found = (documents.clusters(max_distance, method, min_size)
-                     if min_similarity is None else documents.clusters_verified(
-                         min_similarity, measure, _radius(ctx, max_distance), method, min_size))
-            if as_json:
-                _print_json_array(asdict(cluster) for cluster in found)
-                return
-            for number, cluster in enumerate(found, 1):
-                click.echo(f"cluster {number}: {len(cluster.members)} documents")
-                for member in cluster.members:
-                    click.echo(f"  {member}{'  (pivot)' if member == cluster.pivot else ''}")
+            groups = (documents.clusters(max_distance, method, min_size)
+                      if min_similarity is None else documents.clusters_verified(
+                          min_similarity, measure, _radius(ctx, max_distance), method, min_size))
+            with closing(groups) as found:  # see pairs
+                if as_json:
+                    _print_json_array(asdict(cluster) for cluster in found)
+                    return
+                for number, cluster in enumerate(found, 1):
+                    click.echo(f"cluster {number}: {len(cluster.members)} documents")
+                    for member in cluster.members:
+                        click.echo(f"  {member}{'  (pivot)' if member == cluster.pivot else ''}")
 
 
 class _OnDemand:
@@ -622,29 +671,37 @@ def _measured(text_a: str, text_b: str) -> dict[str, Any]:
 @click.argument("a")
 @click.argument("b")
 @_distance_option
+@_verified_options
 @_profile_option("Fingerprint profile for files [default: default/1; the table's for stored"
                  " documents].")
 @_database_options
 @_json_option
+@click.pass_context
 def compare(
-    a: str, b: str, max_distance: int, profile: str | None, dsn: str | None, table: str,
-    as_json: bool,
-) -> None:
+    ctx: click.Context, a: str, b: str, max_distance: int, min_similarity: float | None,
+    measure: str, profile: str | None, dsn: str | None, table: str, as_json: bool,
+) -> None:  # fmt: skip
     """Compare two documents: files, or keys of stored documents.
 
-    Prints both fingerprints as bits with the differing ones marked, the
-    Hamming distance, and the verdict at -k bits; then what the texts
+    Prints both fingerprints as bits with the differing ones marked and the
+    Hamming distance (bits apart, not a similarity); then what the texts
     really share: S_L (the share of the longer text found in the shorter),
     S_J (common words over all words of the pair), both with literal and
     with information matching of passages of at least 5 words; S_R (the
     Jaccard coefficient of the 3-word shingle sets), containment, and the
-    MinHash estimate of S_R with its 95% interval.
+    MinHash estimate of S_R with its 95% interval. The verdict is measured:
+    near-duplicates when S_R (--measure) is at least 0.8 (--min-similarity);
+    with -k and no --min-similarity, when the fingerprints are at most -k
+    bits apart.
 
     \b
     Examples:
         nearsim compare draft-1.docx draft-2.docx
+        nearsim compare draft-1.docx draft-2.docx -s 0.9 --measure containment
         nearsim compare /srv/docs/a.txt /srv/docs/b.txt -k 3 --json
     """
+    by_bits = min_similarity is None and _radius(ctx, max_distance) is not None
+    threshold = DEFAULT_MIN_SIMILARITY if min_similarity is None else min_similarity
     with _errors(), _OnDemand(dsn, table) as documents:
         used = _comparison_profile((a, b), profile, documents)
         first, first_text, first_fp = _document_of(a, documents, used)
@@ -653,14 +710,19 @@ def compare(
     for side, fingerprint in ((first, first_fp), (second, second_fp)):
         side["fingerprint"] = fingerprint
         side["bits"] = None if fingerprint is None else bits(fingerprint)
-    if first_fp is None or second_fp is None:
-        result.update(distance=None, similarity=None, near_duplicates=False)
-    else:
-        distance = hamming(first_fp, second_fp)
-        result.update(distance=distance, similarity=round(1 - distance / BITS, 4),
-                      near_duplicates=distance <= max_distance)  # fmt: skip
-    result["max_distance"] = max_distance
+    distance = None if first_fp is None or second_fp is None else hamming(first_fp, second_fp)
+    result["distance"] = distance
     result["measures"] = _measured(first_text, second_text)
+    measured = float(measures.verified_measure(measure, measures.Shingled(first_text),
+                                               measures.Shingled(second_text)))  # fmt: skip
+    result["similarity"] = round(measured, 4)  # measured on the texts
+    result["measure"] = measure
+    if by_bits:
+        result["max_distance"] = max_distance
+        result["near_duplicates"] = distance is not None and distance <= max_distance
+    else:
+        result["min_similarity"] = threshold
+        result["near_duplicates"] = measured >= threshold
     if as_json:
         _print_json(result)
         return
@@ -672,10 +734,13 @@ def compare(
         marks = "".join("^" if x != y else " " for x, y in zip(first["bits"], second["bits"],
                                                                strict=True))  # fmt: skip
         click.echo(f"  {marks}".rstrip())
-        click.echo(f"Hamming distance {result['distance']} of {BITS} bits, "
-                   f"similarity {result['similarity']:.1%} (profile {used})")  # fmt: skip
-        verdict = ("NEAR-DUPLICATES" if result["near_duplicates"] else "not near-duplicates")
-        click.echo(f"{verdict} at -k {max_distance}")
+        click.echo(f"Hamming distance {result['distance']} of {BITS} bits (profile {used})")
+    verdict = "NEAR-DUPLICATES" if result["near_duplicates"] else "not near-duplicates"
+    if by_bits:
+        click.echo(f"{verdict} at -k {max_distance} (bits apart, not a measured similarity)")
+    else:
+        relation = ">=" if result["near_duplicates"] else "<"
+        click.echo(f"{verdict}: {measure} {measured:.1%} {relation} {threshold:.0%}")
     m = result["measures"]
     words, minhash = m["words"], m["minhash"]
     click.echo(f"words: longer {words['longer']:,}, shorter {words['shorter']:,}, common "
@@ -716,14 +781,20 @@ def report(
     """
     if (cluster is None) == (not names) or (cluster is None and len(names) < 2):
         raise click.UsageError("give two or more documents A B..., or --cluster KEY")
+    directory = os.path.dirname(os.path.abspath(output))
+    if not os.path.isdir(directory):  # before the work, not after it
+        raise click.BadParameter(f"directory {directory} does not exist", param_hint="--output")
     with _errors(), _OnDemand(dsn, table) as documents:
         if cluster is not None:
             names = _cluster_members(documents(), cluster, max_distance, min_similarity,
                                      measure, _radius(ctx, max_distance))  # fmt: skip
         texts = [html_report.Document(name, _document_of(name, documents)[1]) for name in names]
     page = html_report.report(texts[0], texts[1:])
-    with open(output, "w", encoding="utf-8") as file:
-        file.write(page)
+    try:
+        with open(output, "w", encoding="utf-8") as file:
+            file.write(page)
+    except OSError as error:
+        raise Fatal(f"cannot write {output}: {error.strerror or error}") from error
     click.echo(f"wrote {output}: {texts[0].name} and {len(texts) - 1} other document(s)",
                err=True)  # fmt: skip
 
@@ -735,9 +806,10 @@ def _cluster_members(
     """The pivot group holding ``key``, its pivot first."""
     groups = (documents.clusters(max_distance, "pivot") if min_similarity is None
               else documents.clusters_verified(min_similarity, measure, radius, "pivot"))
-    for group in groups:
-        if key in group.members:
-            return tuple(group.members)
+    with closing(groups) as found:  # the rest of the stream is not needed
+        for group in found:
+            if key in group.members:
+                return tuple(group.members)
     raise Fatal(f"{key} is in no group of near-duplicates in {documents}")
 
 
@@ -770,11 +842,37 @@ def stats(check_fingerprints: bool, dsn: str | None, table: str, as_json: bool) 
         click.echo(f"size           {_human_bytes(result['table_bytes'] or 0)}")
         click.echo(f"bucket index   {result['bands']} bands, "
                    f"{'healthy' if result['buckets']['ok'] else 'NEEDS REPAIR'}")  # fmt: skip
-        for name, value in result["buckets"].items():
-            if name not in ("ok", "bands") and value not in (0, True, None, []):
-                click.echo(f"  {name}: {value}")
+        for line in _faults(result["buckets"]):
+            click.echo(f"  {line}")
+        if not result["buckets"]["ok"]:
+            click.echo(f"repair with: SELECT nearsim_rebuild({_sql_literal(result['table'])});"
+                       " see nearsim_verify for what it found")
     if not result["buckets"]["ok"]:
         sys.exit(EXIT_FAILURES)
+
+
+def _faults(health: dict[str, Any]) -> list[str]:
+    """Every fault nearsim_verify reports, one line each (counts, failed checks, keys)."""
+    lines = []
+    for name, value in health.items():
+        if name in ("ok", "bands", "documents", "fingerprinted", "buckets"):
+            continue
+        if isinstance(value, bool):
+            if not value:
+                lines.append(f"{name}: no")
+        elif isinstance(value, int):
+            if value:
+                lines.append(f"{name}: {value:,}")
+        elif isinstance(value, list):
+            if value:
+                lines.append(f"{name}: {', '.join(map(str, value))}")
+        elif value is not None:
+            lines.append(f"{name}: {value}")
+    return lines
+
+
+def _sql_literal(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
 
 
 cli.add_command(load_command)

@@ -14,9 +14,10 @@ The query functions work on any table enabled with ``nearsim_enable``.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Generator
+from contextlib import closing
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import psycopg
 import psycopg.rows
@@ -296,14 +297,19 @@ class DocumentTable:
         ).fetchall()
         return [VerifiedMatch(*row) for row in rows]
 
-    def pairs(self, max_distance: int) -> Iterator[Pair]:
+    def pairs(self, max_distance: int) -> Generator[Pair, None, None]:
         """Every pair of documents within ``max_distance`` bits, streamed."""
         self.require_enabled()
         query = sql.SQL("SELECT a, b, distance FROM {}.nearsim_pairs(%s::regclass, %s)").format(
             self.extension
         )
-        for a, b, distance in self.conn.cursor().stream(query, [self.quoted, max_distance]):
-            yield Pair(a, b, distance)
+        # closing: when the caller stops early, the stream ends (psycopg then
+        # cancels the query) before the caller goes on with the connection
+        stream = cast(Generator[Any, None, None],
+                      self.conn.cursor().stream(query, [self.quoted, max_distance]))
+        with closing(stream) as rows:
+            for a, b, distance in rows:
+                yield Pair(a, b, distance)
 
     def pairs_verified(
         self, min_similarity: float = 0.8, measure: str = "s_r", max_distance: int | None = None
@@ -320,7 +326,7 @@ class DocumentTable:
 
     def clusters(
         self, max_distance: int, method: str = "components", min_size: int = 2
-    ) -> Iterator[Cluster]:
+    ) -> Generator[Cluster, None, None]:
         """Groups of near-duplicates, largest first."""
         self.require_enabled()
         groups = sql.SQL("{}.nearsim_clusters(%s::regclass, %s, %s, %s)").format(self.extension)
@@ -329,7 +335,7 @@ class DocumentTable:
     def clusters_verified(
         self, min_similarity: float = 0.8, measure: str = "s_r",
         max_distance: int | None = None, method: str = "components", min_size: int = 2,
-    ) -> Iterator[Cluster]:
+    ) -> Generator[Cluster, None, None]:
         """Groups linked by verified pairs (see :meth:`pairs_verified`), largest first."""
         self.require_enabled()
         groups = sql.SQL("{}.nearsim_clusters_verified(%s::regclass, %s, %s, %s, %s, %s)").format(
@@ -337,15 +343,19 @@ class DocumentTable:
         return self._clusters(groups, [self.quoted, min_similarity, measure, max_distance,
                                        method, min_size])  # fmt: skip
 
-    def _clusters(self, groups: sql.Composable, arguments: list[Any]) -> Iterator[Cluster]:
+    def _clusters(
+        self, groups: sql.Composable, arguments: list[Any]
+    ) -> Generator[Cluster, None, None]:
         query = sql.SQL(
             """SELECT pg_catalog.max(c.pivot),
                       pg_catalog.array_agg(c.key ORDER BY c.key = c.pivot DESC NULLS LAST, c.key)
                FROM {} AS c
                GROUP BY c.cluster ORDER BY pg_catalog.count(*) DESC, c.cluster"""
         ).format(groups)
-        for pivot, members in self.conn.cursor().stream(query, arguments):
-            yield Cluster(pivot, list(members))
+        stream = cast(Generator[Any, None, None], self.conn.cursor().stream(query, arguments))
+        with closing(stream) as rows:  # see pairs
+            for pivot, members in rows:
+                yield Cluster(pivot, list(members))
 
     def document(self, key: str) -> StoredDocument | None:
         """A stored document by its key (the registered key column, compared as text)."""
@@ -378,10 +388,12 @@ class DocumentTable:
         row = health.fetchone()
         verify = dict(zip(columns, row or (), strict=True))
         size = self.conn.execute(
-            "SELECT pg_catalog.pg_total_relation_size(%s::regclass)", [self.quoted]
+            "SELECT pg_catalog.pg_total_relation_size(%s::regclass),"
+            " %s::regclass::text",  # the name as SQL prints it: quoted only where needed
+            [self.quoted, self.quoted],
         ).fetchone()
         return {
-            "table": self.quoted,
+            "table": size[1] if size else self.quoted,
             "documents": verify.pop("documents"),
             "fingerprinted": verify.pop("fingerprinted"),
             "profile": registration.profile,
