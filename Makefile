@@ -28,16 +28,24 @@ install: all
 uninstall:
 	$(MAKE) -C extension uninstall PG_CONFIG=$(PG_CONFIG)
 
-# Debian packages, then build and install the extension (as root or via sudo).
+# Debian packages, then build and install the extension (as root or via
+# sudo).  The tests need every package; the demo only the server's, the
+# client's and the demo corpus (no browser, manual pages or pooler).
+PACKAGES ?= all
 system:
-	scripts/install.sh
+	NEARSIM_PACKAGES=$(PACKAGES) scripts/install.sh
 
 setup: system venv
 
+# The client in a virtual environment; the tests add their own libraries.
 venv: $(VENV)/.installed
 
-$(VENV)/.installed: python_client/pyproject.toml
+$(VENV)/.installed-client: python_client/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install -q --disable-pip-version-check -e './python_client'
+	touch $@
+
+$(VENV)/.installed: $(VENV)/.installed-client
 	$(VENV)/bin/pip install -q --disable-pip-version-check -e './python_client[test]'
 	touch $@
 
@@ -50,7 +58,9 @@ endif
 
 database: setup cluster
 
-demo: database
+demo:
+	$(MAKE) system PACKAGES=demo
+	$(MAKE) $(VENV)/.installed-client cluster
 	$(VENV_PYTHON) scripts/demo.py --dsn "$(DSN)"
 
 test: database lint installcheck pytest

@@ -5,9 +5,13 @@
 # Used by `make setup`, CI and docker/.
 #
 #   PG_MAJOR=15                  the PostgreSQL major version to build for
+#   NEARSIM_PACKAGES=all         everything, for the tests (the default)
+#   NEARSIM_PACKAGES=demo        the server's, the client's virtual environment and
+#                                the demo corpus: what `make demo` uses
 #   NEARSIM_PACKAGES=server      only what the database server needs (no client
 #                                virtual environment, demo corpus, browser or
 #                                manual pages): for server images
+#   NEARSIM_LIST_PACKAGES=1      print the package set, one a line, and stop
 #   NEARSIM_REMOVE_BUILD_DEPS=1  purge the compiler and server headers after
 #                                installing, keeping what the extension runs on
 set -euo pipefail
@@ -16,8 +20,8 @@ PG_MAJOR=${PG_MAJOR:-15}
 NEARSIM_PACKAGES=${NEARSIM_PACKAGES:-all}
 NEARSIM_REMOVE_BUILD_DEPS=${NEARSIM_REMOVE_BUILD_DEPS:-0}
 case $NEARSIM_PACKAGES in
-  all|server) ;;
-  *) echo "install.sh: NEARSIM_PACKAGES must be all or server, not $NEARSIM_PACKAGES" >&2; exit 2 ;;
+  all|demo|server) ;;
+  *) echo "install.sh: NEARSIM_PACKAGES must be all, demo or server, not $NEARSIM_PACKAGES" >&2; exit 2 ;;
 esac
 cd "$(dirname "$0")/.."
 
@@ -34,14 +38,22 @@ packages=(
   python3-snowballstemmer python3-langdetect  # stemming and language detection of profiles
   "${build_packages[@]}"
 )
-if [ "$NEARSIM_PACKAGES" = all ]; then
+if [ "$NEARSIM_PACKAGES" != server ]; then
   packages+=(
     python3-venv python3-pip            # the client's virtual environment
     bible-kjv                           # the demo corpus
+  )
+fi
+if [ "$NEARSIM_PACKAGES" = all ]; then
+  packages+=(
     chromium                            # the tests look at `nearsim report` pages in a browser
     manpages manpages-dev groff-base     # texts of the evaluation corpus (benchmarks/)
     pgbouncer                           # the tests load through a pooler in transaction mode
   )
+fi
+if [ "${NEARSIM_LIST_PACKAGES:-0}" = 1 ]; then
+  printf '%s\n' "${packages[@]}"
+  exit 0
 fi
 missing=()
 for package in "${packages[@]}"; do

@@ -572,7 +572,23 @@ def test_install_script_refuses_an_unknown_package_set() -> None:
                             env={**os.environ, "NEARSIM_PACKAGES": "desktop"},
                             capture_output=True, text=True, check=False)  # fmt: skip
     assert result.returncode == 2
-    assert "NEARSIM_PACKAGES must be all or server, not desktop" in result.stderr
+    assert "NEARSIM_PACKAGES must be all, demo or server, not desktop" in result.stderr
+
+
+def listed_packages(package_set: str) -> set[str]:
+    result = subprocess.run(["bash", str(ROOT / "scripts" / "install.sh")],
+                            env={**os.environ, "NEARSIM_PACKAGES": package_set,
+                                 "NEARSIM_LIST_PACKAGES": "1", "PG_MAJOR": "15"},
+                            capture_output=True, text=True, check=True)  # fmt: skip
+    return set(result.stdout.split())
+
+
+def test_the_demo_installs_only_what_it_uses() -> None:
+    everything, demo, server = (listed_packages(s) for s in ("all", "demo", "server"))
+    assert server < demo < everything
+    assert {"bible-kjv", "python3-venv", "postgresql-plpython3-15"} <= demo
+    assert not {"chromium", "manpages", "groff-base", "pgbouncer"} & demo
+    assert "bible-kjv" not in server
 
 
 def test_install_script_builds_what_a_server_image_needs() -> None:

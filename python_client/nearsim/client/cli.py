@@ -558,7 +558,8 @@ def pairs(
               show_default=True,
               help="components: linked through any chain of pairs; pivot: every member "
               "within the distance of the group's pivot.")
-@click.option("--min-size", type=click.IntRange(1), default=2, show_default=True)
+@click.option("--min-size", type=click.IntRange(1), default=2, show_default=True,
+              help="Only groups of at least this many documents.")
 @_verified_options
 @_database_options
 @_json_option
