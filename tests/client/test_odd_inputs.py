@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import signal
 import subprocess
 import sys
 import time
@@ -84,3 +85,36 @@ def test_a_lost_connection_still_prints_the_summary(database: str, tmp_path: Pat
     assert err.strip().splitlines()[-1].startswith("Error: database connection lost"), err
     assert "loaded" in err.strip().splitlines()[-1]  # how far it got, on the same line
     assert "Traceback" not in err
+
+
+def test_two_ctrl_c_still_end_with_the_summary(database: str, tmp_path: Path) -> None:
+    root = tmp_path / "corpus"
+    root.mkdir()
+    for number in range(3000):
+        (root / f"{number:05d}.txt").write_text(f"{TEXT.strip()} number {number}\n")
+    loading = nearsim_load(str(root), "--dsn", database, "--table", "twice", "--create",
+                           "--batch-rows", "50", "--workers", "1", "--quiet")
+    deadline = time.monotonic() + 60
+    with psycopg.connect(database, autocommit=True) as admin:
+        while time.monotonic() < deadline:
+            if admin.execute("SELECT to_regclass('twice') IS NOT NULL").fetchone() == (True,):
+                stored = admin.execute("SELECT count(*) FROM twice").fetchone()
+                if stored and stored[0] > 100:
+                    break
+            time.sleep(0.01)
+    loading.send_signal(signal.SIGINT)
+    time.sleep(0.05)
+    loading.send_signal(signal.SIGINT)
+    _, err = loading.communicate(timeout=120)
+    assert loading.returncode == 130, err
+    assert "Aborted" not in err and "Traceback" not in err, err
+    assert any(" loaded, " in line for line in err.splitlines()), err  # the summary
+    assert err.strip().splitlines()[-1].startswith("interrupted"), err
+    # whatever was committed is whole: a rerun ends with every file, once
+    rerun = nearsim_load(str(root), "--dsn", database, "--table", "twice", "--quiet")
+    rerun.communicate(timeout=300)
+    assert rerun.returncode == 0
+    with psycopg.connect(database) as conn:
+        assert conn.execute("SELECT count(*), count(DISTINCT key) FROM twice").fetchone() == (
+            3000, 3000)
+        assert conn.execute("SELECT ok FROM nearsim_verify('twice')").fetchone() == (True,)

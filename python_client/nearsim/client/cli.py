@@ -400,15 +400,21 @@ def load_command(
     show_progress = not quiet and sys.stderr.isatty()
     loading = partial(load_paths, paths, table, dsn=dsn, create=create, bands=bands,
                       source_options=source_options, options=options, stdin=sys.stdin)
-    with _errors():
-        if show_progress:
-            with _progress_bar() as bar:
-                reporter = _ConsoleReporter(errors_file, bar)
-                if "-" not in paths:
-                    bar.update(reporter.task, total=_scan_size(paths, source_options))
-                summary = loading(reporter=reporter)
-        else:
-            summary = loading(reporter=_ConsoleReporter(errors_file))
+    try:
+        with _errors():
+            if show_progress:
+                with _progress_bar() as bar:
+                    reporter = _ConsoleReporter(errors_file, bar)
+                    if "-" not in paths:
+                        bar.update(reporter.task, total=_scan_size(paths, source_options))
+                    summary = loading(reporter=reporter)
+            else:
+                summary = loading(reporter=_ConsoleReporter(errors_file))
+    except KeyboardInterrupt:
+        # Ctrl-C before the load began or after it ended (connecting,
+        # creating the table, closing): nothing half done; one line, 130.
+        click.echo("interrupted: no batch was open; run the same command again", err=True)
+        sys.exit(EXIT_INTERRUPTED)
     if as_json:
         _print_json(summary.as_dict())
     if not (summary.loaded or summary.updated or summary.unchanged or summary.failures

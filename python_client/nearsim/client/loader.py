@@ -408,9 +408,15 @@ class Loader:
             first_line = (str(error).strip().splitlines() or [type(error).__name__])[0]
             self.summary.error = f"database connection lost: {first_line}"
         finally:
-            self._abandon_copy()  # after an error; _flush has closed it otherwise
-            listing.close()
-            executor.shutdown(wait=True, cancel_futures=True)
+            # Cleaning up must end with the summary even if another Ctrl-C
+            # comes meanwhile: that one only stops the waiting.
+            try:
+                self._abandon_copy()  # after an error; _flush has closed it otherwise
+                listing.close()
+                executor.shutdown(wait=True, cancel_futures=True)
+            except KeyboardInterrupt:
+                self.summary.interrupted = True
+                executor.shutdown(wait=False, cancel_futures=True)
             self.summary.seconds = time.perf_counter() - started
         return self.summary
 
@@ -705,6 +711,7 @@ def load_paths(
             documents.create(bands, options.profile)
         inputs = iter_inputs(paths, source_options or SourceOptions(), stdin=stdin)
         summary = load(conn, lookup_conn, documents, inputs, options, reporter)
-        if (summary.loaded or summary.updated) and summary.error is None:
+        if (summary.loaded or summary.updated) and summary.error is None \
+                and not summary.interrupted:
             documents.analyze()
     return summary
