@@ -59,21 +59,31 @@ def test_random_bytes_are_binary_whatever_their_name(tmp_path: Path) -> None:
             raise AssertionError(f"random bytes {number} were read as text")
 
 
-def test_a_lost_connection_still_prints_the_summary(database: str, tmp_path: Path) -> None:
-    root = tmp_path / "corpus"
+def corpus(root: Path, count: int) -> Path:
     root.mkdir()
-    for number in range(2000):
+    for number in range(count):
         (root / f"{number:05d}.txt").write_text(f"{TEXT.strip()} number {number}\n")
+    return root
+
+
+def wait_until_stored(admin: psycopg.Connection, table: str, rows: int) -> None:
+    """Until the load under way has committed more than ``rows`` rows."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if admin.execute("SELECT to_regclass(%s) IS NOT NULL", [table]).fetchone() == (True,):
+            stored = admin.execute(sql.SQL("SELECT count(*) FROM {}").format(
+                sql.Identifier(table))).fetchone()
+            if stored and stored[0] > rows:
+                return
+        time.sleep(0.01)
+
+
+def test_a_lost_connection_still_prints_the_summary(database: str, tmp_path: Path) -> None:
+    root = corpus(tmp_path / "corpus", 2000)
     loading = nearsim_load(str(root), "--dsn", database, "--table", "lost", "--create",
                            "--batch-rows", "10", "--workers", "1", "--quiet", "--json")
-    deadline = time.monotonic() + 60
     with psycopg.connect(database, autocommit=True) as admin:
-        while time.monotonic() < deadline:
-            if admin.execute("SELECT to_regclass('lost') IS NOT NULL").fetchone() == (True,):
-                stored = admin.execute(sql.SQL("SELECT count(*) FROM lost")).fetchone()
-                if stored and stored[0] > 50:
-                    break
-            time.sleep(0.01)
+        wait_until_stored(admin, "lost", 50)
         admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
                       " WHERE datname = current_database() AND pid <> pg_backend_pid()"
                       " AND backend_type = 'client backend'")
@@ -88,20 +98,11 @@ def test_a_lost_connection_still_prints_the_summary(database: str, tmp_path: Pat
 
 
 def test_two_ctrl_c_still_end_with_the_summary(database: str, tmp_path: Path) -> None:
-    root = tmp_path / "corpus"
-    root.mkdir()
-    for number in range(3000):
-        (root / f"{number:05d}.txt").write_text(f"{TEXT.strip()} number {number}\n")
+    root = corpus(tmp_path / "corpus", 3000)
     loading = nearsim_load(str(root), "--dsn", database, "--table", "twice", "--create",
                            "--batch-rows", "50", "--workers", "1", "--quiet")
-    deadline = time.monotonic() + 60
     with psycopg.connect(database, autocommit=True) as admin:
-        while time.monotonic() < deadline:
-            if admin.execute("SELECT to_regclass('twice') IS NOT NULL").fetchone() == (True,):
-                stored = admin.execute("SELECT count(*) FROM twice").fetchone()
-                if stored and stored[0] > 100:
-                    break
-            time.sleep(0.01)
+        wait_until_stored(admin, "twice", 100)
     loading.send_signal(signal.SIGINT)
     time.sleep(0.05)
     loading.send_signal(signal.SIGINT)
