@@ -29,15 +29,12 @@ registered_columns(Oid relid, char **columns)
 	Datum		values[1] = {ObjectIdGetDatum(relid)};
 	bool		found;
 
-	if (SPI_execute(NEARSIM_SCHEMA_QUERY, true, 1) != SPI_OK_SELECT || SPI_processed != 1)
-		return false;
 	initStringInfo(&query);
 	appendStringInfo(&query,
 					 "SELECT key_column::pg_catalog.text, text_column::pg_catalog.text,"
-					 " hash_column::pg_catalog.text FROM %s." NEARSIM_REGISTRY
+					 " hash_column::pg_catalog.text FROM %s"
 					 " WHERE tbl::pg_catalog.oid OPERATOR(pg_catalog.=) $1",
-					 quote_identifier(SPI_getvalue(SPI_tuptable->vals[0],
-												   SPI_tuptable->tupdesc, 1)));
+					 nearsim_registry_name());
 	if (SPI_execute_with_args(query.data, 1, types, values, NULL, true, 1) != SPI_OK_SELECT)
 		elog(ERROR, "nearsim: could not read the registry");
 	found = SPI_processed == 1;

@@ -30,6 +30,9 @@
 #define MIN_BANDS 3
 #define MAX_BANDS 16
 
+/* registry.c: the registry, schema-qualified and quoted (call inside SPI) */
+extern char *nearsim_registry_name(void);
+
 /* owner.c: the owner of a relation; an error unless the caller has its rights */
 extern Oid	nearsim_relation_owner(Oid relid);
 extern void nearsim_check_owner_rights(Oid owner, Oid relid);

@@ -26,8 +26,8 @@
  */
 
 /* The registry, schema-qualified and quoted (inside SPI) */
-static char *
-registry_name(void)
+char *
+nearsim_registry_name(void)
 {
 	char	   *schema;
 
@@ -97,7 +97,7 @@ nearsim_register(PG_FUNCTION_ARGS)
 					 " fingerprint_function = EXCLUDED.fingerprint_function,"
 					 " bucket_function = EXCLUDED.bucket_function,"
 					 " similar_function = EXCLUDED.similar_function",
-					 registry_name());
+					 nearsim_registry_name());
 	write_registry(statement.data, 10, types, values);
 	SPI_finish();
 	PG_RETURN_VOID();
@@ -118,7 +118,7 @@ nearsim_unregister(PG_FUNCTION_ARGS)
 	if (SearchSysCacheExists1(RELOID, ObjectIdGetDatum(relid)))
 		nearsim_check_owner_rights(nearsim_relation_owner(relid), relid);
 	SPI_connect();
-	write_registry(psprintf("DELETE FROM %s WHERE tbl::pg_catalog.oid = $1", registry_name()),
+	write_registry(psprintf("DELETE FROM %s WHERE tbl::pg_catalog.oid = $1", nearsim_registry_name()),
 				   1, types, values);
 	SPI_finish();
 	PG_RETURN_VOID();

@@ -107,7 +107,9 @@ def test_two_ctrl_c_still_end_with_the_summary(database: str, tmp_path: Path) ->
     time.sleep(0.05)
     loading.send_signal(signal.SIGINT)
     _, err = loading.communicate(timeout=120)
-    assert loading.returncode == 130, err
+    # 130, or killed by the second SIGINT once the summary was out (Python
+    # restores the default handler while it exits): 130 to a shell either way
+    assert loading.returncode in (130, -signal.SIGINT), err
     assert "Aborted" not in err and "Traceback" not in err, err
     assert any(" loaded, " in line for line in err.splitlines()), err  # the summary
     assert err.strip().splitlines()[-1].startswith("interrupted"), err

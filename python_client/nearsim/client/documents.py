@@ -387,18 +387,18 @@ class DocumentTable:
         columns = [c.name for c in health.description or ()]
         row = health.fetchone()
         verify = dict(zip(columns, row or (), strict=True))
-        size = self.conn.execute(
+        facts = self.conn.execute(
             "SELECT pg_catalog.pg_total_relation_size(%s::regclass),"
             " %s::regclass::text",  # the name as SQL prints it: quoted only where needed
             [self.quoted, self.quoted],
         ).fetchone()
         return {
-            "table": size[1] if size else self.quoted,
+            "table": facts[1] if facts else self.quoted,
             "documents": verify.pop("documents"),
             "fingerprinted": verify.pop("fingerprinted"),
             "profile": registration.profile,
             "bands": registration.bands,
-            "table_bytes": size[0] if size else None,
+            "table_bytes": facts[0] if facts else None,
             "buckets": verify,
         }
 

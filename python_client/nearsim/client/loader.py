@@ -441,8 +441,12 @@ class Loader:
         """
         stack = ExitStack()
         stack.enter_context(self.conn.transaction())
-        for name, value in self.settings.items():
-            self.conn.execute("SELECT pg_catalog.set_config(%s, %s, true)", [name, value])
+        if self.settings:
+            calls = sql.SQL(", ").join(
+                sql.SQL("pg_catalog.set_config({}, {}, true)").format(
+                    sql.Literal(name), sql.Literal(value))
+                for name, value in self.settings.items())
+            self.conn.execute(sql.SQL("SELECT {}").format(calls))  # one round trip
         return stack
 
     def _is_empty(self) -> bool:

@@ -154,8 +154,13 @@ def _create_bucket_function(session: Session, enabled: Enabled) -> None:
     itself, name = session.literal(f"{function}()"), session.literal(function)
     # With a DEFERRABLE primary key a transaction may insert a row under the
     # key of one it deletes later: a bucket stays while a row has its key.
-    still_there = (f" AND NOT EXISTS (SELECT FROM {enabled.table.qualified} d"
-                   f" WHERE d.{key} = b.key)" if enabled.table.deferrable_key else "")
+    def unless_a_row_has(key_value: str) -> str:
+        if not enabled.table.deferrable_key:
+            return ""
+        return (f" AND NOT EXISTS (SELECT FROM {enabled.table.qualified} d"
+                f" WHERE d.{key} = {key_value})")
+
+    still_there = unless_a_row_has("b.key")
     hint = session.literal(
         f"Its owner runs SELECT nearsim_rebuild({session.literal(enabled.table.qualified)}).")
     # One statement's rows at once, from its transition tables.  A bucket
@@ -166,8 +171,7 @@ def _create_bucket_function(session: Session, enabled: Enabled) -> None:
     # Row by row when a subscriber applies replicated rows (the apply worker
     # fires no statement triggers), unless the bucket table is replicated
     # too: then the publisher's buckets arrive by themselves.
-    row_still_there = (f" AND NOT EXISTS (SELECT FROM {enabled.table.qualified} d"
-                       f" WHERE d.{key} = OLD.{key})" if enabled.table.deferrable_key else "")
+    row_still_there = unless_a_row_has(f"OLD.{key}")
     session.run(f"""CREATE FUNCTION {function}() RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER {PINNED} AS $nearsim$
 BEGIN

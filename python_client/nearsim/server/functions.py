@@ -19,8 +19,8 @@ from typing import Any
 import numpy
 
 from ..core import calibration, measures, profiles
+from ..core.bits import BITS
 from ..core.fingerprint import PROFILE
-from ..core.fingerprint import simhash as default_simhash
 from . import catalog, maintenance, search
 from .database import Plpy, Session
 
@@ -34,10 +34,7 @@ def _session(plpy: Any) -> Session:
 
 def simhash(plpy: Any, document: str, profile: str) -> int | None:
     """``simhash(text, profile)``: the fingerprint with any feature profile."""
-    named = catalog.named_profile(_session(plpy), profile)
-    if named.name == PROFILE:
-        return default_simhash(document)
-    return named.simhash(document)
+    return profiles.simhash(document, catalog.named_profile(_session(plpy), profile).name)
 
 
 def nearsim_profile(plpy: Any, profile: str) -> str:
@@ -107,8 +104,8 @@ def nearsim_minhash_estimate(plpy: Any, a: list[int | None],
 def nearsim_estimate(plpy: Any, distance: int, profile: str) -> tuple[Any, ...]:
     """``nearsim_estimate``: S_R of calibration pairs at a distance."""
     session = _session(plpy)
-    if not 0 <= distance <= 64:
-        session.fail(f"distance must be between 0 and 64, not {distance}")
+    if not 0 <= distance <= BITS:
+        session.fail(f"distance must be between 0 and {BITS}, not {distance}")
     try:
         e = calibration.estimate(distance, profiles.canonical(profile))
     except (profiles.ProfileError, calibration.NotCalibrated) as error:

@@ -15,7 +15,7 @@ import numpy as np
 from ..core import calibration, measures
 from ..core.bits import BITS
 from ..core.pairs import all_pairs, connected_components, iter_pairs, pivot_groups
-from .catalog import check_table_profile, lookup
+from .catalog import Enabled, check_table_profile, lookup
 from .database import Session
 
 METHODS = ("components", "pivot")
@@ -31,9 +31,8 @@ def _check_method(session: Session, method: str, hint: str) -> None:
         session.fail(f"unknown clustering method {method!r}", hint=hint)
 
 
-def fingerprints(session: Session, tbl: str) -> tuple[list[str], np.ndarray]:
+def fingerprints(session: Session, enabled: Enabled) -> tuple[list[str], np.ndarray]:
     """Keys (as text, in key order) and fingerprints of every bucket row."""
-    enabled = lookup(session, tbl)
     check_table_profile(session, enabled.table.qualified, enabled.registration.profile)
     bucket = enabled.qualify(session, enabled.registration.bucket_table)
     row = session.one(
@@ -68,7 +67,7 @@ def pairs(session: Session, tbl: str, max_distance: int) -> Iterator[tuple[str, 
     # Errors are raised here, not inside the generator, where PL/Python
     # would hide them behind "error fetching next item from iterator".
     check_distance(session, max_distance)
-    keys, sis = fingerprints(session, tbl)
+    keys, sis = fingerprints(session, lookup(session, tbl))
     # Pairs are streamed a piece at a time: a corpus with thousands of
     # identical documents has tens of millions of them.
     return (
@@ -85,7 +84,7 @@ def clusters(session: Session, tbl: str, max_distance: int, method: str,
                   hint="Use 'components' (chains of near-duplicates) or 'pivot' (every"
                   " member within max_distance of its group's pivot).")
     check_distance(session, max_distance)
-    keys, sis = fingerprints(session, tbl)
+    keys, sis = fingerprints(session, lookup(session, tbl))
     first, second, _ = all_pairs(sis, max_distance)
     if method == "components":
         groups = connected_components(len(keys), first, second)
@@ -162,7 +161,7 @@ def pairs_verified(
     enabled = lookup(session, tbl)
     reg = enabled.registration
     radius = _verified_radius(session, min_similarity, measure, max_distance, reg.profile)
-    keys, sis = fingerprints(session, tbl)
+    keys, sis = fingerprints(session, enabled)
     key = session.ident(enabled.table.key_column)
     text = session.ident(reg.text_column)
     found = []
