@@ -96,14 +96,14 @@ def test_init_says_what_the_table_has(database: str) -> None:
 
 
 def test_errors_are_one_line_with_the_servers_hint(database: str) -> None:
-    from nearsim.client.cli import _one_line
+    from nearsim.client.clitools import one_line
 
     outside = run("similar", CHAPTER, "-s", "0.3", "--dsn", database, "--table", "hour")
     assert outside.exit_code == 2
     assert "give -k to choose the radius yourself" in outside.output
     with psycopg.connect(database) as conn, pytest.raises(psycopg.Error) as caught:
         conn.execute("SELECT nearsim_check_profile('pg_class', 'default/9')")
-    line = _one_line(caught.value)
+    line = one_line(caught.value)
     assert line.startswith("the fingerprints of pg_class come from profile default/9")
     assert "(Recompute them with another profile" in line
     assert "\n" not in line and "plpy" not in line and "Traceback" not in line
