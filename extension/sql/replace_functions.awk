@@ -1,9 +1,15 @@
 # From an install script, the statements an update script needs so that an
 # existing installation ends up with the same functions as a fresh one: every
 # PL/Python and PL/pgSQL function as CREATE OR REPLACE (a PL/Python body
-# imports the Python code of this version), and every COMMENT ON FUNCTION.
-# C functions are left out: their bodies name only the shared library.
+# imports the Python code of this version), the C functions that call a
+# PL/Python body (nearsim_python_call), the privileges revoked from those
+# bodies, and every COMMENT ON FUNCTION.  Other C functions are left out:
+# their bodies name only the shared library.
 BEGIN { state = "outside" }
+state == "outside" && /^REVOKE ALL ON FUNCTION / {
+	printf "%s\n\n", $0
+	next
+}
 state == "outside" && /^CREATE FUNCTION / {
 	block = $0 "\n"; state = "header"; next
 }
@@ -21,7 +27,13 @@ state == "header" {
 	block = block $0 "\n"
 	if ($0 ~ /AS \$python\$$/) { state = "body"; ending = "$python$;" }
 	else if ($0 ~ /AS \$plpgsql\$$/) { state = "body"; ending = "$plpgsql$;" }
-	else if ($0 ~ /;$/) state = "outside"
+	else if ($0 ~ /;$/) {
+		if (block ~ /'nearsim_python_call'/) {
+			sub(/^CREATE FUNCTION /, "CREATE OR REPLACE FUNCTION ", block)
+			printf "%s\n", block
+		}
+		state = "outside"
+	}
 	next
 }
 state == "body" {

@@ -36,7 +36,7 @@ from .core.fingerprint import PROFILE, shingles
 from .core.profiles import Profile, ProfileError, simhash, simhash_many
 from .core.text import tokens
 
-__version__ = "0.3.0"
+__version__ = "0.4.0"
 
 if TYPE_CHECKING:
     from .client.connect import connect

@@ -50,3 +50,29 @@ END $$;
 
 DROP TABLE guarded CASCADE;
 SELECT count(*) FROM nearsim_tables;
+
+-- Errors of the functions written in PL/Python are one line with their
+-- SQLSTATE, detail and hint, as PostgreSQL's own: no Python traceback in
+-- the context, no "plpy.Error: " before the message; a caller's context
+-- stays; their bodies are not executable by other roles.
+\set VERBOSITY default
+\set SHOW_CONTEXT always
+CREATE TABLE numbers (id int PRIMARY KEY, n int, body text);
+SELECT nearsim_enable('numbers', 'n');
+SELECT simhash('some words to fingerprint', 'words:3+bogus');
+SELECT nearsim_enable('numbers', 'body');
+SELECT * FROM nearsim_similar_verified('numbers', 'In the beginning', 0.3);
+DO $$ BEGIN PERFORM nearsim_enable('numbers', 'n'); END $$;
+\set VERBOSITY sqlstate
+SELECT nearsim_enable('numbers', 'n');
+\set VERBOSITY terse
+\set SHOW_CONTEXT errors
+CREATE ROLE regress_nearsim_caller;
+SET ROLE regress_nearsim_caller;
+SELECT simhash_python('some words to fingerprint', 'english');
+SELECT simhash('some words to fingerprint', 'english') IS NOT NULL AS computed;
+RESET ROLE;
+SELECT count(*) FROM pg_proc p WHERE p.proname LIKE '%\_python'
+  AND has_function_privilege('regress_nearsim_caller', p.oid, 'EXECUTE');
+DROP ROLE regress_nearsim_caller;
+DROP TABLE numbers CASCADE;

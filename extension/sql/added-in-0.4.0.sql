@@ -1,0 +1,6 @@
+-- What 0.4.0 adds.  Each function written in PL/Python is now called
+-- through a C function of the same name (nearsim_python_call), which
+-- reports the function's errors as one line with their SQLSTATE, without
+-- the Python traceback; the PL/Python body is <name>_python, executable
+-- only through it.  Both are created (after this part) from the install
+-- script, with every other PL/Python and PL/pgSQL function.
