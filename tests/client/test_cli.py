@@ -364,7 +364,8 @@ def test_similar_finds_a_planted_near_duplicate(database: str, tmp_path: Path) -
     edited = tmp_path / "edited.txt"
     edited.write_text(original.replace("Rebekah", "Rebecca", 1) + "Amen.\n")
 
-    result = run("similar", "--file", str(edited), "--dsn", database, "--table", table, "--json")
+    result = run("similar", "--file", str(edited), "--hamming", "--dsn", database, "--table",
+                 table, "--json")  # fmt: skip
     assert result.exit_code == 0, result.output
     matches = json.loads(result.stdout)
     expected = nearsim.hamming(nearsim.simhash(edited.read_text()), nearsim.simhash(original))
@@ -372,19 +373,27 @@ def test_similar_finds_a_planted_near_duplicate(database: str, tmp_path: Path) -
                           "source": str(root / "Genesis 24.txt")}
     assert expected <= 6
 
-    verified = json.loads(run("similar", "--file", str(edited), "--min-similarity", "0.8",
-                              "--dsn", database, "--table", table, "--json").stdout)
-    assert verified[0]["key"] == str(root / "Genesis 24.txt")
-    assert verified[0]["similarity"] == pytest.approx(
-        measures.resemblance(edited.read_text(), original))
-    assert all(match["similarity"] >= 0.8 for match in verified)
+    # the default is the verified search at 0.8, measured on the texts
+    for options in ([], ["--min-similarity", "0.8"]):
+        verified = json.loads(run("similar", "--file", str(edited), *options, "--dsn", database,
+                                  "--table", table, "--json").stdout)  # fmt: skip
+        assert verified[0]["key"] == str(root / "Genesis 24.txt")
+        assert verified[0]["similarity"] == pytest.approx(
+            measures.resemblance(edited.read_text(), original))
+        assert all(match["similarity"] >= 0.8 for match in verified)
+    contradiction = run("similar", "--file", str(edited), "--hamming", "-s", "0.9", "--dsn",
+                        database, "--table", table)  # fmt: skip
+    assert contradiction.exit_code == 2 and "give one of them" in contradiction.output
     shown = run("similar", "--file", str(edited), "-s", "0.8", "--measure", "s_l", "--dsn",
                 database, "--table", table)
     assert shown.exit_code == 0 and "Genesis 24.txt" in shown.output and "%" in shown.output
 
-    text = run("similar", original, "-k", "0", "--dsn", database, "--table", table)
+    text = run("similar", original, "--hamming", "-k", "0", "--dsn", database, "--table", table)
     assert text.exit_code == 0
-    assert text.output.splitlines() == [f" 0  {root / 'Genesis 24.txt'}"]
+    assert text.output.splitlines() == ["distance  key", f"       0  {root / 'Genesis 24.txt'}"]
+    measured = run("similar", original, "--dsn", database, "--table", table)
+    assert measured.output.splitlines() == [
+        "       s_r  distance  key", f"    100.0%         0  {root / 'Genesis 24.txt'}"]
 
 
 def test_pairs_clusters_compare_and_stats(database: str, tmp_path: Path) -> None:
@@ -399,7 +408,8 @@ def test_pairs_clusters_compare_and_stats(database: str, tmp_path: Path) -> None
     assert load(database, table, str(root)).exit_code == 0
     keys = {name: str(root / name) for name in ("a.txt", "b.txt", "c.txt", "other.txt")}
 
-    pairs = json.loads(run("pairs", "--dsn", database, "-t", table, "--json").stdout)
+    pairs = json.loads(run("pairs", "--hamming", "--dsn", database, "-t", table, "--json").stdout)
+    assert all("similarity" not in p for p in pairs)  # bits are not a similarity
     assert {(p["a"], p["b"]) for p in pairs} == {
         tuple(sorted((keys[x], keys[y]))) for x, y in (("a.txt", "b.txt"), ("a.txt", "c.txt"),
                                                       ("b.txt", "c.txt"))}
@@ -413,7 +423,11 @@ def test_pairs_clusters_compare_and_stats(database: str, tmp_path: Path) -> None
                              "--json").stdout)
     assert [sorted(g["members"]) for g in grouped] == [
         sorted(keys[n] for n in ("a.txt", "b.txt", "c.txt"))]
-    groups = json.loads(run("clusters", "--dsn", database, "-t", table, "--json").stdout)
+    verified = json.loads(run("pairs", "--dsn", database, "-t", table, "--json").stdout)
+    assert len(verified) == 3 and all(p["similarity"] >= 0.8 for p in verified)  # the default
+    groups = json.loads(run("clusters", "--hamming", "--dsn", database, "-t", table,
+                            "--json").stdout)  # fmt: skip
+    assert groups == json.loads(run("clusters", "--dsn", database, "-t", table, "--json").stdout)
     assert len(groups) == 1 and sorted(groups[0]["members"]) == sorted(
         keys[n] for n in ("a.txt", "b.txt", "c.txt"))
     assert groups[0]["pivot"] is None  # components have no pivot
@@ -439,9 +453,9 @@ def test_pairs_clusters_compare_and_stats(database: str, tmp_path: Path) -> None
     assert found["words"]["common"] == exact.common == len(base.split())
     assert found["minhash"]["low"] <= exact.s_r <= found["minhash"]["high"]
     assert found["minhash"]["hashes"] == 200
-    strict = json.loads(run("compare", keys["a.txt"], keys["c.txt"], "-k", "0", "--dsn",
-                            database, "-t", table, "--json").stdout)
-    assert strict["near_duplicates"] is (strict["distance"] == 0)  # -k: bits decide
+    strict = json.loads(run("compare", keys["a.txt"], keys["c.txt"], "--hamming", "-k", "0",
+                            "--dsn", database, "-t", table, "--json").stdout)  # fmt: skip
+    assert strict["near_duplicates"] is (strict["distance"] == 0)  # --hamming: bits decide
     assert strict["max_distance"] == 0
     assert strict["measures"]["s_l"] < 1
     text = run("compare", keys["a.txt"], keys["b.txt"], "--dsn", database, "-t", table)
@@ -454,6 +468,8 @@ def test_pairs_clusters_compare_and_stats(database: str, tmp_path: Path) -> None
                  "-t", table)
     assert stored.exit_code == 0, stored.output
     assert "Hamming distance 0 of 64 bits (profile default/1)" in stored.output
+    radius = run("compare", keys["a.txt"], keys["b.txt"], "-k", "3", "--dsn", database, "-t", table)
+    assert radius.exit_code == 2 and "-k goes with --hamming" in radius.output
     missing = run("compare", "no-such-thing", keys["a.txt"], "--dsn", database, "-t", table)
     assert missing.exit_code == 2 and "neither a file nor the key" in missing.output
 

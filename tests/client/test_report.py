@@ -92,3 +92,17 @@ def test_a_browser_shows_the_marks(tmp_path: Path) -> None:
     assert (255, 230, 128) in colours and (179, 230, 255) in colours  # two passage colours
     assert sum(count for count, colour in image.getcolors(1280 * 900) or []
                if colour == (255, 255, 255)) < 1280 * 900 * 0.95  # not a blank page
+
+
+def test_identical_copies_are_shown_once() -> None:
+    copies = [Document(f"copy-{n}.txt", ORIGINAL) for n in range(14)]
+    edited = [Document("edited-1.txt", EDITED), Document("edited-2.txt", EDITED)]
+    page = report(Document("Ruth 1", ORIGINAL), [*copies[:7], *edited, *copies[7:]])
+    text = unescape(re.sub(r"<[^>]+>", "", page))
+    # the reference once, the edited text once: no copy repeats a text
+    assert text.count("Elimelech") == ORIGINAL.count("Elimelech") + EDITED.count("Elimelech")
+    assert "14 identical copies of Ruth 1" in text
+    assert all(f"copy-{n}.txt" in text for n in range(14))
+    assert "and 1 identical copy" in text and "edited-2.txt" in text
+    assert page.count("<section>") == 2
+    assert len(page) < 3 * len(ORIGINAL) + 10_000

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Generator, Iterable
 from contextlib import closing
 from dataclasses import asdict
 from typing import Any
@@ -25,22 +25,21 @@ from ..core.fingerprint import PROFILE
 from ..core.profiles import simhash
 from . import report as html_report
 from .clitools import (
-    DEFAULT_MIN_SIMILARITY,
     EXIT_FAILURES,
     Fatal,
+    Search,
     database_errors,
     database_options,
-    distance_option,
     human_bytes,
     json_option,
     open_table,
     print_json,
     print_json_array,
     profile_option,
-    radius,
-    verified_options,
+    search_of,
+    search_options,
 )  # fmt: skip
-from .documents import DocumentTable
+from .documents import Cluster, DocumentTable
 from .extract import InputError, read_text
 from .loadcli import load_command
 from .loader import DEFAULT_MAX_BYTES
@@ -127,99 +126,105 @@ def _query_text(text: str | None, file: str | None) -> str:
 
 @cli.command()
 @click.argument("text", required=False)
-@click.option(
-    "--file",
-    "-f",
-    metavar="FILE",
-    help="Take the query document from a file (- for standard input).",
-)
-@distance_option
-@verified_options
+@click.option("--file", "-f", metavar="FILE",
+              help="Take the query document from a file (- for standard input).")
+@search_options
 @click.option("--limit", type=click.IntRange(1), help="At most this many documents.")
 @database_options
 @json_option
 @click.pass_context
 def similar(
-    ctx: click.Context, text: str | None, file: str | None, max_distance: int,
-    min_similarity: float | None, measure: str, limit: int | None,
+    ctx: click.Context, text: str | None, file: str | None, min_similarity: float,
+    measure: str, max_distance: int | None, by_bits: bool, limit: int | None,
     dsn: str | None, table: str, as_json: bool,
 ) -> None:  # fmt: skip
-    """Stored documents similar to TEXT or to a file.
+    """Stored documents similar to TEXT or to a file, most similar first.
 
-    By Hamming distance (nearest first), or with --min-similarity by the
-    exact similarity of the texts (most similar first), which is what
-    "90% similar" means; documents with fewer than 10 shingles are marked
-    short: their fingerprints are unreliable.
+    Verified: the documents at least 0.8 (-s) similar to the query, measured
+    on the texts (S_R, the resemblance of their 3-word shingle sets, or
+    --measure containment); the bucket index finds the candidates. Documents
+    of fewer than 10 shingles are marked short: their fingerprints are
+    unreliable. With --hamming, every document whose fingerprint is within
+    -k bits, nearest first, with no similarity measured.
 
     \b
     Examples:
         nearsim similar "In the beginning God created the heaven and the earth"
-        nearsim similar --file contract-v2.pdf -k 10 --json
-        nearsim similar --file memo.docx --min-similarity 0.8
+        nearsim similar --file contract-v2.pdf -s 0.9 --json
+        nearsim similar --file memo.docx --hamming -k 10
     """
+    search = search_of(ctx)
     query = _query_text(text, file)
     _warn_if_short(query)
     with database_errors():
         conn, documents = open_table(dsn, table)
         with conn:
-            if min_similarity is not None:
-                verified = documents.similar_verified(
-                    query, min_similarity, measure, radius(ctx, max_distance), limit
-                )
+            if search.hamming:
+                assert search.max_distance is not None
+                matches = documents.similar(query, search.max_distance, limit)
             else:
-                matches = documents.similar(query, max_distance, limit)
-    if min_similarity is not None:
+                verified = documents.similar_verified(
+                    query, search.min_similarity, search.measure, search.max_distance, limit)
+    if not search.hamming:
         if as_json:
             print_json([asdict(match) for match in verified])
             return
+        if verified:
+            click.echo(f"{search.measure:>10}  distance  key")
         for found in verified:
             short = "  (short)" if found.short else ""
-            click.echo(f"{found.similarity:6.1%}  {found.distance:2d}  {found.key}{short}")
+            click.echo(f"{found.similarity:10.1%}  {found.distance:8d}  {found.key}{short}")
         return
     if as_json:
         print_json([asdict(match) for match in matches])
         return
+    if matches:
+        click.echo("distance  key")
     for match in matches:
         source = f"  {match.source}" if match.source and match.source != match.key else ""
-        click.echo(f"{match.distance:2d}  {match.key}{source}")
+        click.echo(f"{match.distance:8d}  {match.key}{source}")
 
 
 @cli.command()
-@distance_option
-@verified_options
+@search_options
 @database_options
 @json_option
 @click.pass_context
 def pairs(
-    ctx: click.Context, max_distance: int, min_similarity: float | None, measure: str,
-    dsn: str | None, table: str, as_json: bool,
+    ctx: click.Context, min_similarity: float, measure: str, max_distance: int | None,
+    by_bits: bool, dsn: str | None, table: str, as_json: bool,
 ) -> None:  # fmt: skip
-    """Every pair of stored documents within the distance.
+    """Every pair of stored documents at least 0.8 (-s) similar.
 
-    With --min-similarity, the pairs whose texts are at least that similar.
+    Measured on the texts, as in `nearsim similar`; with --hamming, every
+    pair whose fingerprints are within -k bits, unverified. One pair per
+    line: similarity, distance in bits, the two keys.
 
     \b
     Examples:
-        nearsim pairs -k 3 --json > pairs.json
-        nearsim pairs --min-similarity 0.9
+        nearsim pairs --json > pairs.json
+        nearsim pairs -s 0.9 --measure containment
+        nearsim pairs --hamming -k 3
     """
+    search = search_of(ctx)
     with database_errors():
         conn, documents = open_table(dsn, table)
         with conn:
-            if min_similarity is not None:
-                verified = documents.pairs_verified(min_similarity, measure,
-                                                    radius(ctx, max_distance))  # fmt: skip
-                if as_json:
-                    print_json_array(asdict(pair) for pair in verified)
-                else:
+            # closing: a reader that stops early (| head) ends the query at
+            # once; a suspended stream would hold the connection's lock
+            if not search.hamming:
+                with closing(documents.pairs_verified(search.min_similarity, search.measure,
+                                                      search.max_distance)) as verified:
+                    if as_json:
+                        print_json_array(asdict(pair) for pair in verified)
+                        return
                     for found in verified:
                         short = "  (short)" if found.short else ""
                         click.echo(f"{found.similarity:6.1%}  {found.distance:2d}  {found.a}  "
                                    f"{found.b}{short}")  # fmt: skip
                 return
-            # closing: a reader that stops early (| head) ends the query at
-            # once; a suspended stream would hold the connection's lock
-            with closing(documents.pairs(max_distance)) as plain:
+            assert search.max_distance is not None
+            with closing(documents.pairs(search.max_distance)) as plain:
                 if as_json:
                     print_json_array(asdict(pair) for pair in plain)
                 else:
@@ -227,59 +232,54 @@ def pairs(
                         click.echo(f"{pair.distance:2d}  {pair.a}  {pair.b}")
 
 
+def _groups(documents: DocumentTable, search: Search, method: str,
+            min_size: int = 2) -> Generator[Cluster, None, None]:  # fmt: skip
+    """The groups a search asks for: of verified pairs, or of pairs within the distance."""
+    if search.hamming:
+        assert search.max_distance is not None
+        return documents.clusters(search.max_distance, method, min_size)
+    return documents.clusters_verified(search.min_similarity, search.measure,
+                                       search.max_distance, method, min_size)  # fmt: skip
+
+
 @cli.command()
-@distance_option
-@click.option(
-    "--method",
-    type=click.Choice(["components", "pivot"]),
-    default="components",
-    show_default=True,
-    help="components: linked through any chain of pairs; pivot: every member "
-    "within the distance of the group's pivot.",
-)
-@click.option(
-    "--min-size",
-    type=click.IntRange(1),
-    default=2,
-    show_default=True,
-    help="Only groups of at least this many documents.",
-)
-@verified_options
+@search_options
+@click.option("--method", type=click.Choice(["components", "pivot"]), default="components",
+              show_default=True,
+              help="components: linked through any chain of pairs; pivot: every member "
+              "paired with the group's pivot.")
+@click.option("--min-size", type=click.IntRange(1), default=2, show_default=True,
+              help="Only groups of at least this many documents.")
 @database_options
 @json_option
 @click.pass_context
 def clusters(
-    ctx: click.Context, max_distance: int, method: str, min_size: int,
-    min_similarity: float | None, measure: str, dsn: str | None, table: str, as_json: bool,
+    ctx: click.Context, min_similarity: float, measure: str, max_distance: int | None,
+    by_bits: bool, method: str, min_size: int, dsn: str | None, table: str, as_json: bool,
 ) -> None:  # fmt: skip
     """Groups of near-duplicate documents, largest first.
 
-    With --min-similarity, groups linked by pairs whose texts are at least
-    that similar.
+    Groups of the pairs `nearsim pairs` finds with the same options: by
+    default pairs at least 0.8 (-s) similar measured on the texts; with
+    --hamming, pairs within -k bits.
 
     \b
     Examples:
-        nearsim clusters -k 6 --method pivot
-        nearsim clusters --min-similarity 0.8 --json
+        nearsim clusters --method pivot
+        nearsim clusters -s 0.9 --min-size 3 --json
+        nearsim clusters --hamming -k 3
     """
+    search = search_of(ctx)
     with database_errors():
         conn, documents = open_table(dsn, table)
-        with conn:
-            groups = (
-                documents.clusters(max_distance, method, min_size)
-                if min_similarity is None
-                else documents.clusters_verified(
-                    min_similarity, measure, radius(ctx, max_distance), method, min_size
-                )
-            )
-            with closing(groups) as found:  # see pairs
-                if as_json:
-                    print_json_array(asdict(cluster) for cluster in found)
-                    return
-                for number, cluster in enumerate(found, 1):
-                    click.echo(f"cluster {number}: {len(cluster.members)} documents")
-                    for member in cluster.members:
-                        click.echo(f"  {member}{'  (pivot)' if member == cluster.pivot else ''}")
+        with conn, closing(_groups(documents, search, method, min_size)) as found:  # see pairs
+            if as_json:
+                print_json_array(asdict(cluster) for cluster in found)
+                return
+            for number, cluster in enumerate(found, 1):
+                click.echo(f"cluster {number}: {len(cluster.members)} documents")
+                for member in cluster.members:
+                    click.echo(f"  {member}{'  (pivot)' if member == cluster.pivot else ''}")
 
 
 class _OnDemand:
@@ -359,17 +359,16 @@ def _measured(text_a: str, text_b: str) -> dict[str, Any]:
 @cli.command()
 @click.argument("a")
 @click.argument("b")
-@distance_option
-@verified_options
-@profile_option(
-    "Fingerprint profile for files [default: default/1; the table's for stored documents]."
-)
+@search_options
+@profile_option("Fingerprint profile for files [default: default/1; the table's for stored"
+                " documents].")
 @database_options
 @json_option
 @click.pass_context
 def compare(
-    ctx: click.Context, a: str, b: str, max_distance: int, min_similarity: float | None,
-    measure: str, profile: str | None, dsn: str | None, table: str, as_json: bool,
+    ctx: click.Context, a: str, b: str, min_similarity: float, measure: str,
+    max_distance: int | None, by_bits: bool, profile: str | None, dsn: str | None, table: str,
+    as_json: bool,
 ) -> None:  # fmt: skip
     """Compare two documents: files, or keys of stored documents.
 
@@ -380,18 +379,19 @@ def compare(
     with information matching of passages of at least 5 words; S_R (the
     Jaccard coefficient of the 3-word shingle sets), containment, and the
     MinHash estimate of S_R with its 95% interval. The verdict is measured:
-    near-duplicates when S_R (--measure) is at least 0.8 (--min-similarity);
-    with -k and no --min-similarity, when the fingerprints are at most -k
-    bits apart.
+    near-duplicates when S_R (--measure) is at least 0.8 (-s); with
+    --hamming, when the fingerprints are at most -k bits apart.
 
     \b
     Examples:
         nearsim compare draft-1.docx draft-2.docx
         nearsim compare draft-1.docx draft-2.docx -s 0.9 --measure containment
-        nearsim compare /srv/docs/a.txt /srv/docs/b.txt -k 3 --json
+        nearsim compare /srv/docs/a.txt /srv/docs/b.txt --hamming -k 3 --json
     """
-    by_bits = min_similarity is None and radius(ctx, max_distance) is not None
-    threshold = DEFAULT_MIN_SIMILARITY if min_similarity is None else min_similarity
+    search = search_of(ctx)
+    if not search.hamming and search.max_distance is not None:
+        raise click.UsageError("compare measures the two texts themselves: -k goes with"
+                               " --hamming")  # fmt: skip
     with database_errors(), _OnDemand(dsn, table) as documents:
         used = _comparison_profile((a, b), profile, documents)
         first, first_text, first_fp = _document_of(a, documents, used)
@@ -403,13 +403,15 @@ def compare(
     distance = None if first_fp is None or second_fp is None else hamming(first_fp, second_fp)
     result["distance"] = distance
     result["measures"] = _measured(first_text, second_text)
+    measure, threshold = search.measure, search.min_similarity
     measured = float(measures.verified_measure(measure, measures.Shingled(first_text),
                                                measures.Shingled(second_text)))  # fmt: skip
     result["similarity"] = round(measured, 4)  # measured on the texts
     result["measure"] = measure
-    if by_bits:
-        result["max_distance"] = max_distance
-        result["near_duplicates"] = distance is not None and distance <= max_distance
+    if search.hamming:
+        assert search.max_distance is not None
+        result["max_distance"] = search.max_distance
+        result["near_duplicates"] = distance is not None and distance <= search.max_distance
     else:
         result["min_similarity"] = threshold
         result["near_duplicates"] = measured >= threshold
@@ -426,8 +428,9 @@ def compare(
         click.echo(f"  {marks}".rstrip())
         click.echo(f"Hamming distance {result['distance']} of {BITS} bits (profile {used})")
     verdict = "NEAR-DUPLICATES" if result["near_duplicates"] else "not near-duplicates"
-    if by_bits:
-        click.echo(f"{verdict} at -k {max_distance} (bits apart, not a measured similarity)")
+    if search.hamming:
+        click.echo(f"{verdict} at -k {search.max_distance} (bits apart, not a measured"
+                   " similarity)")  # fmt: skip
     else:
         relation = ">=" if result["near_duplicates"] else "<"
         click.echo(f"{verdict}: {measure} {measured:.1%} {relation} {threshold:.0%}")
@@ -446,26 +449,18 @@ def compare(
 
 @cli.command()
 @click.argument("names", nargs=-1, metavar="[A B...]")
-@click.option(
-    "--cluster",
-    metavar="KEY",
-    help="Instead of A B...: every member of KEY's group against its pivot"
-    " (pivot groups within -k, or of verified pairs with --min-similarity).",
-)
-@click.option(
-    "--output",
-    "-o",
-    type=click.Path(dir_okay=False, writable=True),
-    required=True,
-    help="The HTML file to write.",
-)
-@distance_option
-@verified_options
+@click.option("--cluster", metavar="KEY",
+              help="Instead of A B...: every member of KEY's group against its pivot"
+              " (pivot groups of verified pairs, or within -k bits with --hamming).")
+@click.option("--output", "-o", type=click.Path(dir_okay=False, writable=True), required=True,
+              help="The HTML file to write.")
+@search_options
 @database_options
 @click.pass_context
 def report(
     ctx: click.Context, names: tuple[str, ...], cluster: str | None, output: str,
-    max_distance: int, min_similarity: float | None, measure: str, dsn: str | None, table: str,
+    min_similarity: float, measure: str, max_distance: int | None, by_bits: bool,
+    dsn: str | None, table: str,
 ) -> None:  # fmt: skip
     """Write an HTML page of documents side by side, common passages marked.
 
@@ -477,6 +472,7 @@ def report(
         nearsim report draft-1.docx draft-2.docx -o drafts.html
         nearsim report --cluster /srv/docs/memo.txt -s 0.8 -o memo-group.html
     """
+    search = search_of(ctx)
     if (cluster is None) == (not names) or (cluster is None and len(names) < 2):
         raise click.UsageError("give two or more documents A B..., or --cluster KEY")
     directory = os.path.dirname(os.path.abspath(output))
@@ -484,8 +480,7 @@ def report(
         raise click.BadParameter(f"directory {directory} does not exist", param_hint="--output")
     with database_errors(), _OnDemand(dsn, table) as documents:
         if cluster is not None:
-            names = _cluster_members(documents(), cluster, max_distance, min_similarity,
-                                     measure, radius(ctx, max_distance))  # fmt: skip
+            names = _cluster_members(documents(), cluster, search)
         texts = [html_report.Document(name, _document_of(name, documents)[1]) for name in names]
     page = html_report.report(texts[0], texts[1:])
     try:
@@ -497,25 +492,13 @@ def report(
                err=True)  # fmt: skip
 
 
-def _cluster_members(
-    documents: DocumentTable,
-    key: str,
-    max_distance: int,
-    min_similarity: float | None,
-    measure: str,
-    radius: int | None,
-) -> tuple[str, ...]:
+def _cluster_members(documents: DocumentTable, key: str, search: Search) -> tuple[str, ...]:
     """The pivot group holding ``key``, its pivot first."""
-    groups = (
-        documents.clusters(max_distance, "pivot")
-        if min_similarity is None
-        else documents.clusters_verified(min_similarity, measure, radius, "pivot")
-    )
-    with closing(groups) as found:  # the rest of the stream is not needed
+    with closing(_groups(documents, search, "pivot")) as found:  # the rest is not needed
         for group in found:
             if key in group.members:
                 return tuple(group.members)
-    raise Fatal(f"{key} is in no group of near-duplicates in {documents}")
+    raise Fatal(f"{key} is in no group of near-duplicates ({search.describe()}) in {documents}")
 
 
 @cli.command()

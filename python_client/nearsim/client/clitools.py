@@ -6,6 +6,7 @@ import json
 import re
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 import click
@@ -95,45 +96,77 @@ def json_option(function: F) -> F:
     return click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")(function)
 
 
-def verified_options(function: F) -> F:
+DEFAULT_MIN_SIMILARITY = 0.8
+"""The measured similarity the queries and ``compare`` use unless told otherwise."""
+DEFAULT_MAX_DISTANCE = 6
+"""The Hamming distance of ``--hamming`` unless told otherwise."""
+
+
+def search_options(function: F) -> F:
+    """-s, --measure, -k and --hamming: the verified search by default, bits on request."""
+    function = click.option(
+        "--hamming", "by_bits", is_flag=True,
+        help=f"Unverified: by fingerprint distance only, within -k bits [default:"
+        f" {DEFAULT_MAX_DISTANCE}]; fast, but bits apart are not a similarity of the texts.",
+    )(function)  # fmt: skip
+    function = click.option(
+        "-k", "--max-distance", type=click.IntRange(0, BITS), metavar="K",
+        help="With --hamming, the largest Hamming distance in bits; otherwise the radius in"
+        " which candidates are looked for [default: calibrated for -s].",
+    )(function)  # fmt: skip
     function = click.option(
         "--measure", type=click.Choice(VERIFIED_MEASURES), default="s_r", show_default=True,
-        help="The exact measure for --min-similarity.",
+        help="The exact measure of -s: s_r (resemblance of 3-word shingles) or containment.",
     )(function)  # fmt: skip
     return click.option(
         "--min-similarity", "-s", type=click.FloatRange(0, 1), metavar="S",
-        help="Verified: only documents at least S similar, measured on the texts (0.5 to 0.95"
-        " picks the radius from the calibration unless -k is given).",
+        default=DEFAULT_MIN_SIMILARITY, show_default=True,
+        help="Only documents at least S similar, measured on the texts (verified search:"
+        " candidates from the bucket index, then the texts decide).",
     )(function)  # fmt: skip
 
 
-DEFAULT_MIN_SIMILARITY = 0.8
-"""The measured similarity above which `nearsim compare` calls two texts near-duplicates."""
+@dataclass(frozen=True)
+class Search:
+    """What a query command was asked for: verified (the default) or by bits."""
+
+    hamming: bool
+    max_distance: int | None  # by bits: the distance; verified: the radius, None = calibrated
+    min_similarity: float
+    measure: str
+
+    def describe(self) -> str:
+        if self.hamming:
+            return f"within {self.max_distance} bits (unverified)"
+        return f"{self.measure} >= {self.min_similarity:g}"
 
 
-def radius(ctx: click.Context, max_distance: int) -> int | None:
-    """-k if the user gave it; else None, for the calibrated radius.
+def search_of(ctx: click.Context) -> Search:
+    """The search the options ask for, checked before any work.
 
-    A --min-similarity outside the calibration needs -k: said here, before
-    any work, rather than by the server.
+    -s or --measure with --hamming is a contradiction; a -s outside the
+    calibration needs -k, said here rather than by the server.
     """
-    given = ctx.get_parameter_source("max_distance") is not click.core.ParameterSource.DEFAULT
-    wanted = ctx.params.get("min_similarity")
+    params = ctx.params
+
+    def given(name: str) -> bool:
+        return ctx.get_parameter_source(name) is not click.core.ParameterSource.DEFAULT
+
+    if params["by_bits"]:
+        for name, option in (("min_similarity", "--min-similarity"), ("measure", "--measure")):
+            if given(name):
+                raise click.UsageError(f"{option} measures the texts and --hamming does not:"
+                                       " give one of them")  # fmt: skip
+        distance = params["max_distance"]
+        return Search(True, DEFAULT_MAX_DISTANCE if distance is None else distance,
+                      params["min_similarity"], params["measure"])  # fmt: skip
+    wanted = params["min_similarity"]
     low, high = calibration.THRESHOLDS[0], calibration.THRESHOLDS[-1]
-    if not given and wanted is not None and not low <= wanted <= high:
+    if params["max_distance"] is None and not low <= wanted <= high:
         raise click.BadParameter(
             f"{wanted} is outside {low} to {high}, where the calibration gives the radius;"
-            " give -k to choose the radius yourself",
-            param_hint="--min-similarity",
-        )
-    return max_distance if given else None
-
-
-def distance_option(function: F) -> F:
-    return click.option(
-        "-k", "--max-distance", type=click.IntRange(0, BITS), default=6, show_default=True,
-        help="Largest Hamming distance in bits (6 is about 90% similar).",
-    )(function)  # fmt: skip
+            " give -k to choose the radius yourself", param_hint="--min-similarity")  # fmt: skip
+    return Search(False, params["max_distance"], wanted, params["measure"])
 
 
 def open_table(

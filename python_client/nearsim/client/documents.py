@@ -313,16 +313,17 @@ class DocumentTable:
 
     def pairs_verified(
         self, min_similarity: float = 0.8, measure: str = "s_r", max_distance: int | None = None
-    ) -> list[VerifiedPair]:
-        """Pairs within the (calibrated) radius, at least ``min_similarity`` similar."""
+    ) -> Generator[VerifiedPair, None, None]:
+        """Pairs within the (calibrated) radius, at least ``min_similarity`` similar, streamed."""
         self.require_enabled()
-        rows = self.conn.execute(
-            sql.SQL("SELECT a, b, distance, similarity, short"
-                    " FROM {}.nearsim_pairs_verified(%s::regclass, %s, %s, %s)").format(
-                self.extension),
-            [self.quoted, min_similarity, measure, max_distance],
-        ).fetchall()
-        return [VerifiedPair(*row) for row in rows]
+        query = sql.SQL("SELECT a, b, distance, similarity, short"
+                        " FROM {}.nearsim_pairs_verified(%s::regclass, %s, %s, %s)").format(
+            self.extension)  # fmt: skip
+        arguments = [self.quoted, min_similarity, measure, max_distance]
+        stream = cast(Generator[Any, None, None], self.conn.cursor().stream(query, arguments))
+        with closing(stream) as rows:  # see pairs
+            for row in rows:
+                yield VerifiedPair(*row)
 
     def clusters(
         self, max_distance: int, method: str = "components", min_size: int = 2

@@ -81,7 +81,25 @@ def _marked(text: str, runs: Sequence[tuple[int, int, int]]) -> str:
     return "".join(parts)
 
 
-def _comparison_html(reference: Document, other: Document) -> str:
+def _copies_html(names: Sequence[str]) -> str:
+    """The names of further documents with the same text, shown once above it."""
+    if not names:
+        return ""
+    listed = "".join(f"<li>{escape(name)}</li>" for name in names)
+    return (f'<details class="copies"><summary>and {len(names):,} identical'
+            f" cop{'y' if len(names) == 1 else 'ies'}</summary><ul>{listed}</ul></details>")
+
+
+def _identical_html(reference: Document, names: Sequence[str]) -> str:
+    """One section for the documents whose text is the reference's, named only."""
+    count = f"{len(names):,} identical cop{'y' if len(names) == 1 else 'ies'}"
+    listed = "".join(f"<li>{escape(name)}</li>" for name in names)
+    return (f"<section><h2>{count} of {escape(reference.name)}</h2>"
+            f'<p class="legend">The same text, character for character; not repeated.</p>'
+            f"<ul>{listed}</ul></section>")
+
+
+def _comparison_html(reference: Document, other: Document, copies: Sequence[str] = ()) -> str:
     """One section: the measures, then the two texts in columns."""
     result = measures.compare(reference.text, other.text)
     left = [(c.start_a, c.length, n) for n, c in enumerate(result.chunks)]
@@ -100,7 +118,7 @@ def _comparison_html(reference: Document, other: Document) -> str:
         f'<section><table class="facts">{rows}</table><div class="pair">'
         f'<div class="doc"><h2>{escape(reference.name)}</h2>'
         f"<pre>{_marked(reference.text, left)}</pre></div>"
-        f'<div class="doc"><h2>{escape(other.name)}</h2>'
+        f'<div class="doc"><h2>{escape(other.name)}</h2>{_copies_html(copies)}'
         f"<pre>{_marked(other.text, right)}</pre></div></div></section>"
     )
 
@@ -112,7 +130,7 @@ section { border-top: 2px solid #888; padding-top: 1em; margin-top: 1.5em; }
 .pair { display: grid; grid-template-columns: 1fr 1fr; gap: 1.5em; }
 .doc pre { white-space: pre-wrap; font: inherit; margin: 0; }
 .facts th { text-align: left; padding-right: 1em; font-weight: normal; color: #555; }
-.legend { color: #555; }
+.legend { color: #555; } .copies { margin: 0 0 .4em; color: #555; }
 mark.p0 { background: #ffe680; } mark.p1 { background: #b3e6ff; }
 mark.p2 { background: #c6f0c2; } mark.p3 { background: #ffc8d8; }
 mark.p4 { background: #e0ccff; } mark.p5 { background: #ffd9b3; }
@@ -123,7 +141,16 @@ def report(reference: Document, others: Sequence[Document], title: str | None = 
     """The page comparing ``reference`` with each of ``others`` (a cluster: its pivot first)."""
     heading = title or (f"{reference.name} and {others[0].name}" if len(others) == 1
                         else f"{reference.name} and {len(others)} near-duplicates")  # fmt: skip
-    sections = "".join(_comparison_html(reference, other) for other in others)
+    # Identical texts (a review set's many copies of one file) are shown
+    # once: those of the reference in a list, the others' beside it once.
+    by_text: dict[str, list[Document]] = {}
+    for other in others:
+        by_text.setdefault(other.text, []).append(other)
+    sections = "".join(
+        _identical_html(reference, [copy.name for copy in same]) if text == reference.text
+        else _comparison_html(reference, same[0], [copy.name for copy in same[1:]])
+        for text, same in by_text.items()
+    )
     return (
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
         f"<title>{escape(heading)}</title><style>{_STYLE}</style></head><body>"
