@@ -35,9 +35,11 @@ ERRORS: dict[str, str] = {
     "hamming": "none (NULL in, NULL out)",
     "simhash_bits": "none (NULL in, NULL out)",
     "simhash_from_bits": "22P02 for anything but 64 characters 0/1, naming the problem",
-    "simhash": "with a profile: 22023 for a name this server does not compute (unknown"
-               " version, option, language or size), 58P01 if a library the profile needs is"
-               " missing or another version",
+    "simhash(document text)": "none (NULL for NULL and for a text without words)",
+    "simhash(document text, profile text)": "22023 for a profile this server does not compute"
+                                            " (unknown version, option, language or size),"
+                                            " 58P01 if a library the profile needs is missing"
+                                            " or another version",
     "simhash_profile": "none",
     "nearsim_profile": "22023 for a name this server does not compute",
     "nearsim_profiles": "none",
@@ -100,16 +102,24 @@ ERRORS: dict[str, str] = {
 VOLATILITY = {"i": "IMMUTABLE", "s": "STABLE", "v": "VOLATILE"}
 PARALLEL = {"s": "PARALLEL SAFE", "r": "PARALLEL RESTRICTED", "u": "PARALLEL UNSAFE"}
 
+# The PL/Python bodies (<name>_python) are not listed: SQL calls the C
+# function <name>, whose language is shown as its body's.
 FUNCTIONS = """
 SELECT p.proname, pg_catalog.pg_get_function_identity_arguments(p.oid),
        pg_catalog.pg_get_function_arguments(p.oid), pg_catalog.pg_get_function_result(p.oid),
-       p.provolatile, p.proisstrict, p.proparallel, l.lanname,
+       p.provolatile, p.proisstrict, p.proparallel,
+       CASE WHEN EXISTS (SELECT FROM pg_catalog.pg_proc b
+                         WHERE b.proname = p.proname || '_python'
+                           AND b.pronamespace = p.pronamespace
+                           AND b.proargtypes = p.proargtypes)
+            THEN 'plpython3u' ELSE l.lanname END,
        pg_catalog.obj_description(p.oid, 'pg_proc')
 FROM pg_catalog.pg_proc p
 JOIN pg_catalog.pg_depend d ON d.classid = 'pg_catalog.pg_proc'::pg_catalog.regclass
      AND d.objid = p.oid AND d.deptype = 'e'
 JOIN pg_catalog.pg_extension e ON e.oid = d.refobjid AND e.extname = 'nearsim'
 JOIN pg_catalog.pg_language l ON l.oid = p.prolang
+WHERE p.proname NOT LIKE '%\\_python'
 ORDER BY p.proname, pg_catalog.pg_get_function_identity_arguments(p.oid)
 """
 
@@ -132,7 +142,7 @@ def sql_section(rows: list[tuple[str, ...]]) -> str:
             f"```sql\n{name}({arguments}) RETURNS {result}\n```\n\n"
             f"{comment}.\n\n"
             f"- {' '.join(t for t in traits if t)}\n"
-            f"- errors: {ERRORS[name]}\n"
+            f"- errors: {ERRORS.get(f'{name}({identity})') or ERRORS[name]}\n"
         )
     return "\n".join(parts)
 
