@@ -353,7 +353,7 @@ COMMENT ON FUNCTION nearsim_check_profile_python(regclass, text) IS
 'the PL/Python body of nearsim_check_profile(regclass, text), which calls it and reports its errors without a Python traceback';
 
 CREATE FUNCTION nearsim_check_profile(tbl regclass, profile text) RETURNS boolean
-	AS 'MODULE_PATHNAME', 'nearsim_python_call'
+	AS 'MODULE_PATHNAME', 'nearsim_check_profile'
 	LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 
 COMMENT ON FUNCTION nearsim_check_profile(regclass, text) IS

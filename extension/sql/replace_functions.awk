@@ -1,17 +1,20 @@
 # From an install script, the statements an update script needs so that an
 # existing installation ends up with the same functions as a fresh one: every
 # PL/Python and PL/pgSQL function as CREATE OR REPLACE (a PL/Python body
-# imports the Python code of this version), the C functions that call a
-# PL/Python body (nearsim_python_call), the privileges revoked from those
-# bodies, and every COMMENT ON FUNCTION.  Other C functions are left out:
-# their bodies name only the shared library.
+# imports the Python code of this version), the C function <name> in front
+# of each PL/Python body <name>_python (which comes first), the privileges
+# revoked from those bodies, and every COMMENT ON FUNCTION.  Other C functions
+# are left out: their bodies name only the shared library.
 BEGIN { state = "outside" }
 state == "outside" && /^REVOKE ALL ON FUNCTION / {
 	printf "%s\n\n", $0
 	next
 }
 state == "outside" && /^CREATE FUNCTION / {
-	block = $0 "\n"; state = "header"; next
+	block = $0 "\n"; state = "header"
+	name = $3; sub(/\(.*/, "", name)
+	if (name ~ /_python$/) { face = name; sub(/_python$/, "", face); has_body[face] = 1 }
+	next
 }
 state == "outside" && /^COMMENT ON FUNCTION / {
 	block = $0 "\n"; state = "comment"
@@ -28,7 +31,7 @@ state == "header" {
 	if ($0 ~ /AS \$python\$$/) { state = "body"; ending = "$python$;" }
 	else if ($0 ~ /AS \$plpgsql\$$/) { state = "body"; ending = "$plpgsql$;" }
 	else if ($0 ~ /;$/) {
-		if (block ~ /'nearsim_python_call'/) {
+		if (name in has_body) {
 			sub(/^CREATE FUNCTION /, "CREATE OR REPLACE FUNCTION ", block)
 			printf "%s\n", block
 		}

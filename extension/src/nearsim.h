@@ -23,6 +23,9 @@
 	" JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) e.extnamespace" \
 	" WHERE e.extname OPERATOR(pg_catalog.=) '" NEARSIM_EXTENSION "'"
 
+/* The profile simhash(text) computes in C (nearsim.core.fingerprint.PROFILE) */
+#define DEFAULT_PROFILE "default/1"
+
 /* Bits in a fingerprint: an unsigned 64-bit value kept in a signed bigint */
 #define FINGERPRINT_BITS 64
 

@@ -87,15 +87,14 @@ without_python_prefix(char *message)
 	return message;
 }
 
-PG_FUNCTION_INFO_V1(nearsim_python_call);
 /*
  * Call the PL/Python body of the function being called with the same
  * arguments, result info and context; set-returning bodies keep their
  * state between calls in the FmgrInfo kept here.  An error is reported
  * again, at this level, without the body's context.
  */
-Datum
-nearsim_python_call(PG_FUNCTION_ARGS)
+static Datum
+call_python_body(FunctionCallInfo fcinfo)
 {
 	PythonBody *body = (PythonBody *) fcinfo->flinfo->fn_extra;
 	MemoryContext caller_context = CurrentMemoryContext;
@@ -138,4 +137,29 @@ nearsim_python_call(PG_FUNCTION_ARGS)
 
 	fcinfo->isnull = inner->isnull;
 	return result;
+}
+
+PG_FUNCTION_INFO_V1(nearsim_python_call);
+/* A function written in PL/Python: its body, called as above */
+Datum
+nearsim_python_call(PG_FUNCTION_ARGS)
+{
+	return call_python_body(fcinfo);
+}
+
+PG_FUNCTION_INFO_V1(nearsim_check_profile);
+/*
+ * nearsim_check_profile(tbl, profile): true when this server computes the
+ * profile, else an error (the PL/Python body says why).  The default
+ * profile is computed in C and needs no Python: a search of a table of
+ * that profile, which plans this call, never starts the Python interpreter.
+ */
+Datum
+nearsim_check_profile(PG_FUNCTION_ARGS)
+{
+	char	   *profile = text_to_cstring(PG_GETARG_TEXT_PP(1));
+
+	if (strcmp(profile, DEFAULT_PROFILE) == 0)
+		PG_RETURN_BOOL(true);
+	return call_python_body(fcinfo);
 }

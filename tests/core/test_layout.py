@@ -140,6 +140,7 @@ def test_the_c_side_keeps_the_same_rules() -> None:
     assert int(header_value("MAX_BANDS")) == bands.MAX_BANDS
     assert header_value("NEARSIM_EXTENSION") == f'"{registry.EXTENSION}"'
     assert header_value("NEARSIM_REGISTRY") == f'"{registry.REGISTRY}"'
+    assert header_value("DEFAULT_PROFILE") == f'"{fingerprint.PROFILE}"'
     # the registry's own check on the number of bands
     assert f"CHECK (bands BETWEEN {bands.MIN_BANDS} AND {bands.MAX_BANDS})" in SQL.read_text()
     for name in ("bits.c", "bands.c", "fingerprint.c", "drop.c"):

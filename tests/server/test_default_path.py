@@ -1,0 +1,52 @@
+"""The default profile's path needs no Python: searching and writing a table of
+profile default/1 never starts PL/Python in the session (a new connection's
+first search would otherwise import the interpreter and numpy)."""
+
+from __future__ import annotations
+
+import psycopg
+import pytest
+
+CHAPTER = "In the beginning God created the heaven and the earth and the earth was without form"
+
+
+def python_started(conn: psycopg.Connection) -> bool:
+    row = conn.execute("SELECT count(*) FROM pg_catalog.pg_backend_memory_contexts"
+                       " WHERE name LIKE 'PL/Python%'").fetchone()  # fmt: skip
+    return row is not None and row[0] > 0
+
+
+@pytest.fixture(scope="module")
+def tables(database: str) -> str:
+    with psycopg.connect(database, autocommit=True) as conn:
+        for name, profile in (("plain", "default/1"), ("stemmed", "english/1")):
+            conn.execute(f"CREATE TABLE {name} (id int PRIMARY KEY, body text)")
+            conn.execute(f"INSERT INTO {name} VALUES (1, %s), (2, %s)",
+                         (CHAPTER, CHAPTER + " and void"))  # fmt: skip
+            conn.execute(f"SELECT nearsim_enable('{name}', 'body', profile => '{profile}')")
+    return database
+
+
+def test_search_and_writes_of_a_default_table_need_no_python(tables: str) -> None:
+    with psycopg.connect(tables, autocommit=True) as conn:
+        found = conn.execute("SELECT (doc).id, distance FROM plain_similar(%s, 6) ORDER BY 1",
+                             [CHAPTER]).fetchall()  # fmt: skip
+        assert [row[0] for row in found] == [1, 2]
+        prepared = conn.execute("SELECT count(*) FROM plain_similar(%s::text, 6)", [CHAPTER],
+                                prepare=True).fetchone()  # fmt: skip
+        assert prepared == (2,)
+        conn.execute("INSERT INTO plain VALUES (3, %s)", [CHAPTER + " again"])
+        conn.execute("UPDATE plain SET body = body || ' amen' WHERE id = 3")
+        with conn.cursor().copy("COPY plain (id, body) FROM STDIN") as copy:
+            copy.write_row((4, CHAPTER + " once more"))
+        conn.execute("DELETE FROM plain WHERE id = 4")
+        assert conn.execute("SELECT count(*) FROM plain_similar(%s, 10)",
+                            [CHAPTER]).fetchone() == (3,)  # fmt: skip
+        assert not python_started(conn)
+
+
+def test_another_profile_starts_python(tables: str) -> None:
+    with psycopg.connect(tables, autocommit=True) as conn:
+        assert conn.execute("SELECT (doc).id FROM stemmed_similar(%s, 0)",
+                            [CHAPTER]).fetchall() == [(1,)]  # fmt: skip
+        assert python_started(conn)  # the check above sees what it claims to
