@@ -10,8 +10,19 @@ already there: a document whose key is stored with the same content hash is
 "unchanged" and is neither fingerprinted nor sent again; a stored key with
 another hash is updated (the batch is merged through a temporary table).
 
+A key belongs to the file it was loaded from (:func:`~nearsim.client.sources.origin`):
+a stored key that came from another file is not replaced unless
+``LoadOptions.replace`` says so, and the same key twice in one run keeps the
+first.  Either way the other is a failure that names both sources.
+
+A table of the user's own (an enabled table without the loader's columns)
+takes the key, the text, the fingerprint and the mapped record fields
+(``LoadOptions.columns``) through a merge of each batch: see
+:class:`UserLayout`.
+
 Bad inputs become :class:`~nearsim.client.sources.Failure` reports and never stop
-the run.
+the run.  The reporter hears of every input once, when it is done (read,
+checked and fingerprinted), with the bytes read for it.
 """
 
 from __future__ import annotations
@@ -19,10 +30,12 @@ from __future__ import annotations
 import hashlib
 import os
 import queue
+import re
 import signal
 import struct
 import threading
 import time
+import uuid
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -36,10 +49,20 @@ from psycopg import sql
 
 from ..core.fingerprint import PROFILE
 from ..core.profiles import Profile, ProfileError, canonical, simhash_many
+from ..core.registry import Registration
 from .connect import ProfileMismatch, connect, ensure_extension
-from .documents import DEFAULT_TABLE, FINGERPRINT_COLUMN, DocumentTable
+from .documents import DEFAULT_TABLE, FINGERPRINT_COLUMN, DocumentTable, TableError
 from .extract import InputError, check_document, read_document
-from .sources import Failure, FileInput, Input, RecordInput, SourceOptions, iter_inputs
+from .sources import (
+    BytesRead,
+    Failure,
+    FileInput,
+    Input,
+    RecordInput,
+    SourceOptions,
+    iter_inputs,
+    origin,
+)  # fmt: skip
 
 DEFAULT_MAX_BYTES = 64 * 1024 * 1024
 COLUMNS = ("key", "source", "content_hash", "body", FINGERPRINT_COLUMN)
@@ -54,6 +77,14 @@ TASK_DOCUMENTS = 64
 TASK_BYTES = 4 * 1024 * 1024
 QUEUED_TASKS_PER_WORKER = 16
 
+# Reasons of the loader's own failures (the readers' are extract.REASONS).
+KEY_REASONS = {
+    "duplicate-key": "the key of a document loaded earlier in this run, or stored from"
+                     " another file (LoadOptions.replace replaces those)",
+    "invalid-key": "a key the table's key column cannot hold (not a number for an integer"
+                   " key, not a UUID for a uuid key)",
+    "refused": "a row the table refused: a value its column cannot hold, or a constraint",
+}
 
 
 @dataclass(frozen=True)
@@ -65,6 +96,12 @@ class LoadOptions:
     workers: int | None = None  # default: one per CPU
     server_side: bool = False  # let the database compute the fingerprints
     profile: str | None = None  # fingerprint profile; by default the table's
+    replace: bool = False  # overwrite documents whose key is stored from another source
+    # A table of the user's own: its key and text columns (by default the
+    # ones it is enabled with), and (record field, column) pairs for others.
+    key_column: str | None = None
+    text_column: str | None = None
+    columns: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass
@@ -82,6 +119,11 @@ class LoadSummary:
     def failures(self) -> int:
         return sum(self.failed.values())
 
+    @property
+    def documents(self) -> int:
+        """Inputs done, whatever became of them."""
+        return self.loaded + self.updated + self.unchanged + self.failures
+
     def as_dict(self) -> dict[str, Any]:
         return {
             "loaded": self.loaded, "updated": self.updated, "unchanged": self.unchanged,
@@ -93,7 +135,10 @@ class LoadSummary:
 
 
 class Prepared(NamedTuple):
-    """A document ready to be written (tuples pickle quickly between processes)."""
+    """A document ready to be written (tuples pickle quickly between processes).
+
+    ``key`` is as the table stores it (42 for a bigint key given as "042").
+    """
 
     key: str
     source: str
@@ -114,11 +159,13 @@ class Done(NamedTuple):
     others: list[Unchanged | Failure]
     prepared: list[Prepared]
     rows: bytes
+    order: str  # "p" for each prepared document, "o" for each other, in input order
 
 
 class Unchanged(NamedTuple):
     key: str
     size: int
+    source: str = ""
 
 
 class _Text(NamedTuple):
@@ -129,6 +176,19 @@ class _Text(NamedTuple):
     text: str
     encoded: bytes
     content_hash: bytes
+    fields: tuple[str | None, ...]
+
+
+class RowShape(NamedTuple):
+    """The rows of a table of the user's own, as the workers make them.
+
+    Staged as (key, body, si, f0, f1, ...), all text but the fingerprint;
+    the merge casts them to the columns' types.
+    """
+
+    key_column: str
+    key_type: str  # text, character varying, smallint, integer, bigint or uuid
+    fields: int  # mapped record fields, NULL where a record has none
 
 
 Outcome = Prepared | Unchanged | Failure
@@ -142,11 +202,22 @@ class Task(NamedTuple):
 class Reporter:
     """What the loader tells its caller; the default tells nothing."""
 
+    def started(self) -> None:
+        """The table is checked and the inputs are read from now on
+        (:attr:`LoadSummary.seconds` counts from here)."""
+
     def failure(self, failure: Failure) -> None:
         """One input could not be loaded."""
 
     def progress(self, documents: int, size: int) -> None:
-        """``documents`` more inputs are done, ``size`` bytes of them."""
+        """``documents`` more inputs are done, ``size`` bytes of them read.
+
+        An input is done when a worker has read, checked and fingerprinted
+        it (before its batch commits) or when it failed.  ``size`` counts the
+        bytes of the files read: a file's size, or the lines of a record
+        file (counted by the :class:`BytesRead` the loader was given); over a
+        whole load it adds up to the size of every file read.
+        """
 
 
 # -- the workers ---------------------------------------------------------------
@@ -168,26 +239,29 @@ def _start_worker() -> None:
     threading.Thread(target=exit_when_orphaned, daemon=True).start()
 
 
-def prepare_many(tasks: list[Task], options: LoadOptions) -> Done:
+def prepare_many(tasks: list[Task], options: LoadOptions, shape: RowShape | None = None) -> Done:
     """Read, check, hash and fingerprint inputs (runs in a worker).
 
     The new and changed texts are fingerprinted together, which is much
-    quicker than one at a time for short documents.
+    quicker than one at a time for short documents.  ``shape``: the rows of
+    a table of the user's own; by default the loader's.
     """
-    read = [_read(task, options) for task in tasks]
+    read = [_read(task, options, shape) for task in tasks]
     texts = [r for r in read if isinstance(r, _Text)]
     fingerprints = (
         [None] * len(texts) if options.server_side
         else simhash_many([t.text for t in texts], options.profile)
     )
-    rows = [_row(text, fingerprint) for text, fingerprint in zip(texts, fingerprints,
-                                                                  strict=True)]  # fmt: skip
+    make_row = _row if shape is None else partial(_user_row, fields=shape.fields)
+    rows = [make_row(text, fingerprint) for text, fingerprint in zip(texts, fingerprints,
+                                                                      strict=True)]  # fmt: skip
     prepared = [
         Prepared(t.key, t.source, len(t.encoded), t.content_hash, fingerprint, len(row))
         for t, fingerprint, row in zip(texts, fingerprints, rows, strict=True)
     ]
     others = [r for r in read if not isinstance(r, _Text)]
-    return Done(others, prepared, b"".join(rows))
+    order = "".join("p" if isinstance(r, _Text) else "o" for r in read)
+    return Done(others, prepared, b"".join(rows), order)
 
 
 def prepare(task: Task, options: LoadOptions) -> Outcome:
@@ -196,10 +270,19 @@ def prepare(task: Task, options: LoadOptions) -> Outcome:
     return (done.others or done.prepared)[0]
 
 
-def _read(task: Task, options: LoadOptions) -> _Text | Unchanged | Failure:
+def _read(task: Task, options: LoadOptions, shape: RowShape | None = None) -> (
+    _Text | Unchanged | Failure
+):
     """The input's text and hash, or why it cannot be loaded."""
     item = task.item
-    source = item.key if isinstance(item, FileInput) else item.source  # storable
+    source = _source(item)
+    key = item.key
+    if shape is not None:
+        stored_key = _stored_key(key, shape.key_type)
+        if stored_key is None:
+            return Failure(source, "invalid-key", f"key {key!r} cannot be stored in column"
+                           f" {shape.key_column!r} of type {shape.key_type}")  # fmt: skip
+        key = stored_key
     try:
         if isinstance(item, FileInput):
             text, encoded = read_document(item.path, max_bytes=options.max_bytes,
@@ -213,8 +296,41 @@ def _read(task: Task, options: LoadOptions) -> _Text | Unchanged | Failure:
         return Failure(source, reason, error.message, error.offset)
     digest = hashlib.sha256(encoded).digest()
     if digest == task.stored_hash:
-        return Unchanged(item.key, len(encoded))
-    return _Text(item.key, source, text, encoded, digest)
+        return Unchanged(key, len(encoded), source)
+    fields = item.fields if isinstance(item, RecordInput) else ()
+    return _Text(key, source, text, encoded, digest, fields)
+
+
+def _source(item: FileInput | RecordInput) -> str:
+    return item.key if isinstance(item, FileInput) else item.source  # storable
+
+
+_SPACE = "[ \t\n\r\v\f]*"  # what PostgreSQL's integer input skips around the digits
+_INTEGER = re.compile(f"{_SPACE}([+-]?[0-9]+){_SPACE}")
+_INTEGER_BITS = {"smallint": 16, "integer": 32, "bigint": 64}
+# uuid_in: 32 hex digits, a hyphen allowed between groups of four, braces around
+_UUID = re.compile(r"(\{)?(?:[0-9a-fA-F]{4}-?){7}[0-9a-fA-F]{4}(?(1)\})")
+KEY_TYPES = ("text", "character varying", *_INTEGER_BITS, "uuid")
+
+
+def _stored_key(key: str, key_type: str) -> str | None:
+    """``key`` as a key column of ``key_type`` stores and prints it; None if it cannot.
+
+    Checked here, as PostgreSQL's input functions would, so that a bad key
+    is one failed record and not a failed batch.  The stored form is what
+    the merge returns (``key::text``) and what duplicates are found by:
+    "042" and "42" are the same bigint key.
+    """
+    bits = _INTEGER_BITS.get(key_type)
+    if bits is not None:
+        match = _INTEGER.fullmatch(key)
+        if match is None:
+            return None
+        value = int(match[1])
+        return str(value) if -(1 << (bits - 1)) <= value < 1 << (bits - 1) else None
+    if key_type == "uuid":
+        return str(uuid.UUID(key.strip("{}").replace("-", ""))) if _UUID.fullmatch(key) else None
+    return key
 
 
 # COPY's binary format: a signature, flags and header extension length
@@ -238,6 +354,27 @@ def _row(document: _Text, fingerprint: int | None) -> bytes:
     ))  # fmt: skip
 
 
+STAGED = ("key", "body", FINGERPRINT_COLUMN)  # then f0, f1, ...: the mapped fields
+
+
+def _user_row(document: _Text, fingerprint: int | None, fields: int) -> bytes:
+    """A row of STAGED and the mapped fields, for a table of the user's own."""
+    key = document.key.encode()
+    values = (*document.fields, *(None,) * (fields - len(document.fields)))[:fields]
+    parts = [
+        _FIELDS.pack(len(STAGED) + fields, len(key)), key,
+        _LENGTH.pack(len(document.encoded)), document.encoded,
+        _NULL if fingerprint is None else _BIGINT.pack(8, fingerprint),
+    ]  # fmt: skip
+    for value in values:
+        if value is None:
+            parts.append(_NULL)
+        else:
+            encoded = value.encode()
+            parts += (_LENGTH.pack(len(encoded)), encoded)
+    return b"".join(parts)
+
+
 # -- the main process ----------------------------------------------------------
 
 
@@ -245,23 +382,38 @@ def _task_size(item: FileInput | RecordInput) -> int:
     return len(item.text) if isinstance(item, RecordInput) else item.size
 
 
-def _chunks(inputs: Iterable[Input], on_failure: Callable[[Failure], None]) -> Iterator[
-    list[FileInput | RecordInput]
-]:
-    """Inputs grouped into worker tasks; failures found while listing go straight out."""
+class _Chunk(NamedTuple):
+    """Inputs for one worker task, and the bytes read for them (for the progress)."""
+
+    items: list[Any]  # FileInput | RecordInput, then Task once the stored hashes are known
+    read: int
+
+
+def _chunks(
+    inputs: Iterable[Input], on_failure: Callable[[Failure], None], read: BytesRead
+) -> Iterator[_Chunk]:
+    """Inputs grouped into worker tasks; failures found while listing go straight out.
+
+    A chunk's bytes are its files' sizes and the bytes of record files read
+    since the previous chunk; what is read after the last one (blank lines,
+    bad records) comes in a chunk of no inputs.
+    """
     chunk: list[FileInput | RecordInput] = []
-    size = 0
+    size = files = 0
+    counted = read.total
     for item in inputs:
         if isinstance(item, Failure):
             on_failure(item)
             continue
         chunk.append(item)
         size += _task_size(item)
+        if isinstance(item, FileInput):
+            files += item.size
         if len(chunk) >= TASK_DOCUMENTS or size >= TASK_BYTES:
-            yield chunk
-            chunk, size = [], 0
-    if chunk:
-        yield chunk
+            yield _Chunk(chunk, files + read.total - counted)
+            chunk, size, files, counted = [], 0, 0, read.total
+    if chunk or read.total > counted:
+        yield _Chunk(chunk, files + read.total - counted)
 
 
 class _Listing:
@@ -316,8 +468,36 @@ class _Raised:
     error: BaseException
 
 
+class _Written(NamedTuple):
+    """What a batch's write did with its documents (by key); the rest were unchanged."""
+
+    inserted: set[str]
+    updated: set[str]
+    refused: dict[str, Failure]
+
+
+def _taken(key: str, stored: str, source: str) -> Failure:
+    """A document whose key is stored from another file."""
+    return Failure(source, "duplicate-key",
+                   f"key {key!r} is stored from {stored}, not from {source}: not replaced"
+                   " (load with --replace to replace it)")  # fmt: skip
+
+
+# The origin of a stored source, as sources.origin computes it.
+_ORIGIN_PATTERN = ":[0-9]+$"
+
+
+def _origin_sql(source: sql.Composable) -> sql.Composed:
+    return sql.SQL("pg_catalog.regexp_replace({}, {}, '')").format(
+        source, sql.Literal(_ORIGIN_PATTERN))
+
+
 class Loader:
-    """Loads documents into one table (see the module docstring)."""
+    """Loads documents into one table (see the module docstring).
+
+    ``read`` is the counter of record-file bytes that :func:`iter_inputs`
+    was given for the inputs, so that the progress counts them.
+    """
 
     def __init__(
         self,
@@ -326,14 +506,17 @@ class Loader:
         table: DocumentTable,
         options: LoadOptions | None = None,
         reporter: Reporter | None = None,
+        read: BytesRead | None = None,
     ) -> None:
         self.conn = conn
         self.lookup_conn = lookup_conn
         self.table = table
         self.options = options or LoadOptions()
         self.reporter = reporter or Reporter()
+        self.read = read or BytesRead()
         self.summary = LoadSummary()
-        self.seen: set[str] = set()
+        self.seen: dict[str, str] = {}  # key -> the source it came from, in this run
+        self.user: UserLayout | None = None  # a table of the user's own
         self.nothing_stored = False
         self.open_copy: tuple[ExitStack, psycopg.Copy] | None = None
         self.unsent = bytearray()  # rows for the open COPY
@@ -348,8 +531,7 @@ class Loader:
         if not self.conn.autocommit:
             raise ValueError("the loader needs a connection in autocommit mode: each batch is"
                              " a transaction of its own")
-        self.table.check_layout()
-        registration = self.table.registration()
+        registration = self._layout()
         try:
             asked = None if self.options.profile is None else canonical(self.options.profile)
         except ProfileError as error:
@@ -375,30 +557,69 @@ class Loader:
             self.settings["nearsim.profile"] = profile
         self.options = replace(self.options, profile=profile)
 
+    def _layout(self) -> Registration | None:
+        """The table's registration; ``self.user`` is set for a table of the user's own."""
+        options = self.options
+        mapped = bool(options.key_column or options.text_column or options.columns)
+        self.table.require()
+        try:
+            self.table.check_layout()
+        except TableError as error:
+            registration = self.table.registration()
+            if registration is None:
+                if mapped:
+                    raise TableError(
+                        f"table {self.table} is not enabled for nearsim: enable it first"
+                        " (SELECT nearsim_enable(table, text_column)), the loader fills its"
+                        " fingerprint column") from error  # fmt: skip
+                raise TableError(f"{error}; or enable a table of your own first with SELECT"
+                                 " nearsim_enable(table, text_column)") from error  # fmt: skip
+            self.user = user_layout(self.table, registration, options)
+            return registration
+        if mapped:
+            raise TableError(
+                f"table {self.table} has nearsim-load's own columns (key, source, content_hash,"
+                " body, si): --key-column, --text-column and --column are for a table of your"
+                " own")  # fmt: skip
+        return self.table.registration()
+
     def run(self, inputs: Iterable[Input]) -> LoadSummary:
         """Load every input; returns the counts (also on Ctrl-C, marked interrupted)."""
         self.check()
         started = time.perf_counter()
-        self.nothing_stored = self._is_empty()
+        self.reporter.started()
+        self.nothing_stored = self.user is None and self._is_empty()
         self._raise_work_mem()
         workers = self.options.workers or os.cpu_count() or 1
+        queued = workers * QUEUED_TASKS_PER_WORKER
         executor = ProcessPoolExecutor(workers, initializer=_start_worker)
-        pending: deque[Future[Done]] = deque()
-        work = partial(prepare_many, options=self.options)
-        listing = _Listing(self._listed(inputs), depth=workers * QUEUED_TASKS_PER_WORKER)
+        pending: deque[tuple[Future[Done], int]] = deque()  # and the bytes read for each
+        shape = None if self.user is None else self.user.shape()
+        work = partial(prepare_many, options=self.options, shape=shape)
+        listing = _Listing(self._listed(inputs), depth=queued)
         try:
             with self._stopping_gracefully():
                 for item in listing:
                     if isinstance(item, Failure):
                         self._fail(item)
+                        self.reporter.progress(1, 0)
                         continue
-                    pending.append(executor.submit(work, item))
-                    while len(pending) >= workers * QUEUED_TASKS_PER_WORKER:
-                        self._take(pending.popleft().result())
+                    if item.items:
+                        pending.append((executor.submit(work, item.items), item.read))
+                    else:
+                        self.reporter.progress(0, item.read)
+                    # Results are taken in order, at the latest when the queue
+                    # is full, and as soon as they are done while each worker
+                    # has more queued (the progress moves with them).
+                    while pending and (len(pending) >= queued or (
+                            len(pending) > workers and pending[0][0].done())):
+                        future, read = pending.popleft()
+                        self._take(future.result(), read)
                     if self.summary.interrupted:
                         break
                 while pending and not self.summary.interrupted:
-                    self._take(pending.popleft().result())
+                    future, read = pending.popleft()
+                    self._take(future.result(), read)
                 self._flush()
         except KeyboardInterrupt:
             self.summary.interrupted = True
@@ -419,6 +640,19 @@ class Loader:
                 executor.shutdown(wait=False, cancel_futures=True)
             self.summary.seconds = time.perf_counter() - started
         return self.summary
+
+    def analyze(self) -> None:
+        """Fresh planner statistics after a bulk load (see DocumentTable.analyze)."""
+        if self.user is None:
+            self.table.analyze()
+            return
+        self.conn.execute(sql.SQL("ANALYZE {} ({}, {})").format(
+            self.table.identifier, sql.Identifier(self.user.key),
+            sql.Identifier(self.user.fingerprint)))  # fmt: skip
+        registration = self.table.registration()
+        if registration is not None:
+            self.conn.execute(sql.SQL("ANALYZE {}").format(
+                sql.Identifier(registration.object_schema, registration.bucket_table)))
 
     def _raise_work_mem(self) -> None:
         """Let the batch's transition table (whole rows, for the bucket trigger)
@@ -456,13 +690,15 @@ class Loader:
         self.lookup_conn.rollback()
         return bool(row and row[0])
 
-    def _listed(self, inputs: Iterable[Input]) -> Iterator[list[Task] | Failure]:
+    def _listed(self, inputs: Iterable[Input]) -> Iterator[_Chunk | Failure]:
         """Worker tasks with the stored hashes of their keys, and listing failures."""
         failures: list[Failure] = []
-        for chunk in _chunks(inputs, failures.append):
+        for chunk in _chunks(inputs, failures.append, self.read):
             yield from failures
             failures.clear()
-            yield self._tasks(chunk)
+            tasks, refused = self._tasks(chunk.items)
+            yield from refused
+            yield _Chunk(tasks, chunk.read)
         yield from failures
 
     @contextmanager
@@ -492,52 +728,84 @@ class Loader:
     def _fail(self, failure: Failure) -> None:
         self.summary.failed[failure.reason] += 1
         self.reporter.failure(failure)
-        self.reporter.progress(1, 0)
 
-    def _tasks(self, chunk: list[FileInput | RecordInput]) -> list[Task]:
-        """The chunk with the stored content hashes of its keys."""
-        if self.nothing_stored:
+    def _tasks(self, chunk: list[FileInput | RecordInput]) -> tuple[list[Task], list[Failure]]:
+        """The chunk with the stored content hashes of its keys, and the documents
+        refused because their key is stored from another file."""
+        if self.user is not None or self.nothing_stored:
             # A first load asks nothing: any key stored since by another
-            # loader makes the batch's COPY fail and merge instead.
-            return [Task(item, None) for item in chunk]
+            # loader makes the batch's COPY fail and merge instead.  A table
+            # of the user's own is compared in the merge (see _merge).
+            return [Task(item, None) for item in chunk], []
         keys = [item.key for item in chunk]
         rows = self.lookup_conn.execute(
-            sql.SQL("SELECT key, content_hash FROM {} WHERE key = ANY (%s)").format(
+            sql.SQL("SELECT key, source, content_hash FROM {} WHERE key = ANY (%s)").format(
                 self.table.identifier
             ),
             [keys],
         ).fetchall()
         self.lookup_conn.rollback()  # no snapshot held open between chunks
-        stored = dict(rows)
-        return [Task(item, stored.get(item.key)) for item in chunk]
+        stored = {key: (source, digest) for key, source, digest in rows}
+        tasks: list[Task] = []
+        refused: list[Failure] = []
+        for item in chunk:
+            found = stored.get(item.key)
+            if found is None:
+                tasks.append(Task(item, None))
+                continue
+            stored_source, digest = found
+            source = _source(item)
+            if stored_source == source or origin(stored_source) == origin(source):
+                tasks.append(Task(item, digest))  # unchanged if the hash is the same
+            elif self.options.replace:
+                # written again with its new source, even if the text is the same
+                tasks.append(Task(item, None))
+            else:
+                refused.append(_taken(item.key, stored_source, source))
+        return tasks, refused
 
-    def _take(self, done: Done) -> None:
-        for outcome in done.others:
-            if isinstance(outcome, Failure):
-                self._fail(outcome)
-            elif self._first(outcome.key, outcome.key):
-                self.summary.unchanged += 1
-                self.summary.bytes += outcome.size
-                self.reporter.progress(1, outcome.size)
+    def _take(self, done: Done, read: int) -> None:
+        # The documents are read and fingerprinted: done, for the progress,
+        # whether or not their batch is written yet.
+        self.reporter.progress(len(done.others) + len(done.prepared), read)
         keys = [document.key for document in done.prepared]
-        if self.seen.isdisjoint(keys) and len(set(keys)) == len(keys):
-            self.seen.update(keys)
+        keys += [outcome.key for outcome in done.others if isinstance(outcome, Unchanged)]
+        if self.seen.keys().isdisjoint(keys) and len(set(keys)) == len(keys):
+            for outcome in done.others:
+                self._other(outcome)
+            self.seen.update((document.key, document.source) for document in done.prepared)
             self._add(done.prepared, done.rows)
             return
-        start = 0  # a key met before: one document at a time
-        for document in done.prepared:
+        # A key met before: one input at a time, in their order, so that the
+        # first one is kept.
+        others, prepared = iter(done.others), iter(done.prepared)
+        start = 0
+        for kind in done.order:
+            if kind == "o":
+                self._other(next(others))
+                continue
+            document = next(prepared)
             end = start + document.row_bytes
             if self._first(document.key, document.source):
                 self._add([document], done.rows[start:end])
             start = end
 
+    def _other(self, outcome: Unchanged | Failure) -> None:
+        if isinstance(outcome, Failure):
+            self._fail(outcome)
+        elif self._first(outcome.key, outcome.source or outcome.key):
+            self.summary.unchanged += 1
+            self.summary.bytes += outcome.size
+
     def _first(self, key: str, source: str) -> bool:
-        """Whether ``key`` is new in this run; a failure if not."""
-        if key not in self.seen:
-            self.seen.add(key)
+        """Whether ``key`` is new in this run; a failure naming both sources if not."""
+        first = self.seen.get(key)
+        if first is None:
+            self.seen[key] = source
             return True
         self._fail(Failure(source, "duplicate-key",
-                           f"key {key!r} was already loaded in this run"))  # fmt: skip
+                           f"key {key!r} was already loaded in this run from {first}: this"
+                           f" document from {source} is skipped"))  # fmt: skip
         return False
 
     def _add(self, documents: list[Prepared], rows: bytes) -> None:
@@ -550,7 +818,7 @@ class Loader:
             self.batch.append((taken, rows[:cut]))
             self.batch_count += len(taken)
             self.batch_bytes += sum(document.size for document in taken)
-            if not self.options.server_side and not self.merging:
+            if not self.options.server_side and not self.merging and self.user is None:
                 self._stream(rows[:cut])
             documents, rows = documents[len(taken):], rows[cut:]
             if (self.batch_count >= self.options.batch_rows
@@ -598,8 +866,10 @@ class Loader:
         batch = [document for documents, _ in pieces for document in documents]
         rows = b"".join(piece_rows for _, piece_rows in pieces)
         merging, self.merging = self.merging, False
-        if self.options.server_side or merging:
-            inserted, updated = self._upsert(rows)
+        if self.user is not None:
+            written = self._merge(self.user, batch, rows)
+        elif self.options.server_side or merging:
+            written = self._upsert(batch, rows)
         else:
             try:
                 assert self.open_copy is not None
@@ -608,38 +878,50 @@ class Loader:
                 copy.write(self.unsent)
                 self.unsent.clear()
                 stack.close()  # ends the COPY, then commits
-                inserted, updated = {document.key for document in batch}, set()
+                written = _Written({document.key for document in batch}, set(), {})
             except psycopg.errors.UniqueViolation:
                 # Some keys are stored already (changed documents, or another
                 # loader got there first): merge instead.
-                inserted, updated = self._upsert(rows)
+                written = self._upsert(batch, rows)
         for document in batch:
-            if document.key in inserted:
+            refused = written.refused.get(document.key)
+            if refused is not None:
+                self._fail(refused)  # (its progress was counted when it was prepared)
+                continue
+            if document.key in written.inserted:
                 self.summary.loaded += 1
-            elif document.key in updated:
+            elif document.key in written.updated:
                 self.summary.updated += 1
             else:
                 self.summary.unchanged += 1
             self.summary.bytes += document.size
-        self.reporter.progress(len(batch), sum(document.size for document in batch))
 
     @staticmethod
-    def _copy_statement(target: sql.Composable) -> sql.Composed:
+    def _copy_statement(target: sql.Composable, columns: Sequence[str] = COLUMNS) -> sql.Composed:
         return sql.SQL("COPY {} ({}) FROM STDIN (FORMAT binary)").format(
-            target, sql.SQL(", ").join(map(sql.Identifier, COLUMNS))
+            target, sql.SQL(", ").join(map(sql.Identifier, columns))
         )
 
-    def _copy(self, target: sql.Composable, rows: bytes) -> None:
-        with self.conn.cursor().copy(self._copy_statement(target)) as copy:
+    def _copy(self, target: sql.Composable, rows: bytes, columns: Sequence[str] = COLUMNS) -> None:
+        with self.conn.cursor().copy(self._copy_statement(target, columns)) as copy:
             copy.write(b"".join((COPY_HEADER, rows, COPY_TRAILER)))
 
-    def _upsert(self, rows: bytes) -> tuple[set[str], set[str]]:
-        """Insert new keys, update changed ones; returns the keys inserted and updated."""
+    def _upsert(self, batch: list[Prepared], rows: bytes) -> _Written:
+        """Insert new keys, update changed ones of the same file (of any file
+        with ``replace``); a key stored from another file is refused."""
         staging = sql.Identifier("nearsim_load_staging")
         fingerprint: sql.Composable = sql.SQL("s.si")
         if self.options.server_side:
             fingerprint = sql.SQL("{}.simhash(s.body, {})").format(
                 self.table.extension, sql.Literal(self.options.profile or PROFILE))
+        stored_origin = _origin_sql(sql.SQL("t.source"))
+        new_origin = _origin_sql(sql.SQL("EXCLUDED.source"))
+        if self.options.replace:
+            rewrite = sql.SQL("t.content_hash IS DISTINCT FROM EXCLUDED.content_hash"
+                              " OR {} IS DISTINCT FROM {}").format(stored_origin, new_origin)
+        else:
+            rewrite = sql.SQL("t.content_hash IS DISTINCT FROM EXCLUDED.content_hash"
+                              " AND {} = {}").format(stored_origin, new_origin)
         with self._begin():
             # dropped at commit: nothing of the loader outlives its transaction
             self.conn.execute(
@@ -658,15 +940,279 @@ class Loader:
                        ON CONFLICT (key) DO UPDATE
                        SET source = EXCLUDED.source, content_hash = EXCLUDED.content_hash,
                            body = EXCLUDED.body, si = EXCLUDED.si, loaded_at = pg_catalog.now()
-                       WHERE t.content_hash IS DISTINCT FROM EXCLUDED.content_hash
+                       WHERE {rewrite}
                        RETURNING t.key, (t.xmax = 0) AS inserted"""
                     # xmax is 0 in a row this statement inserted, set in one it updated
-                ).format(table=self.table.identifier, staging=staging, fingerprint=fingerprint)
+                ).format(table=self.table.identifier, staging=staging, fingerprint=fingerprint,
+                         rewrite=rewrite)
             ).fetchall()
-        return (
-            {key for key, inserted in written if inserted},
-            {key for key, inserted in written if not inserted},
-        )
+            inserted = {key for key, new in written if new}
+            updated = {key for key, new in written if not new}
+            unwritten = [d.key for d in batch if d.key not in inserted and d.key not in updated]
+            refused: dict[str, Failure] = {}
+            if unwritten and not self.options.replace:
+                # Unchanged, or stored from another file meanwhile (by another loader)
+                sources = {document.key: document.source for document in batch}
+                taken = self.conn.execute(
+                    sql.SQL("""SELECT s.key, t.source FROM {staging} AS s
+                               JOIN {table} AS t ON t.key = s.key
+                               WHERE s.key = ANY (%s) AND {stored} <> {new}""").format(
+                        staging=staging, table=self.table.identifier,
+                        stored=stored_origin, new=_origin_sql(sql.SQL("s.source"))),
+                    [unwritten],
+                ).fetchall()  # fmt: skip
+                refused = {key: _taken(key, stored, sources[key]) for key, stored in taken}
+        return _Written(inserted, updated, refused)
+
+    def _merge(self, user: UserLayout, batch: list[Prepared], rows: bytes) -> _Written:
+        """Write a batch into a table of the user's own, through a staging table.
+
+        New keys are inserted; a stored row whose text or mapped columns
+        differ is updated only with ``replace`` (the table has no source to
+        tell whether it came from the same file), and refused otherwise; the
+        same values are unchanged.  The comparison is with the stored values
+        themselves, in the query: the table has no content hash to compare.
+        A batch with a row the table refuses (a value its column cannot hold,
+        a constraint) is written row by row, and that row is reported.
+        """
+        staging = sql.Identifier("nearsim_load_staging")
+        fields = [f"f{number}" for number in range(len(user.columns))]
+        with self._begin():
+            self.conn.execute(sql.SQL(
+                "CREATE TEMPORARY TABLE {} (key text, body text, si bigint{}) ON COMMIT DROP"
+            ).format(staging, sql.SQL("").join(
+                sql.SQL(", {} text").format(sql.Identifier(field)) for field in fields)))
+            self._copy(staging, rows, (*STAGED, *fields))
+            try:
+                with self.conn.transaction():  # a savepoint: the batch goes on without it
+                    written = self.conn.execute(user.merge_statement(
+                        self.table.identifier, staging, self.options.replace)).fetchall()
+                refused: dict[str, Failure] = {}
+            except (psycopg.errors.DataError, psycopg.errors.IntegrityError):
+                written, refused = self._merge_one_by_one(user, staging, batch)
+            inserted = {key for key, new in written if new}
+            updated = {key for key, new in written if not new}
+            unwritten = [d.key for d in batch
+                         if d.key not in inserted and d.key not in updated and d.key not in refused]
+            if unwritten and not self.options.replace:
+                sources = {document.key: document.source for document in batch}
+                differing = self.conn.execute(
+                    user.differing_statement(self.table.identifier, staging, unwritten)
+                ).fetchall()
+                for (key,) in differing:
+                    refused[key] = Failure(
+                        sources[key], "duplicate-key",
+                        f"key {key!r} is stored in {self.table} with other values, and the"
+                        f" table has no source column to tell whether they came from"
+                        f" {sources[key]}: not replaced (load with --replace to replace it)")
+        return _Written(inserted, updated, refused)
+
+    def _merge_one_by_one(
+        self, user: UserLayout, staging: sql.Identifier, batch: list[Prepared]
+    ) -> tuple[list[tuple[str, bool]], dict[str, Failure]]:
+        """The merge of each document in its own savepoint; the refused ones reported."""
+        written: list[tuple[str, bool]] = []
+        refused: dict[str, Failure] = {}
+        for document in batch:
+            one = user.merge_statement(self.table.identifier, staging, self.options.replace,
+                                       only=document.key)  # fmt: skip
+            try:
+                with self.conn.transaction():
+                    written += self.conn.execute(one).fetchall()
+            except (psycopg.errors.DataError, psycopg.errors.IntegrityError) as error:
+                reason = error.diag.message_primary or str(error).strip().splitlines()[0]
+                refused[document.key] = Failure(
+                    document.source, "refused",
+                    f"table {self.table} refused the document with key {document.key!r}:"
+                    f" {reason}")
+        return written, refused
+
+
+# -- tables of the user's own ---------------------------------------------------
+
+
+class ColumnError(TableError):
+    """A column named for loading does not exist or cannot be loaded into."""
+
+
+class _Column(NamedTuple):
+    type: str  # without modifiers, as format_type prints it (quoted where needed)
+    typed: str  # with its modifiers: varchar(20), numeric(10,2)
+    generated: bool
+    always_identity: bool
+    unique: bool  # a unique index of its own that ON CONFLICT can use
+    required: bool  # NOT NULL without a default
+
+
+_COLUMNS_QUERY = """
+SELECT a.attname, pg_catalog.format_type(a.atttypid, NULL),
+       pg_catalog.format_type(a.atttypid, a.atttypmod), a.attgenerated <> '',
+       a.attidentity = 'a',
+       EXISTS (SELECT FROM pg_catalog.pg_index i
+               WHERE i.indrelid = a.attrelid AND i.indisunique AND i.indimmediate
+                 AND i.indisvalid AND i.indnkeyatts = 1 AND i.indkey[0] = a.attnum
+                 AND i.indpred IS NULL AND i.indexprs IS NULL),
+       a.attnotnull AND NOT a.atthasdef AND a.attidentity = '' AND a.attgenerated = ''
+FROM pg_catalog.pg_attribute a
+WHERE a.attrelid = %s::pg_catalog.regclass AND a.attnum > 0 AND NOT a.attisdropped
+ORDER BY a.attnum"""
+
+
+class MappedColumn(NamedTuple):
+    """A record field loaded into a column of the user's table."""
+
+    field: str
+    column: str
+    type: str  # the staged text is cast to this; assigning it checks the modifiers
+    # (a varchar(20) refuses longer text, where a cast to varchar(20) would cut it)
+    typed: str  # with modifiers: how a new value compares with the stored one
+    # (1.5 is stored as 1.50 in a numeric(10,2))
+
+
+@dataclass(frozen=True)
+class UserLayout:
+    """Which columns of a table of the user's own the loader writes.
+
+    The key (cast to its column's type), the text, its fingerprint and the
+    mapped record fields.  Names are quoted with psycopg.sql; types are
+    written as the server's format_type prints them, quoted where needed.
+    """
+
+    key: str
+    key_type: str
+    text: str
+    fingerprint: str
+    columns: tuple[MappedColumn, ...]
+
+    def shape(self) -> RowShape:
+        return RowShape(self.key, self.key_type, len(self.columns))
+
+    def _compared(self, prefix: str) -> sql.Composed:
+        """The stored values a new row must equal to be unchanged, as text
+        (json has no equality operator; every type prints as text)."""
+        names = [self.text, *(column.column for column in self.columns)]
+        return sql.SQL("ROW({})").format(sql.SQL(", ").join(
+            sql.SQL("{}.{}::pg_catalog.text").format(sql.Identifier(prefix), sql.Identifier(name))
+            for name in names))  # fmt: skip
+
+    # The statements take no parameters (values are literals): a "%" in a
+    # column's name would be read as a placeholder.
+
+    def merge_statement(
+        self, table: sql.Composable, staging: sql.Identifier, replace: bool,
+        only: str | None = None,
+    ) -> sql.Composed:
+        """INSERT ... ON CONFLICT from the staging table (the row of key ``only``),
+        returning (key, inserted)."""
+        names = [self.key, self.text, self.fingerprint, *(c.column for c in self.columns)]
+        values = [
+            sql.SQL("CAST(s.key AS {})").format(sql.SQL(self.key_type)),
+            sql.SQL("s.body"), sql.SQL("s.si"),
+            *(sql.SQL("CAST(s.{} AS {})").format(sql.Identifier(f"f{number}"), sql.SQL(c.type))
+              for number, c in enumerate(self.columns)),
+        ]  # fmt: skip
+        action: sql.Composable = sql.SQL("DO NOTHING")
+        if replace:
+            action = sql.SQL("DO UPDATE SET {} WHERE {} IS DISTINCT FROM {}").format(
+                sql.SQL(", ").join(
+                    sql.SQL("{0} = EXCLUDED.{0}").format(sql.Identifier(name))
+                    for name in names[1:]),
+                self._compared("t"), self._compared("excluded"))
+        # xmax is 0 in a row this statement inserted, set in one it updated
+        where = sql.SQL("" if only is None else "WHERE s.key = {}").format(sql.Literal(only))
+        return sql.SQL(
+            "INSERT INTO {table} AS t ({names}) SELECT {values} FROM {staging} AS s {where}"
+            " ON CONFLICT ({key}) {action} RETURNING t.{key}::pg_catalog.text, (t.xmax = 0)"
+        ).format(table=table, names=sql.SQL(", ").join(map(sql.Identifier, names)),
+                 values=sql.SQL(", ").join(values), staging=staging, where=where,
+                 key=sql.Identifier(self.key), action=action)  # fmt: skip
+
+    def differing_statement(
+        self, table: sql.Composable, staging: sql.Identifier, keys: list[str]
+    ) -> sql.Composed:
+        """The staged keys (of ``keys``) whose stored row has other values."""
+        staged = sql.SQL("ROW({})").format(sql.SQL(", ").join([
+            sql.SQL("s.body"),
+            *(sql.SQL("CAST(s.{} AS {})::pg_catalog.text").format(
+                sql.Identifier(f"f{number}"), sql.SQL(c.typed))
+              for number, c in enumerate(self.columns)),
+        ]))  # fmt: skip
+        return sql.SQL(
+            "SELECT s.key FROM {staging} AS s JOIN {table} AS t ON t.{key} = CAST(s.key AS {type})"
+            " WHERE s.key = ANY ({keys}::pg_catalog.text[]) AND {stored} IS DISTINCT FROM {staged}"
+        ).format(staging=staging, table=table, key=sql.Identifier(self.key),
+                 type=sql.SQL(self.key_type), keys=sql.Literal(keys), stored=self._compared("t"),
+                 staged=staged)
+
+
+def _find_column(name: str, columns: dict[str, _Column]) -> str | None:
+    """A column by its name as the catalog has it, or written as in SQL ("a""b")."""
+    if name in columns:
+        return name
+    if len(name) >= 2 and name[0] == name[-1] == '"':
+        unquoted = name[1:-1].replace('""', '"')
+        if unquoted in columns:
+            return unquoted
+    return None
+
+
+def user_layout(
+    table: DocumentTable, registration: Registration, options: LoadOptions
+) -> UserLayout:
+    """The columns to load into, checked before any document is read.
+
+    The key and text columns default to the ones the table is enabled with;
+    the text must go to the fingerprinted column, and the key to a column
+    with a unique index of its own (ON CONFLICT finds stored rows by it).
+    """
+    columns = {str(name): _Column(*facts) for name, *facts in table.conn.execute(
+        _COLUMNS_QUERY, [table.quoted]).fetchall()}  # fmt: skip
+    listed = ", ".join(columns)
+
+    def column(name: str, what: str) -> str:
+        found = _find_column(name, columns)
+        if found is None:
+            raise ColumnError(f"table {table} has no column {name!r} ({what}); its columns are"
+                              f" {listed}")  # fmt: skip
+        return found
+
+    key = column(options.key_column or registration.key_column, "the key column")
+    if columns[key].type not in KEY_TYPES:
+        raise ColumnError(f"key column {key!r} of table {table} has type {columns[key].type};"
+                          f" nearsim-load loads keys of type {', '.join(KEY_TYPES)}")
+    if not columns[key].unique:
+        raise ColumnError(f"key column {key!r} of table {table} needs a unique index of its own"
+                          " that is not deferrable (PRIMARY KEY or UNIQUE): stored documents"
+                          " are found by it")  # fmt: skip
+    text = column(options.text_column or registration.text_column, "the text column")
+    if text != registration.text_column:
+        raise ColumnError(f"table {table} is enabled with text column"
+                          f" {registration.text_column!r}: its fingerprints are of that column,"
+                          f" so the text is loaded into it, not into {text!r}")  # fmt: skip
+    own = {key: "the key column", text: "the text column",
+           registration.hash_column: "the fingerprint column"}
+    mapped: list[MappedColumn] = []
+    for record_field, name in options.columns:
+        found = column(name, f"for field {record_field!r}")
+        facts = columns[found]
+        problem = (
+            f"is {own[found]}, which the loader fills" if found in own
+            else "is a generated column" if facts.generated
+            else "is GENERATED ALWAYS AS IDENTITY" if facts.always_identity
+            else "has another field already" if any(m.column == found for m in mapped)
+            else None
+        )  # fmt: skip
+        if problem is not None:
+            raise ColumnError(f"column {found!r} of table {table} {problem} (for field"
+                              f" {record_field!r})")
+        mapped.append(MappedColumn(record_field, found, facts.type, facts.typed))
+    loaded = {*own, *(m.column for m in mapped)}
+    required = [name for name, facts in columns.items() if facts.required and name not in loaded]
+    if required:
+        raise ColumnError(f"table {table} needs a value for column {required[0]!r} (NOT NULL"
+                          " without a default): map a record field to it with --column"
+                          f" FIELD={required[0]}")  # fmt: skip
+    return UserLayout(key, columns[key].type, text, registration.hash_column, tuple(mapped))
 
 
 def load(
@@ -676,9 +1222,11 @@ def load(
     inputs: Iterable[Input],
     options: LoadOptions | None = None,
     reporter: Reporter | None = None,
+    read: BytesRead | None = None,
 ) -> LoadSummary:
-    """Load ``inputs`` into ``table`` (see :class:`Loader`)."""
-    return Loader(conn, lookup_conn, table, options, reporter).run(inputs)
+    """Load ``inputs`` into ``table`` (see :class:`Loader`); ``read`` is the
+    counter given to :func:`iter_inputs`, for the progress of record files."""
+    return Loader(conn, lookup_conn, table, options, reporter, read).run(inputs)
 
 
 def load_paths(
@@ -697,13 +1245,19 @@ def load_paths(
 
     ``paths`` are files, directories (walked) or ``-`` for paths read from
     ``stdin``; ``create`` makes the table (and the extension) if missing.
-    The connection is found as :func:`nearsim.connect` finds it.
+    The connection is found as :func:`nearsim.connect` finds it.  With
+    ``options.columns`` (or key and text columns), the table is one of the
+    user's own, enabled with ``nearsim_enable``; records bring those fields.
 
     >>> summary = nearsim.load(["letters/"], table="letters", create=True)  # doctest: +SKIP
     >>> summary.loaded, summary.failed  # doctest: +SKIP
     (120, 0)
     """
     options = options or LoadOptions()
+    source_options = source_options or SourceOptions()
+    if options.columns:
+        source_options = replace(source_options,
+                                 fields=tuple(name for name, _ in options.columns))
     # No server-side prepared statements: behind a pooler in transaction
     # mode the next transaction may run on another server connection.
     with connect(dsn, autocommit=True, prepare_threshold=None) as conn, \
@@ -713,9 +1267,11 @@ def load_paths(
         documents = DocumentTable(conn, table)
         if create:
             documents.create(bands, options.profile)
-        inputs = iter_inputs(paths, source_options or SourceOptions(), stdin=stdin)
-        summary = load(conn, lookup_conn, documents, inputs, options, reporter)
+        read = BytesRead()
+        inputs = iter_inputs(paths, source_options, stdin=stdin, read=read)
+        loader = Loader(conn, lookup_conn, documents, options, reporter, read)
+        summary = loader.run(inputs)
         if (summary.loaded or summary.updated) and summary.error is None \
                 and not summary.interrupted:
-            documents.analyze()
+            loader.analyze()
     return summary

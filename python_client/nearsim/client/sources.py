@@ -19,7 +19,13 @@ Rules:
   percent-encoded (:func:`storable`).
 - ``*.jsonl``/``*.ndjson`` and ``*.csv``/``*.tsv`` files hold one document
   per record (``records="auto"``), with the key in ``id_field`` (the source
-  ``file:line`` when missing) and the text in ``text_field``.
+  ``file:line`` when missing) and the text in ``text_field``; the values of
+  ``fields`` come along for the table's other columns.
+- A document's source is its file, or ``file:line`` for a record; the file it
+  comes from (:func:`origin`) decides whether a stored key is its own.
+- A :class:`BytesRead` given to :func:`iter_inputs` counts the bytes of record
+  files as they are read (for a progress bar): when a record file is done it
+  has counted all of its bytes, whatever its records were.
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ import csv
 import errno
 import json
 import os
+import re
 import stat
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -55,11 +62,40 @@ class FileInput(NamedTuple):
 
 
 class RecordInput(NamedTuple):
-    """A document from a record of a JSONL or CSV file (``source`` is file:line)."""
+    """A document from a record of a JSONL or CSV file (``source`` is file:line).
+
+    ``fields`` are the values of :attr:`SourceOptions.fields` as text, in
+    that order (None where the record has no such field).
+    """
 
     key: str
     source: str
     text: str
+    fields: tuple[str | None, ...] = ()
+
+
+_LINE = re.compile(r":[0-9]+\Z")
+
+
+def origin(source: str) -> str:
+    """The file a document comes from: its source without a record's ``:line``.
+
+    A record file that is edited and loaded again keeps its origin when its
+    lines move.  (A file whose own name ends in ``:123`` is compared the same
+    way on both sides, so it still matches itself.)
+
+    >>> origin("/data/a.jsonl:12"), origin("/data/b.txt")
+    ('/data/a.jsonl', '/data/b.txt')
+    """
+    return _LINE.sub("", source)
+
+
+class BytesRead:
+    """Bytes of record files read so far, for a progress bar (files are counted
+    by their size when they are listed, so only records need this)."""
+
+    def __init__(self) -> None:
+        self.total = 0
 
 
 def storable(name: str) -> str:
@@ -120,13 +156,18 @@ class SourceOptions:
     text_field: str = "text"
     encoding: str = "utf-8"  # of CSV files; JSON Lines are UTF-8
     max_bytes: int = 64 * 1024 * 1024
+    fields: tuple[str, ...] = ()  # record fields to bring along for other columns
 
 
 def iter_inputs(
-    paths: Iterable[str], options: SourceOptions | None = None, stdin: IO[str] | None = None
+    paths: Iterable[str], options: SourceOptions | None = None, stdin: IO[str] | None = None,
+    read: BytesRead | None = None,
 ) -> Iterator[Input]:
-    """The inputs under ``paths``; ``-`` reads more paths from ``stdin``, one per line."""
-    walker = _Walker(options or SourceOptions())
+    """The inputs under ``paths``; ``-`` reads more paths from ``stdin``, one per line.
+
+    ``read`` counts the bytes of the record files read so far.
+    """
+    walker = _Walker(options or SourceOptions(), read or BytesRead())
     for path in paths:
         if path == "-":
             if stdin is None:
@@ -140,8 +181,9 @@ def iter_inputs(
 
 
 class _Walker:
-    def __init__(self, options: SourceOptions) -> None:
+    def __init__(self, options: SourceOptions, read: BytesRead) -> None:
         self.options = options
+        self.read = read
         self.keys: set[str] = set()  # files produced so far
         self.walked: set[tuple[int, int]] = set()  # directories walked so far
 
@@ -169,7 +211,7 @@ class _Walker:
         if record_format == "none":
             yield FileInput(path, storable(path), info.st_size)
         else:
-            yield from _records(path, record_format, self.options)
+            yield from _records(path, record_format, self.options, self.read, info.st_size)
 
     def _record_format(self, path: str) -> RecordFormat:
         chosen = self.options.records
@@ -227,17 +269,23 @@ def _failure(source: str, error: InputError) -> Failure:
 # -- records ------------------------------------------------------------------------------
 
 
-def _records(path: str, record_format: RecordFormat, options: SourceOptions) -> Iterator[Input]:
+def _records(
+    path: str, record_format: RecordFormat, options: SourceOptions, read: BytesRead, size: int
+) -> Iterator[Input]:
+    start = read.total
     try:
         if record_format == "jsonl":
-            yield from _jsonl_records(path, options)
+            yield from _jsonl_records(path, options, read)
         else:
-            yield from _csv_records(path, options)
+            yield from _csv_records(path, options, read)
     except OSError as error:
         if error.errno == errno.ENOENT:
             yield Failure(path, "vanished", "the file had gone when it was read")
         else:
             yield _failure(path, input_error(path, error))
+    # The lines after a fatal error (or the file's size, if it had gone)
+    # count as read: the file is done.
+    read.total = max(read.total, start + size)
 
 
 def _record(
@@ -259,12 +307,38 @@ def _record(
         key = source
     elif isinstance(key, (dict, list)):
         return Failure(source, "invalid-record", f"field {options.id_field!r} is not a scalar")
-    return RecordInput(storable(str(key)), storable(source), text)
+    key = str(key)
+    if "\x00" in key:
+        return _nul_field(source, options.id_field)
+    values: tuple[str | None, ...] = ()
+    if options.fields:
+        values = tuple(_field_text(fields.get(name)) for name in options.fields)
+        for name, value in zip(options.fields, values, strict=True):
+            if value is not None and "\x00" in value:
+                return _nul_field(source, name)
+    return RecordInput(storable(key), storable(source), text, values)
 
 
-def _jsonl_records(path: str, options: SourceOptions) -> Iterator[Input]:
+def _nul_field(source: str, name: str) -> Failure:
+    return Failure(source, "nul-bytes",
+                   f"field {name!r} contains a NUL character, which PostgreSQL text cannot hold")
+
+
+def _field_text(value: Any) -> str | None:
+    """A field's value as the text PostgreSQL reads for its column (cast from text).
+
+    Numbers and booleans as JSON writes them; objects and arrays as JSON,
+    for json and jsonb columns; null stays NULL.
+    """
+    if value is None or isinstance(value, str):
+        return None if value is None else storable(value)
+    return storable(json.dumps(value, ensure_ascii=False))
+
+
+def _jsonl_records(path: str, options: SourceOptions, read: BytesRead) -> Iterator[Input]:
     with open(path, "rb") as file:
         for number, raw in enumerate(file, 1):
+            read.total += len(raw)
             source = f"{path}:{number}"
             try:
                 line = raw.decode("utf-8-sig" if number == 1 else "utf-8")
@@ -290,17 +364,18 @@ class _UndecodableLine(Exception):
         self.error = error
 
 
-def _decoded_lines(file: IO[bytes], encoding: str) -> Iterator[str]:
+def _decoded_lines(file: IO[bytes], encoding: str, read: BytesRead) -> Iterator[str]:
     """The lines of a binary file as text; a decoding error names its line."""
     decoder = codecs.getincrementaldecoder(encoding)(errors="strict")
     for number, raw in enumerate(file, 1):
+        read.total += len(raw)
         try:
             yield decoder.decode(raw)
         except UnicodeDecodeError as error:
             raise _UndecodableLine(number, error) from None
 
 
-def _csv_records(path: str, options: SourceOptions) -> Iterator[Input]:
+def _csv_records(path: str, options: SourceOptions, read: BytesRead) -> Iterator[Input]:
     dialect = "excel-tab" if path.lower().endswith(".tsv") else "excel"
     # A field may be a whole document; checking its size is the loader's job.
     csv.field_size_limit(max(options.max_bytes * 4 + 1, 131072))
@@ -308,7 +383,7 @@ def _csv_records(path: str, options: SourceOptions) -> Iterator[Input]:
     if encoding == "auto" or codecs.lookup(encoding).name == "utf-8":
         encoding = "utf-8-sig"  # spreadsheets often start CSV files with a byte order mark
     with open(path, "rb") as file:
-        reader = csv.reader(_decoded_lines(file, encoding), dialect)
+        reader = csv.reader(_decoded_lines(file, encoding, read), dialect)
         line = 1
         try:
             header = next(reader, None)
