@@ -356,6 +356,14 @@ def test_the_library_takes_the_mapping_as_options(
             options=LoadOptions(workers=1, key_column="nothing"),
         )
     assert issubclass(ColumnError, TableError)
+    with pytest.raises(TableError, match="for a table of your own"):
+        load_paths(
+            [str(data)],
+            articles,
+            dsn=database,
+            create=True,
+            options=LoadOptions(workers=1, columns=(("name", "title"),)),
+        )
 
 
 def test_files_into_a_text_keyed_table(database: str, tmp_path: Path) -> None:

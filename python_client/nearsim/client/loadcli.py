@@ -63,7 +63,8 @@ class _ConsoleReporter(Reporter):
     def __init__(self, errors: IO[str] | None, bar: Any | None = None) -> None:
         self.errors = errors
         self.bar = bar
-        self.task = TaskID(0) if bar is None else bar.add_task("load", done=0, rate="0")
+        # no total until the inputs are measured (never with paths on stdin)
+        self.task = TaskID(0) if bar is None else bar.add_task("load", total=None, done=0, rate="0")
         self.done = 0
         self.began = time.perf_counter()
 

@@ -1254,6 +1254,9 @@ def load_paths(
     (120, 0)
     """
     options = options or LoadOptions()
+    if create and (options.key_column or options.text_column or options.columns):
+        raise TableError("create makes a table of the loader's own columns; key_column,"
+                         " text_column and columns are for a table of your own that exists")
     source_options = source_options or SourceOptions()
     if options.columns:
         source_options = replace(source_options,
