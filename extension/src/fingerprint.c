@@ -3,7 +3,13 @@
 #include "common/unicode_norm.h"
 #include "fmgr.h"
 #include "mb/pg_wchar.h"
+#include "port/pg_bitutils.h"
+#include "port/pg_bswap.h"
 #include "utils/memutils.h"
+
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 /* xxHash compiled into this module: no library needed at run time */
 #define XXH_INLINE_ALL
@@ -30,23 +36,53 @@
  * without any, before a character that no normalisation reaches across), so
  * normalisation needs memory for one piece at a time.  The tokens go into a
  * buffer that keeps only the last two tokens and the one being read, so a
- * shingle may span pieces.  ASCII text goes through a byte table.
+ * shingle may span pieces.  ASCII text is read 64 bytes at a time: a bit
+ * mask marks its word characters, and each token is copied lower-cased in
+ * one go.  Shingles are hashed in batches of one length, so that the
+ * branches of xxh64, which depend on the length, are predicted right.
  */
 
 /* Pieces of about this many bytes are normalised at a time */
 #define PIECE_BYTES (1 << 20)
-/* ASCII stretches go through the byte table this many bytes at a time */
+/* ASCII stretches are read this many bytes at a time */
 #define ASCII_CHUNK (1 << 16)
+/* ASCII text is classified this many bytes at a time (the bits of a uint64) */
+#define BLOCK_BYTES 64
+/* A token copy may write up to this many bytes past the token */
+#define COPY_SLACK 16
+/* xxh64 hashes inputs shorter than this without its 32-byte stripes */
+#define SHORT_SHINGLE 32
+/* Short shingles of one length that wait to be hashed, at most */
+#define WAITING_SLOTS 64
+/* Hashes that wait to be counted, at most */
+#define HASH_SLOTS 1024
 /* Number of tokens in a shingle */
 #define SHINGLE_WORDS 3
-/* A byte lane of a uint64 counts up to 255 hashes before it overflows */
-#define LANE_LIMIT 255
-#define EVERY_BYTES_LOW_BIT UINT64CONST(0x0101010101010101)
+/* A nibble counts up to 15 hashes, a byte up to 255 (17 times 15) */
+#define NIBBLE_LIMIT 15
+#define BYTE_LIMIT 255
+#define EVERY_NIBBLES_LOW_BIT UINT64CONST(0x1111111111111111)
+#define EVERY_BYTES_LOW_NIBBLE UINT64CONST(0x0F0F0F0F0F0F0F0F)
 
 /*
- * Tokens and votes.  buf holds the tokens read so far, each followed by one
- * space, from the oldest one still needed; a shingle is the bytes from the
- * start of a token to the end of the token two further on.
+ * The features: short shingles waiting to be hashed with others of their
+ * length, hashes waiting to be counted, and the counts.
+ */
+typedef struct Votes
+{
+	/* waiting[n]: offsets in the buffer (< 4 GB) of shingles of n bytes */
+	uint32		waiting[SHORT_SHINGLE][WAITING_SLOTS];
+	int			waiting_count[SHORT_SHINGLE];
+	uint64		hashes[HASH_SLOTS];
+	int			hashed;
+	uint64		counts[FINGERPRINT_BITS];	/* features with bit i set */
+	uint64		total;			/* features */
+} Votes;
+
+/*
+ * Tokens.  buf holds the tokens read so far, each followed by one space,
+ * from the oldest one still needed; a shingle is the bytes from the start
+ * of a token to the end of the token two further on.
  */
 typedef struct Shingler
 {
@@ -58,11 +94,7 @@ typedef struct Shingler
 	Size		token_start;	/* of the token being read */
 	bool		in_token;
 	uint64		tokens;			/* complete tokens so far */
-	/* lanes[k] byte b: hashes with bit 8 * b + k set, since the last flush */
-	uint64		lanes[8];
-	int			pending;		/* hashes in lanes */
-	uint64		counts[FINGERPRINT_BITS];
-	uint64		total;			/* hashes voted */
+	Votes	   *votes;
 	/* a stretch of text in code points, for the general steps */
 	pg_wchar   *wchars;
 	Size		wchars_cap;
@@ -119,28 +151,312 @@ is_ascii_space(unsigned char c)
 	return c == ' ' || (c >= '\t' && c <= '\r');
 }
 
-/* Add the counts in the byte lanes to the bit counts */
-static void
-vote_flush(Shingler *sh)
+/* The 8 bytes at p as a little-endian number */
+static inline uint64
+read_le64(const char *p)
 {
-	for (int k = 0; k < 8; k++)
-	{
-		for (int b = 0; b < 8; b++)
-			sh->counts[8 * b + k] += (sh->lanes[k] >> (8 * b)) & 0xFF;
-		sh->lanes[k] = 0;
-	}
-	sh->pending = 0;
+	uint64		value;
+
+	memcpy(&value, p, sizeof(value));
+#ifdef WORDS_BIGENDIAN
+	value = pg_bswap64(value);
+#endif
+	return value;
 }
 
-/* Count one feature hash in the vote, eight bits per addition */
-static inline void
-vote_hash(Shingler *sh, uint64 hash)
+/* The 4 bytes at p as a little-endian number */
+static inline uint32
+read_le32(const char *p)
 {
+	uint32		value;
+
+	memcpy(&value, p, sizeof(value));
+#ifdef WORDS_BIGENDIAN
+	value = pg_bswap32(value);
+#endif
+	return value;
+}
+
+/* value rotated left by bits (0 < bits < 64) */
+static inline uint64
+rotate_left(uint64 value, int bits)
+{
+	return (value << bits) | (value >> (64 - bits));
+}
+
+/* xxh64's primes */
+#define PRIME64_1 UINT64CONST(0x9E3779B185EBCA87)
+#define PRIME64_2 UINT64CONST(0xC2B2AE3D27D4EB4F)
+#define PRIME64_3 UINT64CONST(0x165667B19E3779F9)
+#define PRIME64_4 UINT64CONST(0x85EBCA77C2B2AE63)
+#define PRIME64_5 UINT64CONST(0x27D4EB2F165667C5)
+
+/* byte * PRIME64_5 for every byte: a load instead of a multiplication */
+#define TIMES5(b) ((uint64) (b) * PRIME64_5)
+#define TIMES5_4(b) TIMES5(b), TIMES5((b) + 1), TIMES5((b) + 2), TIMES5((b) + 3)
+#define TIMES5_16(b) TIMES5_4(b), TIMES5_4((b) + 4), TIMES5_4((b) + 8), TIMES5_4((b) + 12)
+#define TIMES5_64(b) TIMES5_16(b), TIMES5_16((b) + 16), TIMES5_16((b) + 32), TIMES5_16((b) + 48)
+static const uint64 byte_times_prime5[256] = {
+	TIMES5_64(0), TIMES5_64(64), TIMES5_64(128), TIMES5_64(192)
+};
+
+/*
+ * The steps of xxh64 (XXH64() of xxHash 0.8) for inputs shorter than 32
+ * bytes: the state starts as seed (0) + PRIME64_5 + length, takes in 8
+ * bytes at a time, then 4, then 1, and is mixed by the avalanche.  (Tests
+ * compare shingles of every length with the reference.)
+ */
+
+/* The state after taking in the 8 bytes at p */
+static inline uint64
+xxh64_eight(uint64 hash, const char *p)
+{
+	hash ^= rotate_left(read_le64(p) * PRIME64_2, 31) * PRIME64_1;
+	return rotate_left(hash, 27) * PRIME64_1 + PRIME64_4;
+}
+
+/* The state after taking in the 4 bytes at p */
+static inline uint64
+xxh64_four(uint64 hash, const char *p)
+{
+	hash ^= read_le32(p) * PRIME64_1;
+	return rotate_left(hash, 23) * PRIME64_2 + PRIME64_3;
+}
+
+/* The state after taking in one byte */
+static inline uint64
+xxh64_one(uint64 hash, char byte)
+{
+	hash ^= byte_times_prime5[(unsigned char) byte];
+	return rotate_left(hash, 11) * PRIME64_1;
+}
+
+/* The hash of the final state */
+static inline uint64
+xxh64_avalanche(uint64 hash)
+{
+	hash ^= hash >> 33;
+	hash *= PRIME64_2;
+	hash ^= hash >> 29;
+	hash *= PRIME64_3;
+	return hash ^ (hash >> 32);
+}
+
+/*
+ * hashes[0] and hashes[1]: xxh64 with seed 0 of the length (< 32) bytes at
+ * p and at q.  Side by side, the processor works on both at once: each
+ * alone is a chain of multiplications, each waiting for the one before.
+ */
+static inline void
+xxh64_short_pair(const char *p, const char *q, Size length, uint64 *hashes)
+{
+	uint64		hash_p = PRIME64_5 + length;
+	uint64		hash_q = hash_p;
+
+	for (; length >= 8; length -= 8, p += 8, q += 8)
+	{
+		hash_p = xxh64_eight(hash_p, p);
+		hash_q = xxh64_eight(hash_q, q);
+	}
+	if (length >= 4)
+	{
+		hash_p = xxh64_four(hash_p, p);
+		hash_q = xxh64_four(hash_q, q);
+		length -= 4;
+		p += 4;
+		q += 4;
+	}
+	for (; length > 0; length--, p++, q++)
+	{
+		hash_p = xxh64_one(hash_p, *p);
+		hash_q = xxh64_one(hash_q, *q);
+	}
+	hashes[0] = xxh64_avalanche(hash_p);
+	hashes[1] = xxh64_avalanche(hash_q);
+}
+
+/*
+ * Add weight times to counts[i] how many of the n words have bit i set.
+ * Bits are added in parallel in the nibbles of 4 numbers (nibble j of
+ * lanes[k] counts bit 4 * j + k) for up to 15 words, whose counts then go
+ * to the bytes of 8 numbers (byte j of wide[k] counts bit 8 * j + k) for up
+ * to 255 words: 3 operations per 16 bits instead of 3 per bit.
+ */
+static void
+add_columns(uint64 *counts, const uint64 *words, int n, int weight)
+{
+	for (int group = 0; group < n; group += BYTE_LIMIT)
+	{
+		int			group_end = Min(n, group + BYTE_LIMIT);
+		uint64		wide[8] = {0};
+
+		for (int small = group; small < group_end; small += NIBBLE_LIMIT)
+		{
+			int			small_end = Min(group_end, small + NIBBLE_LIMIT);
+			uint64		lanes[4] = {0};
+
+			for (int i = small; i < small_end; i++)
+			{
+				lanes[0] += words[i] & EVERY_NIBBLES_LOW_BIT;
+				lanes[1] += (words[i] >> 1) & EVERY_NIBBLES_LOW_BIT;
+				lanes[2] += (words[i] >> 2) & EVERY_NIBBLES_LOW_BIT;
+				lanes[3] += (words[i] >> 3) & EVERY_NIBBLES_LOW_BIT;
+			}
+			for (int k = 0; k < 4; k++)
+			{
+				wide[k] += lanes[k] & EVERY_BYTES_LOW_NIBBLE;
+				wide[k + 4] += (lanes[k] >> 4) & EVERY_BYTES_LOW_NIBBLE;
+			}
+		}
+		for (int k = 0; k < 8; k++)
+			for (int j = 0; j < 8; j++)
+				counts[8 * j + k] += weight * ((wide[k] >> (8 * j)) & 0xFF);
+	}
+}
+
+/* a + b + c in each bit position: the carry bits and the sum bits */
+static inline void
+carry_save_add(uint64 *carry, uint64 *sum, uint64 a, uint64 b, uint64 c)
+{
+	uint64		a_xor_b = a ^ b;
+
+	*carry = (a & b) | (a_xor_b & c);
+	*sum = a_xor_b ^ c;
+}
+
+/*
+ * Add to counts[i] how many of the n hashes have bit i set.  Carry-save
+ * adders (Harley and Seal's method) add up 16 hashes at a time as 64
+ * columns of bits: bit i of ones, twos, fours and eights are the binary
+ * digits of column i's count so far, and each group of 16 gives one word
+ * of sixteens, 5 operations per hash for all its 64 bits.  The words of
+ * sixteens, and at the end the digits, go to add_columns.
+ */
+static void
+count_bits(uint64 *counts, const uint64 *hashes, int n)
+{
+	uint64		ones = 0;
+	uint64		twos = 0;
+	uint64		fours = 0;
+	uint64		eights = 0;
+	uint64		sixteens[64];
+	int			sixteens_count = 0;
+	uint64		rest[15 + 15];	/* the last n % 16 hashes, and the digits */
+	int			rest_count = 0;
+	int			i = 0;
+
+	for (; i + 16 <= n; i += 16)
+	{
+		const uint64 *h = hashes + i;
+		uint64		twos_a;
+		uint64		twos_b;
+		uint64		fours_a;
+		uint64		fours_b;
+		uint64		eights_a;
+		uint64		eights_b;
+
+		carry_save_add(&twos_a, &ones, ones, h[0], h[1]);
+		carry_save_add(&twos_b, &ones, ones, h[2], h[3]);
+		carry_save_add(&fours_a, &twos, twos, twos_a, twos_b);
+		carry_save_add(&twos_a, &ones, ones, h[4], h[5]);
+		carry_save_add(&twos_b, &ones, ones, h[6], h[7]);
+		carry_save_add(&fours_b, &twos, twos, twos_a, twos_b);
+		carry_save_add(&eights_a, &fours, fours, fours_a, fours_b);
+		carry_save_add(&twos_a, &ones, ones, h[8], h[9]);
+		carry_save_add(&twos_b, &ones, ones, h[10], h[11]);
+		carry_save_add(&fours_a, &twos, twos, twos_a, twos_b);
+		carry_save_add(&twos_a, &ones, ones, h[12], h[13]);
+		carry_save_add(&twos_b, &ones, ones, h[14], h[15]);
+		carry_save_add(&fours_b, &twos, twos, twos_a, twos_b);
+		carry_save_add(&eights_b, &fours, fours, fours_a, fours_b);
+		carry_save_add(&sixteens[sixteens_count++], &eights, eights, eights_a, eights_b);
+		if (sixteens_count == lengthof(sixteens))
+		{
+			add_columns(counts, sixteens, sixteens_count, 16);
+			sixteens_count = 0;
+		}
+	}
+	add_columns(counts, sixteens, sixteens_count, 16);
+
+	/* each digit as many times as it weighs */
+	for (; i < n; i++)
+		rest[rest_count++] = hashes[i];
 	for (int k = 0; k < 8; k++)
-		sh->lanes[k] += (hash >> k) & EVERY_BYTES_LOW_BIT;
-	sh->total++;
-	if (++sh->pending == LANE_LIMIT)
-		vote_flush(sh);
+		rest[rest_count++] = eights;
+	for (int k = 0; k < 4; k++)
+		rest[rest_count++] = fours;
+	for (int k = 0; k < 2; k++)
+		rest[rest_count++] = twos;
+	rest[rest_count++] = ones;
+	add_columns(counts, rest, rest_count, 1);
+}
+
+/* Count the bits of the waiting hashes */
+static void
+count_hashes(Votes *votes)
+{
+	count_bits(votes->counts, votes->hashes, votes->hashed);
+	votes->total += votes->hashed;
+	votes->hashed = 0;
+}
+
+/*
+ * Hash the waiting shingles of length bytes, two at a time.  They all take
+ * the same branches through xxh64, which shingles of mixed lengths would
+ * mispredict about twice a hash.
+ */
+static void
+hash_waiting(Votes *votes, const char *buf, int length)
+{
+	const uint32 *starts = votes->waiting[length];
+	int			n = votes->waiting_count[length];
+	int			hashed;
+
+	if (votes->hashed + n + 1 > HASH_SLOTS)
+		count_hashes(votes);
+	hashed = votes->hashed;
+	for (int i = 0; i < n; i += 2)
+	{
+		/* the last of an odd number is hashed twice */
+		int			other = Min(i + 1, n - 1);
+
+		xxh64_short_pair(buf + starts[i], buf + starts[other], length,
+						 votes->hashes + hashed);
+		hashed += other - i + 1;
+	}
+	votes->hashed = hashed;
+	votes->waiting_count[length] = 0;
+}
+
+/* Hash every waiting shingle and count every hash: before buf changes, or at the end */
+static void
+vote_all(Votes *votes, const char *buf)
+{
+	for (int length = 0; length < SHORT_SHINGLE; length++)
+		if (votes->waiting_count[length] > 0)
+			hash_waiting(votes, buf, length);
+	count_hashes(votes);
+}
+
+/* Vote for the shingle of length bytes at offset start of buf, soon */
+static inline void
+add_shingle(Votes *votes, const char *buf, Size start, Size length)
+{
+	if (length < SHORT_SHINGLE)
+	{
+		int			count = votes->waiting_count[length];
+
+		votes->waiting[length][count] = (uint32) start;
+		votes->waiting_count[length] = count + 1;
+		if (count + 1 == WAITING_SLOTS)
+			hash_waiting(votes, buf, (int) length);
+	}
+	else
+	{
+		if (votes->hashed == HASH_SLOTS)
+			count_hashes(votes);
+		votes->hashes[votes->hashed++] = XXH64(buf + start, length, 0);
+	}
 }
 
 /*
@@ -162,6 +478,7 @@ reserve(Shingler *sh, Size n)
 		keep = sh->in_token ? sh->token_start : sh->len;
 	if (keep > 0)
 	{
+		vote_all(sh->votes, sh->buf);	/* their offsets are to change */
 		memmove(sh->buf, sh->buf + keep, sh->len - keep);
 		sh->len -= keep;
 		for (int i = 0; i < SHINGLE_WORDS - 1; i++)
@@ -177,19 +494,29 @@ reserve(Shingler *sh, Size n)
 	}
 }
 
-/* The token being read is complete: vote for the shingle it ends */
+/*
+ * The token being read (the bytes from token_start) is complete: vote for
+ * the shingle it ends, and follow it with a space (room reserved with its
+ * last byte).
+ */
 static inline void
-end_token(Shingler *sh)
+finish_token(Shingler *sh)
 {
-	if (!sh->in_token)
-		return;
 	if (sh->tokens >= SHINGLE_WORDS - 1)
-		vote_hash(sh, XXH64(sh->buf + sh->starts[0], sh->len - sh->starts[0], 0));
-	sh->buf[sh->len++] = ' ';	/* reserved with the token's last byte */
+		add_shingle(sh->votes, sh->buf, sh->starts[0], sh->len - sh->starts[0]);
+	sh->buf[sh->len++] = ' ';
 	sh->starts[0] = sh->starts[1];
 	sh->starts[1] = sh->token_start;
 	sh->tokens++;
 	sh->in_token = false;
+}
+
+/* End the token being read, if any */
+static inline void
+end_token(Shingler *sh)
+{
+	if (sh->in_token)
+		finish_token(sh);
 }
 
 /* Append one byte of a token (room reserved by the caller, plus one) */
@@ -204,26 +531,178 @@ token_byte(Shingler *sh, char c)
 	sh->buf[sh->len++] = c;
 }
 
-/* Steps 1 to 3 for ASCII text: the byte table */
+/*
+ * Bit i set iff ASCII byte s[i] (i < 64) is a word character: a letter, a
+ * digit or '_', the bytes that ascii_table keeps (tests check every ASCII
+ * character against the reference).
+ */
+static inline uint64
+word_mask(const unsigned char *s)
+{
+	uint64		mask = 0;
+
+#ifdef __SSE2__
+	/* ASCII bytes are positive as signed chars: signed compares do */
+	const __m128i before_digits = _mm_set1_epi8('0' - 1);
+	const __m128i after_digits = _mm_set1_epi8('9' + 1);
+	const __m128i case_bit = _mm_set1_epi8(0x20);
+	const __m128i before_letters = _mm_set1_epi8('a' - 1);
+	const __m128i after_letters = _mm_set1_epi8('z' + 1);
+	const __m128i underscore = _mm_set1_epi8('_');
+
+	for (int i = 0; i < BLOCK_BYTES / 16; i++)
+	{
+		__m128i		v = _mm_loadu_si128((const __m128i *) (s + 16 * i));
+		__m128i		folded = _mm_or_si128(v, case_bit);	/* A-Z to a-z */
+		__m128i		digit = _mm_and_si128(_mm_cmpgt_epi8(v, before_digits),
+										  _mm_cmplt_epi8(v, after_digits));
+		__m128i		letter = _mm_and_si128(_mm_cmpgt_epi8(folded, before_letters),
+										   _mm_cmplt_epi8(folded, after_letters));
+		__m128i		word = _mm_or_si128(_mm_or_si128(digit, letter),
+										_mm_cmpeq_epi8(v, underscore));
+
+		mask |= (uint64) (uint16) _mm_movemask_epi8(word) << (16 * i);
+	}
+#else
+	for (int i = 0; i < BLOCK_BYTES; i++)
+		mask |= (uint64) (ascii_table[s[i]] != ' ') << i;
+#endif
+	return mask;
+}
+
+/*
+ * Copy the n bytes of an ASCII token s lower-cased to out.  With SSE2 and
+ * 15 bytes to spare before s_end, 16 bytes at a time: up to 15 bytes past
+ * the token are read and written (garbage for the caller to overwrite).
+ */
+static inline void
+copy_token(char *out, const unsigned char *s, Size n, const unsigned char *s_end)
+{
+#ifdef __SSE2__
+	if ((Size) (s_end - s) >= n + COPY_SLACK - 1)
+	{
+		const __m128i before_upper = _mm_set1_epi8('A' - 1);
+		const __m128i after_upper = _mm_set1_epi8('Z' + 1);
+		const __m128i case_bit = _mm_set1_epi8(0x20);
+
+		for (Size i = 0; i < n; i += 16)
+		{
+			__m128i		v = _mm_loadu_si128((const __m128i *) (s + i));
+			__m128i		upper = _mm_and_si128(_mm_cmpgt_epi8(v, before_upper),
+											  _mm_cmplt_epi8(v, after_upper));
+
+			_mm_storeu_si128((__m128i *) (out + i),
+							 _mm_or_si128(v, _mm_and_si128(upper, case_bit)));
+		}
+		return;
+	}
+#endif
+	for (Size i = 0; i < n; i++)
+		out[i] = (char) ascii_table[s[i]];
+}
+
+/*
+ * Steps 1 to 3 for a chunk of ASCII text, s to s + n, in a stretch that
+ * ends at s_end (room reserved): ASCII needs no normalisation, case folding
+ * lower-cases letters, and the tokens are the runs of word characters.  A
+ * block's word mask gives where tokens start (a word byte after another
+ * byte) and end (another byte after a word byte).  The state of the
+ * Shingler is kept in locals, which the stores to buf cannot change.
+ */
+static void
+read_ascii_chunk(Shingler *sh, const unsigned char *s, Size n, const unsigned char *s_end)
+{
+	char	   *buf = sh->buf;
+	Size		len = sh->len;
+	Size		older = sh->starts[0];
+	Size		newer = sh->starts[1];
+	Size		token_start = sh->token_start;
+	uint64		tokens = sh->tokens;
+	bool		in_token = sh->in_token;
+	Size		token_from = 0; /* uncopied bytes of the token being read */
+	uint64		before = in_token ? 1 : 0;	/* the byte before a block */
+
+	for (Size block = 0; block < n; block += BLOCK_BYTES)
+	{
+		Size		size = Min(n - block, BLOCK_BYTES);
+		uint64		word;
+		uint64		after_word;
+		uint64		starts;
+		uint64		ends;
+
+		if (size == BLOCK_BYTES)
+			word = word_mask(s + block);
+		else
+		{
+			unsigned char last[BLOCK_BYTES] = {0};	/* NUL: not a word */
+
+			memcpy(last, s + block, size);
+			word = word_mask(last);
+		}
+		after_word = (word << 1) | before;
+		starts = word & ~after_word;
+		ends = ~word & after_word;
+		if (size < BLOCK_BYTES)
+			ends &= (UINT64CONST(1) << size) - 1;	/* not past the text */
+		before = (word >> (size - 1)) & 1;
+
+		/* starts and ends alternate, beginning with an end in a token */
+		for (;;)
+		{
+			Size		token_end;
+
+			if (!in_token)
+			{
+				if (starts == 0)
+					break;
+				token_from = block + pg_rightmost_one_pos64(starts);
+				starts &= starts - 1;
+				token_start = len;
+				in_token = true;
+			}
+			if (ends == 0)
+				break;
+			token_end = block + pg_rightmost_one_pos64(ends);
+			ends &= ends - 1;
+			copy_token(buf + len, s + token_from, token_end - token_from, s_end);
+			len += token_end - token_from;
+
+			/* as finish_token */
+			if (tokens >= SHINGLE_WORDS - 1)
+				add_shingle(sh->votes, buf, older, len - older);
+			buf[len++] = ' ';
+			older = newer;
+			newer = token_start;
+			tokens++;
+			in_token = false;
+		}
+	}
+	/* a token that goes on after the chunk: its bytes so far */
+	if (in_token)
+	{
+		copy_token(buf + len, s + token_from, n - token_from, s_end);
+		len += n - token_from;
+	}
+
+	sh->len = len;
+	sh->starts[0] = older;
+	sh->starts[1] = newer;
+	sh->token_start = token_start;
+	sh->tokens = tokens;
+	sh->in_token = in_token;
+}
+
+/* Steps 1 to 3 for ASCII text, a chunk at a time */
 static void
 read_ascii(Shingler *sh, const unsigned char *s, Size n)
 {
-	while (n > 0)
+	for (Size done = 0; done < n; done += ASCII_CHUNK)
 	{
-		Size		chunk = Min(n, ASCII_CHUNK);
+		Size		chunk = Min(n - done, ASCII_CHUNK);
 
-		reserve(sh, chunk + 1);
-		for (Size i = 0; i < chunk; i++)
-		{
-			unsigned char c = ascii_table[s[i]];
-
-			if (c == ' ')
-				end_token(sh);
-			else
-				token_byte(sh, (char) c);
-		}
-		s += chunk;
-		n -= chunk;
+		/* a byte, or a space after a token, for each byte, and the slack */
+		reserve(sh, chunk + 1 + COPY_SLACK);
+		read_ascii_chunk(sh, s + done, chunk, s + n);
 	}
 }
 
@@ -321,6 +800,26 @@ read_general(Shingler *sh, const unsigned char *s, Size n)
 	pfree(normalised);
 }
 
+/* Offset of the first non-ASCII byte of s (n when there is none) */
+static Size
+first_non_ascii(const unsigned char *s, Size n)
+{
+	Size		i = 0;
+
+	/* 32 bytes at a time, as 4 words: is a high bit set in any? */
+	for (; i + 32 <= n; i += 32)
+	{
+		uint64		words[4];
+
+		memcpy(words, s + i, sizeof(words));
+		if ((words[0] | words[1] | words[2] | words[3]) & UINT64CONST(0x8080808080808080))
+			break;
+	}
+	while (i < n && s[i] < 0x80)
+		i++;
+	return i;
+}
+
 /*
  * Steps 1 to 3 for one piece.  Texts with few non-ASCII characters (curly
  * quotes in English) take the general steps only for the stretches between
@@ -331,15 +830,16 @@ static void
 read_piece(Shingler *sh, const unsigned char *s, Size n)
 {
 	Size		non_ascii = 0;
-	Size		done = 0;
+	Size		done = first_non_ascii(s, n);
 
-	for (Size i = 0; i < n; i++)
-		non_ascii += s[i] >> 7;
-	if (non_ascii == 0)
+	if (done == n)
 	{
 		read_ascii(sh, s, n);
 		return;
 	}
+	for (Size i = done; i < n; i++)
+		non_ascii += s[i] >> 7;
+	done = 0;
 	if (non_ascii > n / 32)
 	{
 		read_general(sh, s, n);
@@ -347,12 +847,10 @@ read_piece(Shingler *sh, const unsigned char *s, Size n)
 	}
 	while (done < n)
 	{
-		Size		found = done;
+		Size		found = done + first_non_ascii(s + done, n - done);
 		Size		start;
 		Size		end;
 
-		while (found < n && s[found] < 0x80)
-			found++;
 		if (found == n)
 		{
 			read_ascii(sh, s + done, n - done);
@@ -410,11 +908,17 @@ static bool
 fingerprint_utf8(const unsigned char *s, Size len, uint64 *result)
 {
 	Shingler	sh;
+	Votes		votes;
 	Size		start = 0;
 	uint64		value = 0;
 
 	memset(&sh, 0, sizeof(sh));
-	sh.cap = Min(len, PIECE_BYTES) + 1;
+	sh.votes = &votes;
+	memset(votes.waiting_count, 0, sizeof(votes.waiting_count));
+	votes.hashed = 0;
+	memset(votes.counts, 0, sizeof(votes.counts));
+	votes.total = 0;
+	sh.cap = Min(len, 2 * ASCII_CHUNK) + 1 + COPY_SLACK;
 	sh.buf = palloc(sh.cap);
 
 	while (start < len)
@@ -430,10 +934,12 @@ fingerprint_utf8(const unsigned char *s, Size len, uint64 *result)
 	if (sh.tokens >= SHINGLE_WORDS)
 	{
 		/* more than half of the features (ties give 0) */
-		vote_flush(&sh);
+		uint64		half;
+
+		vote_all(&votes, sh.buf);
+		half = votes.total / 2;
 		for (int i = 0; i < FINGERPRINT_BITS; i++)
-			if (sh.counts[i] > sh.total / 2)
-				value |= UINT64CONST(1) << i;
+			value |= (uint64) (votes.counts[i] > half) << i;
 	}
 	else if (sh.tokens > 0)
 	{

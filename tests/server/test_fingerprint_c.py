@@ -153,6 +153,118 @@ def test_every_character_alone_and_in_words(conn: psycopg.Connection[Any]) -> No
     assert_same_as_python(conn, texts)
 
 
+# -- the ASCII path -----------------------------------------------------------------
+# ASCII text takes its own way through the C code: a bit mask of the word
+# characters of 64 bytes at a time, tokens copied lower-cased 16 bytes at a
+# time, shingles hashed in batches of one length by its own xxh64 for
+# shorter than 32 bytes.
+
+ASCII = "".join(chr(c) for c in range(1, 128))
+
+
+def test_every_ascii_character(conn: psycopg.Connection[Any]) -> None:
+    """Each ASCII character alone, in a word, between words, and repeated."""
+    texts = []
+    for c in ASCII:
+        texts += [c, f"x{c}y", f"Ab{c}Cd eF gh {c}", f"{c} {c}{c} {c}{c}{c} x", c * 70]
+    texts += [ASCII, ASCII * 3, " ".join(ASCII), ASCII.upper() + ASCII.lower()]
+    assert_same_as_python(conn, texts)
+
+
+def test_ascii_shingles_of_every_length(conn: psycopg.Connection[Any]) -> None:
+    """Shingles of 5 to 70 bytes: every branch of xxh64 for short inputs, and
+    the long ones, in batches of one length and mixed."""
+    rng = random.Random(7)
+    letters = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_"
+
+    def word(size: int) -> str:
+        return "".join(rng.choice(letters) for _ in range(size))
+
+    texts = []
+    for size in range(1, 24):
+        texts.append(" ".join(word(size) for _ in range(200)))  # shingles of 3 * size + 2
+        texts.append(", ".join(word(rng.randint(1, size)) for _ in range(300)))
+    texts.append(" ".join(word(rng.randint(1, 30)) for _ in range(5000)))
+    assert_same_as_python(conn, texts)
+
+
+def test_ascii_tokens_across_blocks(conn: psycopg.Connection[Any]) -> None:
+    """Texts of every length around the 64-byte blocks, and tokens that start
+    or end at their edges, or span several of them."""
+    base = "The Fool_hath SAID in his heart, there is no God 1611. "
+    texts = [(base * 4)[:size] for size in range(0, 200)]
+    for offset in range(0, 70):
+        texts.append("." * offset + "x" * 65 + " y z")
+        texts.append("ab " * offset + "Q" * (64 - offset % 64) + ", w v")
+    texts += ["w" * 200, "w " * 200, ("z" * 17 + " ") * 50, "a" * 63 + " b" * 3]
+    assert_same_as_python(conn, texts)
+
+
+def test_ascii_next_to_other_characters(conn: psycopg.Connection[Any]) -> None:
+    """ASCII punctuation and letters next to combining marks and other
+    non-ASCII characters: only the stretch around them leaves the ASCII path."""
+    marks = ["\u0301", "\u0323\u0308", "\u00e9", "\u2019", "\u3042", "\u00ad", "\ufb01", "\u0130"]
+    texts = []
+    for mark in marks:
+        for before in ("e", "E", ".", "_", "9", " ", ",", "x."):
+            texts.append(f"The fool {before}{mark}hath said, {before}{mark} in his heart")
+            texts.append(f"{before}{mark}")
+            texts.append(("word " * 30) + before + mark + (" Word" * 30))
+    texts.append("e\u0301" * 40 + " done it " + "a\u0301b " * 20)
+    assert_same_as_python(conn, texts)
+
+
+ascii_text = st.text(alphabet=st.sampled_from(ASCII), max_size=300)
+english_text = st.lists(
+    st.one_of(
+        st.sampled_from(ASCII_WORDS),
+        st.text(alphabet=st.sampled_from("aAzZ09_xyQ"), min_size=1, max_size=40),
+        st.sampled_from((" ", " ", "  ", "\n", ", ", ". ", "\t", "-", "'", "_")),
+    ),
+    max_size=120,
+).map("".join)
+
+
+@PROPERTY_SETTINGS
+@given(texts=st.lists(ascii_text, min_size=BATCH, max_size=BATCH))
+def test_any_ascii_text(conn: psycopg.Connection[Any], texts: list[str]) -> None:
+    assert_same_as_python(conn, texts)
+
+
+@PROPERTY_SETTINGS
+@given(texts=st.lists(english_text, min_size=BATCH, max_size=BATCH))
+def test_english_like_text(conn: psycopg.Connection[Any], texts: list[str]) -> None:
+    assert_same_as_python(conn, texts)
+
+
+PIECE = 1 << 20  # bytes of a piece in the C code, characters in the reference
+
+
+def _ascii_at_piece_boundary() -> dict[str, str]:
+    """ASCII runs that end at, just before or just after the first cut, with
+    non-ASCII text or a huge token after them; a token across 64 KB chunks."""
+    words = ("In the beginning God created the Heaven and the Earth. " * (PIECE // 50))
+    texts = {}
+    for shift in (-2, -1, 0, 1, 2):
+        ascii_run = words[: PIECE + shift].rstrip(" ") + " "
+        ascii_run = ascii_run.ljust(PIECE + shift, "x")
+        texts[f"ascii-then-accents-{shift}"] = ascii_run + " caf\u00e9 na\u00efve e\u0301" * 2000
+        texts[f"ascii-then-combining-{shift}"] = ascii_run + "\u0301\u0323 word " * 3000
+        texts[f"ascii-then-cyrillic-no-space-{shift}"] = ascii_run.rstrip() + "\u0436\u0434" * 3000
+    texts["accents-then-ascii"] = "\u00e9t\u00e9 " * (PIECE // 4) + words[:200_000]
+    texts["token-across-chunks"] = "ab " * 21845 + "Q" * 70_000 + " end of it" + " x" * 600_000
+    return texts
+
+
+BOUNDARY_TEXTS = _ascii_at_piece_boundary()
+
+
+@pytest.mark.parametrize("name", list(BOUNDARY_TEXTS))
+def test_ascii_at_piece_boundary(conn: psycopg.Connection[Any], name: str) -> None:
+    text = BOUNDARY_TEXTS[name]
+    assert sql_simhashes(conn, [text]) == [fingerprint.simhash(text)]
+
+
 # -- long texts -------------------------------------------------------------------
 
 
