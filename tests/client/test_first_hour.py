@@ -4,6 +4,7 @@ before the work."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import psycopg
@@ -108,3 +109,12 @@ def test_errors_are_one_line_with_the_servers_hint(database: str) -> None:
     assert line.startswith("the fingerprints of pg_class come from profile default/9")
     assert "(Recompute them with another profile" in line
     assert "\n" not in line and "plpy" not in line and "Traceback" not in line
+
+
+def test_json_load_prints_its_summary_once(database: str, tmp_path: Path) -> None:
+    (tmp_path / "a.txt").write_text(CHAPTER)
+    result = run("load", str(tmp_path), "--dsn", database, "--table", "json_docs", "--create",
+                 "--quiet", "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["loaded"] == 1
+    assert result.stderr == ""  # the summary is the JSON on stdout, not twice

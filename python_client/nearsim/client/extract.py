@@ -34,7 +34,7 @@ REASONS: dict[str, str] = {
     "no-text": "a PDF or Word file without extractable text (scanned images need OCR)",
     "corrupt-docx": "a Word file that cannot be parsed",
     "invalid-record": "a JSON Lines or CSV record that is malformed or lacks the text field",
-    "duplicate-key": "a second input with the key of one already loaded in this run",
+    "duplicate-key": "a key loaded earlier in this run, or stored from another source",
 }
 """Every reason an input can be rejected for, with what it means."""
 

@@ -345,7 +345,8 @@ def load_command(
             f"{summary.error} ({_summary_line(summary)}); run the same command again"
             " to finish the load"
         )
-    click.echo(_summary_line(summary), err=True)
+    if not as_json:  # with --json the summary is on stdout, once
+        click.echo(_summary_line(summary), err=True)
     if summary.interrupted:
         sys.exit(EXIT_INTERRUPTED)
     if summary.failures:
