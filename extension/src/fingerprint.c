@@ -48,7 +48,7 @@
 #define ASCII_CHUNK (1 << 16)
 /* ASCII text is classified this many bytes at a time (the bits of a uint64) */
 #define BLOCK_BYTES 64
-/* A token copy may write up to this many bytes past the token */
+/* A token copy may read and write up to this many bytes past the token */
 #define COPY_SLACK 16
 /* xxh64 hashes inputs shorter than this without its 32-byte stripes */
 #define SHORT_SHINGLE 32
@@ -95,6 +95,9 @@ typedef struct Shingler
 	bool		in_token;
 	uint64		tokens;			/* complete tokens so far */
 	Votes	   *votes;
+	/* a chunk of ASCII text lower-cased, for the ASCII steps */
+	char	   *lowered;
+	Size		lowered_cap;
 	/* a stretch of text in code points, for the general steps */
 	pg_wchar   *wchars;
 	Size		wchars_cap;
@@ -534,10 +537,11 @@ token_byte(Shingler *sh, char c)
 /*
  * Bit i set iff ASCII byte s[i] (i < 64) is a word character: a letter, a
  * digit or '_', the bytes that ascii_table keeps (tests check every ASCII
- * character against the reference).
+ * character against the reference).  The 64 bytes go to lowered with
+ * their letters lower-cased, ready to be copied token by token.
  */
 static inline uint64
-word_mask(const unsigned char *s)
+word_mask(const unsigned char *s, char *lowered)
 {
 	uint64		mask = 0;
 
@@ -561,58 +565,46 @@ word_mask(const unsigned char *s)
 		__m128i		word = _mm_or_si128(_mm_or_si128(digit, letter),
 										_mm_cmpeq_epi8(v, underscore));
 
+		_mm_storeu_si128((__m128i *) (lowered + 16 * i),
+						 _mm_or_si128(v, _mm_and_si128(letter, case_bit)));
 		mask |= (uint64) (uint16) _mm_movemask_epi8(word) << (16 * i);
 	}
 #else
 	for (int i = 0; i < BLOCK_BYTES; i++)
-		mask |= (uint64) (ascii_table[s[i]] != ' ') << i;
+	{
+		lowered[i] = (char) ascii_table[s[i]];
+		mask |= (uint64) (lowered[i] != ' ') << i;
+	}
 #endif
 	return mask;
 }
 
 /*
- * Copy the n bytes of an ASCII token s lower-cased to out.  With SSE2 and
- * 15 bytes to spare before s_end, 16 bytes at a time: up to 15 bytes past
- * the token are read and written (garbage for the caller to overwrite).
+ * Copy the n bytes of a token from lowered to out, 16 bytes at a time: up
+ * to 15 bytes past the token are read and written (garbage for the caller
+ * to overwrite).
  */
 static inline void
-copy_token(char *out, const unsigned char *s, Size n, const unsigned char *s_end)
+copy_token(char *out, const char *lowered, Size n)
 {
-#ifdef __SSE2__
-	if ((Size) (s_end - s) >= n + COPY_SLACK - 1)
-	{
-		const __m128i before_upper = _mm_set1_epi8('A' - 1);
-		const __m128i after_upper = _mm_set1_epi8('Z' + 1);
-		const __m128i case_bit = _mm_set1_epi8(0x20);
-
-		for (Size i = 0; i < n; i += 16)
-		{
-			__m128i		v = _mm_loadu_si128((const __m128i *) (s + i));
-			__m128i		upper = _mm_and_si128(_mm_cmpgt_epi8(v, before_upper),
-											  _mm_cmplt_epi8(v, after_upper));
-
-			_mm_storeu_si128((__m128i *) (out + i),
-							 _mm_or_si128(v, _mm_and_si128(upper, case_bit)));
-		}
-		return;
-	}
-#endif
-	for (Size i = 0; i < n; i++)
-		out[i] = (char) ascii_table[s[i]];
+	for (Size i = 0; i < n; i += COPY_SLACK)
+		memcpy(out + i, lowered + i, COPY_SLACK);
 }
 
 /*
- * Steps 1 to 3 for a chunk of ASCII text, s to s + n, in a stretch that
- * ends at s_end (room reserved): ASCII needs no normalisation, case folding
- * lower-cases letters, and the tokens are the runs of word characters.  A
- * block's word mask gives where tokens start (a word byte after another
- * byte) and end (another byte after a word byte).  The state of the
- * Shingler is kept in locals, which the stores to buf cannot change.
+ * Steps 1 to 3 for a chunk of ASCII text, s to s + n (room reserved in buf
+ * and lowered): ASCII needs no normalisation, case folding lower-cases
+ * letters, and the tokens are the runs of word characters.  A block's word
+ * mask gives where tokens start (a word byte after another byte) and end
+ * (another byte after a word byte); their bytes are copied from the
+ * lower-cased chunk.  The state of the Shingler is kept in locals, which
+ * the stores to buf cannot change.
  */
 static void
-read_ascii_chunk(Shingler *sh, const unsigned char *s, Size n, const unsigned char *s_end)
+read_ascii_chunk(Shingler *sh, const unsigned char *s, Size n)
 {
 	char	   *buf = sh->buf;
+	char	   *lowered = sh->lowered;
 	Size		len = sh->len;
 	Size		older = sh->starts[0];
 	Size		newer = sh->starts[1];
@@ -631,13 +623,13 @@ read_ascii_chunk(Shingler *sh, const unsigned char *s, Size n, const unsigned ch
 		uint64		ends;
 
 		if (size == BLOCK_BYTES)
-			word = word_mask(s + block);
+			word = word_mask(s + block, lowered + block);
 		else
 		{
 			unsigned char last[BLOCK_BYTES] = {0};	/* NUL: not a word */
 
 			memcpy(last, s + block, size);
-			word = word_mask(last);
+			word = word_mask(last, lowered + block);
 		}
 		after_word = (word << 1) | before;
 		starts = word & ~after_word;
@@ -664,7 +656,7 @@ read_ascii_chunk(Shingler *sh, const unsigned char *s, Size n, const unsigned ch
 				break;
 			token_end = block + pg_rightmost_one_pos64(ends);
 			ends &= ends - 1;
-			copy_token(buf + len, s + token_from, token_end - token_from, s_end);
+			copy_token(buf + len, lowered + token_from, token_end - token_from);
 			len += token_end - token_from;
 
 			/* as finish_token */
@@ -680,7 +672,7 @@ read_ascii_chunk(Shingler *sh, const unsigned char *s, Size n, const unsigned ch
 	/* a token that goes on after the chunk: its bytes so far */
 	if (in_token)
 	{
-		copy_token(buf + len, s + token_from, n - token_from, s_end);
+		copy_token(buf + len, lowered + token_from, n - token_from);
 		len += n - token_from;
 	}
 
@@ -696,13 +688,23 @@ read_ascii_chunk(Shingler *sh, const unsigned char *s, Size n, const unsigned ch
 static void
 read_ascii(Shingler *sh, const unsigned char *s, Size n)
 {
+	/* the chunk in whole blocks, and what copy_token reads past a token */
+	Size		lowered_cap = TYPEALIGN(BLOCK_BYTES, Min(n, ASCII_CHUNK)) + COPY_SLACK;
+
+	if (lowered_cap > sh->lowered_cap)
+	{
+		if (sh->lowered != NULL)
+			pfree(sh->lowered);
+		sh->lowered = palloc(lowered_cap);
+		sh->lowered_cap = lowered_cap;
+	}
 	for (Size done = 0; done < n; done += ASCII_CHUNK)
 	{
 		Size		chunk = Min(n - done, ASCII_CHUNK);
 
 		/* a byte, or a space after a token, for each byte, and the slack */
 		reserve(sh, chunk + 1 + COPY_SLACK);
-		read_ascii_chunk(sh, s + done, chunk, s + n);
+		read_ascii_chunk(sh, s + done, chunk);
 	}
 }
 
@@ -952,6 +954,8 @@ fingerprint_utf8(const unsigned char *s, Size len, uint64 *result)
 	pfree(sh.buf);
 	if (sh.wchars != NULL)
 		pfree(sh.wchars);
+	if (sh.lowered != NULL)
+		pfree(sh.lowered);
 	*result = value;
 	return sh.tokens > 0;
 }
