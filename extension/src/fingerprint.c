@@ -431,7 +431,7 @@ hash_waiting(Votes *votes, const char *buf, int length)
 	votes->waiting_count[length] = 0;
 }
 
-/* Hash every waiting shingle and count every hash: before buf changes, or at the end */
+/* Hash every waiting shingle and count every hash (before buf changes) */
 static void
 vote_all(Votes *votes, const char *buf)
 {
@@ -811,10 +811,10 @@ first_non_ascii(const unsigned char *s, Size n)
 	/* 32 bytes at a time, as 4 words: is a high bit set in any? */
 	for (; i + 32 <= n; i += 32)
 	{
-		uint64		words[4];
+		const char *p = (const char *) s + i;
 
-		memcpy(words, s + i, sizeof(words));
-		if ((words[0] | words[1] | words[2] | words[3]) & UINT64CONST(0x8080808080808080))
+		if ((read_le64(p) | read_le64(p + 8) | read_le64(p + 16) | read_le64(p + 24)) &
+			UINT64CONST(0x8080808080808080))
 			break;
 	}
 	while (i < n && s[i] < 0x80)
