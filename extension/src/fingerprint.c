@@ -52,7 +52,7 @@
 #define COPY_SLACK 16
 /* xxh64 hashes inputs shorter than this without its 32-byte stripes */
 #define SHORT_SHINGLE 32
-/* Short shingles of one length that wait to be hashed, at most */
+/* Short shingles of one length that wait to be hashed, at most (even) */
 #define WAITING_SLOTS 64
 /* Hashes that wait to be counted, at most */
 #define HASH_SLOTS 1024
@@ -78,6 +78,9 @@ typedef struct Votes
 	uint64		counts[FINGERPRINT_BITS];	/* features with bit i set */
 	uint64		total;			/* features */
 } Votes;
+
+/* hash_waiting pairs an odd last shingle with itself in the next slot */
+StaticAssertDecl(WAITING_SLOTS % 2 == 0, "WAITING_SLOTS must be even");
 
 /*
  * Tokens.  buf holds the tokens read so far, each followed by one space,
@@ -411,23 +414,18 @@ count_hashes(Votes *votes)
 static void
 hash_waiting(Votes *votes, const char *buf, int length)
 {
-	const uint32 *starts = votes->waiting[length];
+	uint32	   *starts = votes->waiting[length];
 	int			n = votes->waiting_count[length];
-	int			hashed;
+	uint64	   *hashes;
 
 	if (votes->hashed + n + 1 > HASH_SLOTS)
 		count_hashes(votes);
-	hashed = votes->hashed;
+	hashes = votes->hashes + votes->hashed;
+	if (n % 2 == 1)
+		starts[n] = starts[n - 1];	/* the last is hashed twice, counted once */
 	for (int i = 0; i < n; i += 2)
-	{
-		/* the last of an odd number is hashed twice */
-		int			other = Min(i + 1, n - 1);
-
-		xxh64_short_pair(buf + starts[i], buf + starts[other], length,
-						 votes->hashes + hashed);
-		hashed += other - i + 1;
-	}
-	votes->hashed = hashed;
+		xxh64_short_pair(buf + starts[i], buf + starts[i + 1], length, hashes + i);
+	votes->hashed += n;
 	votes->waiting_count[length] = 0;
 }
 
