@@ -829,17 +829,17 @@ first_non_ascii(const unsigned char *s, Size n)
 static void
 read_piece(Shingler *sh, const unsigned char *s, Size n)
 {
+	Size		first = first_non_ascii(s, n);
 	Size		non_ascii = 0;
-	Size		done = first_non_ascii(s, n);
+	Size		done = 0;
 
-	if (done == n)
+	if (first == n)
 	{
 		read_ascii(sh, s, n);
 		return;
 	}
-	for (Size i = done; i < n; i++)
+	for (Size i = first; i < n; i++)
 		non_ascii += s[i] >> 7;
-	done = 0;
 	if (non_ascii > n / 32)
 	{
 		read_general(sh, s, n);
