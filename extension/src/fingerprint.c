@@ -37,9 +37,10 @@
  * normalisation needs memory for one piece at a time.  The tokens go into a
  * buffer that keeps only the last two tokens and the one being read, so a
  * shingle may span pieces.  ASCII text is read 64 bytes at a time: a bit
- * mask marks its word characters, and each token is copied lower-cased in
- * one go.  Shingles are hashed in batches of one length, so that the
- * branches of xxh64, which depend on the length, are predicted right.
+ * mask marks its word characters while its letters are lower-cased, and
+ * each token is copied in one go.  Shingles are hashed in batches of one
+ * length, so that the branches of xxh64, which depend on the length, are
+ * predicted right; their bits are counted 16 hashes at a time.
  */
 
 /* Pieces of about this many bytes are normalised at a time */
