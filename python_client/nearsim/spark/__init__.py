@@ -1,0 +1,40 @@
+"""nearsim on Apache Spark: the answers of the extension's table functions, on a cluster.
+
+``fingerprints`` adds SQL ``simhash(text, profile)`` to a DataFrame,
+``pairs`` and ``verified_pairs`` are ``nearsim_pairs`` and
+``nearsim_pairs_verified``, ``components`` and ``clusters`` are
+``nearsim_clusters(tbl, k, 'components')``; ``read_documents`` and
+``write_parquet`` read and write files.  docs/SPARK.md tells how to run it.
+Needs ``pip install 'nearsim[spark]'`` and a Java runtime.
+"""
+
+from __future__ import annotations
+
+from .documents import FORMATS, good_documents, read_documents, write_parquet
+from .fingerprinting import fingerprints, simhash_column
+from .graph import components, group_components, star_components
+from .grouping import Summary, clusters, dedup, verified_clusters
+from .runtime import session
+from .search import GroupPairs, hamming_groups, pairs, verified_groups, verified_pairs
+
+__all__ = [
+    "FORMATS",
+    "GroupPairs",
+    "Summary",
+    "clusters",
+    "components",
+    "dedup",
+    "fingerprints",
+    "good_documents",
+    "group_components",
+    "hamming_groups",
+    "pairs",
+    "read_documents",
+    "session",
+    "simhash_column",
+    "star_components",
+    "verified_clusters",
+    "verified_groups",
+    "verified_pairs",
+    "write_parquet",
+]

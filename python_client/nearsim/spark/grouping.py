@@ -1,0 +1,154 @@
+"""Groups of near-duplicates of a whole collection: ``nearsim spark dedup``.
+
+:func:`clusters` and :func:`verified_clusters` are ``nearsim_clusters(tbl,
+k, 'components')`` and ``nearsim_clusters_verified(tbl, s)`` on a
+DataFrame; they work on groups of identical documents and never make the
+pairs inside them, so a million copies of one boilerplate text cost a
+million rows, not their half a trillion pairs.  :func:`dedup` reads files,
+sets bad rows aside, fingerprints, groups and writes the groups as Parquet.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from pyspark import StorageLevel
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from .documents import good_documents, read_documents, write_parquet
+from .fingerprinting import DEFAULT_PROFILE, simhash_column
+from .graph import group_components
+from .search import GroupPairs, hamming_groups, verified_groups
+
+__all__ = ["Summary", "clusters", "dedup", "verified_clusters"]
+
+
+def clusters(df: DataFrame, key_column: str, max_distance: int = 6,
+             fingerprint_column: str = "si", min_size: int = 2,
+             bands: int | None = None) -> DataFrame:  # fmt: skip
+    """``(key, cluster, pivot)``: ``nearsim_clusters(tbl, max_distance, 'components', min_size)``.
+
+    Documents within ``max_distance`` bits of each other, chained, one row
+    per document of a group of at least ``min_size``; ``cluster`` is the
+    group's smallest key, ``pivot`` NULL.
+    """
+    grouped = hamming_groups(df, key_column, max_distance, fingerprint_column, bands)
+    return group_components(grouped, min_size)
+
+
+def verified_clusters(df: DataFrame, key_column: str, text_column: str,
+                      min_similarity: float = 0.8, measure: str = "s_r",
+                      max_distance: int | None = None, profile: str = DEFAULT_PROFILE,
+                      fingerprint_column: str = "si", min_size: int = 2,
+                      bands: int | None = None) -> DataFrame:  # fmt: skip
+    """``(key, cluster, pivot)``: ``nearsim_clusters_verified(tbl, min_similarity, measure,
+    max_distance, 'components', min_size)``.
+
+    As that function does, a group is named after its smallest key *as
+    text* (for integer keys, 10 comes before 9).
+    """
+    grouped = verified_groups(df, key_column, text_column, min_similarity, measure,
+                              max_distance, profile, fingerprint_column, bands)  # fmt: skip
+    return group_components(grouped, min_size, order="text")
+
+
+@dataclass
+class Summary:
+    """What a dedup read and found."""
+
+    rows: int = 0
+    documents: int = 0
+    fingerprinted: int = 0
+    pairs: int = 0
+    groups: int = 0
+    grouped: int = 0
+    bad: dict[str, int] = field(default_factory=dict)
+    seconds: float = 0.0
+    output: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"rows": self.rows, "documents": self.documents,
+                "fingerprinted": self.fingerprinted, "pairs": self.pairs,
+                "groups": self.groups, "grouped_documents": self.grouped,
+                "bad_rows": sum(self.bad.values()), "bad_rows_by_reason": dict(self.bad),
+                "seconds": round(self.seconds, 3), "output": self.output}  # fmt: skip
+
+    def lines(self) -> list[str]:
+        bad = sum(self.bad.values())
+        lines = [
+            f"{self.documents:,} documents ({self.fingerprinted:,} with a fingerprint),"
+            f" {bad:,} bad rows",
+            f"{self.pairs:,} pairs, {self.groups:,} groups of {self.grouped:,} documents"
+            f" in {self.seconds:.1f} s",
+        ]
+        if bad:
+            lines.append("bad rows: " + ", ".join(
+                f"{reason} {count:,}" for reason, count in sorted(self.bad.items())))
+        if self.output:
+            lines.append(f"written to {self.output}")
+        return lines
+
+
+def dedup(spark: SparkSession, paths: str | list[str], output: str | None,
+          key_column: str | None = None, text_column: str | None = None,
+          format: str | None = None, min_similarity: float | None = 0.8,
+          max_distance: int | None = None, measure: str = "s_r",
+          profile: str = DEFAULT_PROFILE, overwrite: bool = False) -> tuple[DataFrame, Summary]:
+    """Read ``paths``, group their near-duplicates, write the groups to ``output`` (Parquet).
+
+    Verified (``min_similarity`` given: candidates within ``max_distance``
+    or the calibrated radius, kept by their measured similarity) or by bits
+    (``min_similarity`` None: within ``max_distance``, 6 by default).  The
+    groups are one row per document that has a near-duplicate: the key
+    under its own column name and type, ``cluster`` (the group's smallest
+    key) and ``pivot`` (NULL: connected components).  Bad rows are counted
+    by reason in the summary and left out.
+    """
+    started = time.monotonic()
+    documents = read_documents(spark, paths, key_column, text_column, format)
+    key_name, text_name = documents.columns[0], documents.columns[1]
+    documents = documents.persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        summary = Summary()
+        counted = documents.groupBy("problem").count().collect()
+        for row in counted:
+            if row["problem"] is None:
+                summary.documents = int(row["count"])
+            else:
+                summary.bad[str(row["problem"])] = int(row["count"])
+        summary.rows = summary.documents + sum(summary.bad.values())
+        good = good_documents(documents).withColumn("si", simhash_column(text_name, profile))
+        good = good.persist(StorageLevel.MEMORY_AND_DISK)
+        summary.fingerprinted = good.where(F.col("si").isNotNull()).count()
+        grouped: GroupPairs
+        if min_similarity is None:
+            grouped = hamming_groups(good, key_name, 6 if max_distance is None else max_distance)
+            order = "key"
+        else:
+            grouped = verified_groups(good, key_name, text_name, min_similarity, measure,
+                                      max_distance, profile)  # fmt: skip
+            order = "text"
+        pairs = grouped.pairs.persist(StorageLevel.MEMORY_AND_DISK)
+        grouped = GroupPairs(grouped.members, grouped.sizes, pairs, grouped.min_similarity)
+        summary.pairs = grouped.count()
+        found = group_components(grouped, order=order)
+        result = found.select(F.col("key").alias(key_name), "cluster", "pivot")
+        if output is not None:
+            write_parquet(result, output, overwrite)
+            written = spark.read.parquet(output)
+            summary.output = output
+        else:
+            written = result.persist(StorageLevel.MEMORY_AND_DISK)
+        totals = written.agg(F.count("*").alias("rows"),
+                             F.countDistinct("cluster").alias("groups")).first()  # fmt: skip
+        if totals is not None:
+            summary.grouped, summary.groups = int(totals["rows"]), int(totals["groups"])
+        summary.seconds = time.monotonic() - started
+        pairs.unpersist()
+        good.unpersist()
+        return written, summary
+    finally:
+        documents.unpersist()
