@@ -5,7 +5,8 @@
 # Used by `make setup`, CI and docker/.
 #
 #   PG_MAJOR=15                  the PostgreSQL major version to build for
-#   NEARSIM_PACKAGES=all         everything, for the tests (the default)
+#   NEARSIM_PACKAGES=all         everything, for the tests (the default), with the
+#                                Java runtime of the Spark back end
 #   NEARSIM_PACKAGES=demo        the server's, the client's virtual environment and
 #                                the demo corpus: what `make demo` uses
 #   NEARSIM_PACKAGES=server      only what the database server needs (no client
@@ -49,6 +50,7 @@ if [ "$NEARSIM_PACKAGES" = all ]; then
     chromium                            # the tests look at `nearsim report` pages in a browser
     manpages manpages-dev groff-base     # texts of the evaluation corpus (benchmarks/)
     pgbouncer                           # the tests load through a pooler in transaction mode
+    openjdk-17-jre-headless             # Spark (nearsim[spark], tests/spark) runs on Java 17
   )
 fi
 if [ "${NEARSIM_LIST_PACKAGES:-0}" = 1 ]; then
