@@ -569,6 +569,7 @@ def _sql_literal(text: str) -> str:
 
 
 cli.add_command(load_command)
+cli.add_command(__import__("nearsim.client.sparkcli", fromlist=["spark_group"]).spark_group)
 
 
 def main() -> None:

@@ -1,0 +1,109 @@
+"""``nearsim spark``: nearsim's questions over files, on Apache Spark (nearsim.spark)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from ..core.bits import BITS
+from ..core.measures import VERIFIED_MEASURES
+from .clitools import (
+    DEFAULT_MAX_DISTANCE,
+    DEFAULT_MIN_SIMILARITY,
+    Fatal,
+    ProfileName,
+    print_json,
+    search_of,
+)
+
+FORMATS = ("parquet", "jsonl", "csv", "text")
+
+
+@click.group("spark")
+def spark_group() -> None:
+    """Near-duplicates of collections too large for one machine, on Apache Spark.
+
+    The same groups as nearsim clusters, from files instead of a table.
+    Needs pip install 'nearsim[spark]' and a Java runtime; see docs/SPARK.md.
+
+    \b
+    Example:
+      nearsim spark dedup crawl.jsonl --key-column url --text-column body -o groups.parquet
+    """
+
+
+@spark_group.command("dedup")
+@click.argument("inputs", nargs=-1, required=True, metavar="INPUT...")
+@click.option("--format", "input_format", type=click.Choice(FORMATS),
+              help="The input's format [default: from the file names].")
+@click.option("--key-column", metavar="KEY",
+              help="The column (field) of the documents' keys [text files: path].")
+@click.option("--text-column", metavar="TEXT",
+              help="The column (field) of the documents' texts [text files: text].")
+@click.option("--min-similarity", "-s", type=click.FloatRange(0, 1), metavar="S",
+              default=DEFAULT_MIN_SIMILARITY, show_default=True,
+              help="Group documents at least S similar, measured on the texts.")
+@click.option("--measure", type=click.Choice(VERIFIED_MEASURES), default="s_r",
+              show_default=True, help="The exact measure of -s.")
+@click.option("-k", "--max-distance", type=click.IntRange(0, BITS), metavar="K",
+              help="With --hamming, the largest Hamming distance in bits; otherwise the radius"
+              " in which candidates are looked for [default: calibrated for -s].")
+@click.option("--hamming", "by_bits", is_flag=True,
+              help=f"Unverified: by fingerprint distance only, within -k bits [default:"
+              f" {DEFAULT_MAX_DISTANCE}].")
+@click.option("--profile", "-p", type=ProfileName(), default="default/1", show_default=True,
+              metavar="PROFILE", help="The fingerprint profile.")
+@click.option("--output", "-o", required=True, metavar="PATH",
+              help="Where to write the groups (a Parquet directory).")
+@click.option("--overwrite", is_flag=True, help="Replace the output if it exists.")
+@click.option("--master", metavar="URL",
+              help="Spark master [default: spark-submit's, else local[*]].")
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@click.pass_context
+def dedup_command(ctx: click.Context, inputs: tuple[str, ...], input_format: str | None,
+                  key_column: str | None, text_column: str | None, min_similarity: float,
+                  measure: str, max_distance: int | None, by_bits: bool, profile: str,
+                  output: str, overwrite: bool, master: str | None, as_json: bool) -> None:
+    """Group the near-duplicates among INPUT files (Parquet, JSON Lines, CSV or text).
+
+    Writes one row per document that has a near-duplicate: its key (under
+    the key column's name and type), cluster (the group's smallest key) and
+    pivot (NULL: groups are connected components).  Bad rows (no key, a
+    duplicate key, no text, a text that is not a string, a broken record)
+    are counted in the summary and left out.
+
+    \b
+    Examples:
+      nearsim spark dedup crawl.jsonl --key-column url --text-column body -o groups.parquet
+      nearsim spark dedup mail.parquet --key-column id --text-column body --hamming -k 3 \\
+          -o groups.parquet --master local[2]
+    """
+    search = search_of(ctx)
+    try:
+        from ..spark import dedup, session
+        from ..spark.documents import DocumentsError
+    except ImportError as error:
+        raise Fatal(f"{error}: install the Spark extra: pip install 'nearsim[spark]'") from error
+    spark = session(master)
+    try:
+        _, summary = dedup(
+            spark, list(inputs), output, key_column=key_column, text_column=text_column,
+            format=input_format, min_similarity=None if search.hamming else search.min_similarity,
+            max_distance=search.max_distance, measure=search.measure, profile=profile,
+            overwrite=overwrite)  # fmt: skip
+    except (DocumentsError, ValueError) as error:
+        raise Fatal(str(error)) from error
+    except Exception as error:  # Spark's own: one line, not a Java stack trace
+        if type(error).__module__.startswith(("pyspark", "py4j")):
+            raise Fatal(str(error).strip().splitlines()[0]) from error
+        raise
+    report: dict[str, Any] = summary.as_dict()
+    if as_json:
+        print_json(report)
+    else:
+        for line in summary.lines():
+            click.echo(line, err=True)
+
+
+__all__ = ["dedup_command", "spark_group"]
