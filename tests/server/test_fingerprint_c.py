@@ -243,7 +243,7 @@ PIECE = 1 << 20  # bytes of a piece in the C code, characters in the reference
 def _ascii_at_piece_boundary() -> dict[str, str]:
     """ASCII runs that end at, just before or just after the first cut, with
     non-ASCII text or a huge token after them; a token across 64 KB chunks."""
-    words = ("In the beginning God created the Heaven and the Earth. " * (PIECE // 50))
+    words = "In the beginning God created the Heaven and the Earth. " * (PIECE // 50)
     texts = {}
     for shift in (-2, -1, 0, 1, 2):
         ascii_run = words[: PIECE + shift].rstrip(" ") + " "
