@@ -38,6 +38,7 @@ ROOMS = {
     "client": "the client library and the command line",
     "system": "slow tests of the whole: packaging, install, upgrade, operations",
     "benchmarks": "quick runs of the benchmarks",
+    "spark": "the Spark back end (nearsim.spark) on a local Spark session",
 }
 
 

@@ -1,0 +1,128 @@
+"""nearsim.spark gives exactly the answers of the extension's table functions."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+import pytest
+from pyspark.sql import DataFrame
+from spark_corpus import Corpus
+
+from nearsim.spark import (
+    clusters,
+    components,
+    fingerprints,
+    hamming_groups,
+    pairs,
+    verified_clusters,
+    verified_pairs,
+)
+from nearsim.spark import search as spark_search
+
+
+def query(database: str, text: str, *args: Any) -> list[tuple[Any, ...]]:
+    with psycopg.connect(database) as conn:
+        return conn.execute(text, args).fetchall()
+
+
+def as_text(frame: DataFrame, *columns: str) -> list[tuple[Any, ...]]:
+    """Rows with their keys as text, as the SQL functions give them, sorted."""
+    keys = {"a", "b", "key", "cluster", "pivot"}
+    return sorted(
+        tuple(None if row[c] is None else str(row[c]) if c in keys else row[c] for c in columns)
+        for row in frame.collect()
+    )
+
+
+@pytest.fixture(scope="module")
+def fingerprinted(corpus: Corpus) -> DataFrame:
+    return fingerprints(corpus.frame, "body").cache()
+
+
+@pytest.mark.parametrize("profile", ["default/1", "english"])
+def test_fingerprints_are_sql_simhash(database: str, corpus: Corpus, profile: str) -> None:
+    expected = dict(query(database, f"SELECT id, simhash(body, %s) FROM {corpus.table}", profile))
+    found = fingerprints(corpus.frame, "body", profile, output_column="fp")
+    got = {row["id"]: row["fp"] for row in found.collect()}
+    assert got == expected
+    assert got[9003] is None and got[9004] is None and got[9005] is None  # no features, NULL
+    assert any(value is not None and value < 0 for value in got.values())  # signed bigint
+
+
+@pytest.mark.parametrize(("max_distance", "bands"), [(0, None), (3, None), (6, None), (6, 3),
+                                                     (12, None)])  # fmt: skip
+def test_pairs_are_nearsim_pairs(database: str, corpus: Corpus, fingerprinted: DataFrame,
+                                 max_distance: int, bands: int | None) -> None:  # fmt: skip
+    expected = sorted(query(database, f"SELECT a, b, distance FROM nearsim_pairs('{corpus.table}',"
+                                      f" {max_distance})"))  # fmt: skip
+    found = pairs(fingerprinted, "id", max_distance, bands=bands)
+    assert as_text(found, "a", "b", "distance") == expected
+    identical = [(a, b) for a, b, d in expected if d == 0]
+    assert len(identical) >= 30 * 29 // 2  # the block of identical texts is in
+
+
+def test_identical_fingerprints_in_several_blocks(
+    database: str, corpus: Corpus, fingerprinted: DataFrame, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Groups larger than a block are paired block by block, each pair once."""
+    monkeypatch.setattr(spark_search, "BLOCK_SIZE", 4)
+    expected = sorted(query(database, f"SELECT a, b, distance FROM nearsim_pairs('{corpus.table}',"
+                                      " 2)"))  # fmt: skip
+    grouped = hamming_groups(fingerprinted, "id", 2)
+    assert as_text(grouped.expand(), "a", "b", "distance") == expected
+    assert grouped.count() == len(expected)
+
+
+@pytest.mark.parametrize(("minimum", "measure", "radius"), [(0.8, "s_r", None),
+                                                            (0.9, "containment", None),
+                                                            (0.5, "s_l", 8)])  # fmt: skip
+def test_verified_pairs_are_nearsim_pairs_verified(
+    database: str, corpus: Corpus, minimum: float, measure: str, radius: int | None
+) -> None:
+    expected = sorted(query(
+        database, "SELECT a, b, distance, similarity, short FROM nearsim_pairs_verified(%s, %s,"
+        " %s, %s)", corpus.table, minimum, measure, radius))  # fmt: skip
+    found = verified_pairs(corpus.frame, "id", "body", minimum, measure, radius)
+    got = as_text(found, "a", "b", "distance", "similarity", "short")
+    assert [row[:3] + row[4:] for row in got] == [row[:3] + row[4:] for row in expected]
+    assert [row[3] for row in got] == pytest.approx([row[3] for row in expected])
+    assert len(expected) > 40
+
+
+@pytest.mark.parametrize("max_distance", [0, 6])
+def test_components_are_nearsim_clusters(database: str, corpus: Corpus, fingerprinted: DataFrame,
+                                         max_distance: int) -> None:  # fmt: skip
+    expected = sorted(query(database, f"SELECT key, cluster, pivot FROM nearsim_clusters("
+                                      f"'{corpus.table}', {max_distance}, 'components')"))
+    by_pairs = components(pairs(fingerprinted, "id", max_distance))
+    assert as_text(by_pairs, "key", "cluster", "pivot") == expected
+    collapsed = clusters(fingerprinted, "id", max_distance)
+    assert as_text(collapsed, "key", "cluster", "pivot") == expected
+
+
+def test_components_min_size(database: str, corpus: Corpus, fingerprinted: DataFrame) -> None:
+    expected = sorted(query(database, f"SELECT key, cluster, pivot FROM nearsim_clusters("
+                                      f"'{corpus.table}', 6, 'components', 3)"))  # fmt: skip
+    assert as_text(clusters(fingerprinted, "id", 6, min_size=3), "key", "cluster",
+                   "pivot") == expected  # fmt: skip
+
+
+def test_verified_clusters_are_nearsim_clusters_verified(database: str, corpus: Corpus) -> None:
+    expected = sorted(query(database, f"SELECT key, cluster, pivot FROM nearsim_clusters_verified("
+                                      f"'{corpus.table}', 0.8)"))  # fmt: skip
+    found = verified_clusters(corpus.frame, "id", "body", 0.8)
+    assert as_text(found, "key", "cluster", "pivot") == expected
+    # Named after the smallest key as text, as the SQL function names them.
+    assert any(len(key) != len(cluster) for key, cluster, _ in expected)
+
+
+def test_a_star_of_stars_is_one_component(spark: Any) -> None:
+    """A long chain and a wide star: the rounds settle on the smallest node."""
+    chain = [(n, n + 1) for n in range(0, 200)]
+    star = [(1000, n) for n in range(1001, 1100)] + [(1099, 5000), (5000, 4999)]
+    found = components(spark.createDataFrame(chain + star, "a long, b long"))
+    groups = {row["key"]: row["cluster"] for row in found.collect()}
+    assert set(groups[n] for n in range(201)) == {0}
+    assert set(groups[n] for n in [*range(1000, 1100), 4999, 5000]) == {1000}
+    assert len(groups) == 201 + 100 + 2
