@@ -148,7 +148,7 @@ def _read_parquet(spark: SparkSession, paths: list[str], key_column: str,
 
 def _read_text(spark: SparkSession, paths: list[str], key_column: str,
                text_column: str) -> DataFrame:  # fmt: skip
-    # binaryFile lists every file, empty ones too (the text source skips them).
+    # Spark's file sources skip files of 0 bytes: they are not rows at all.
     read = spark.read.format("binaryFile").option("recursiveFileLookup", "true").load(paths)
     return read.select(F.col("path").alias(key_column),
                        F.decode("content", "UTF-8").alias(text_column),
