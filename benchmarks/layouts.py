@@ -64,15 +64,15 @@ def band_layouts(conn: Connection, schema: str, sets: Sequence[DocSet]) -> list[
     print(f"\n5. Band layouts: {', '.join(map(str, LAYOUT_BANDS))} bands on the uniform sets\n")
     wrap(
         f"For each uniform set of 4 and each layout, SELECT nearsim_rebuild(table, bands => b)"
-        " (it drops and builds the band indexes and the search functions), then the bucket"
+        " (it drops and builds the rotation indexes and the search functions), then the bucket"
         f" search of 4 with the same queries for k = {', '.join(map(str, LAYOUT_RADII))}"
         " (the generic and the custom plan statements of 4, after pg_prewarm, one warm-up"
         " query each, every answer checked against numpy). Probes:"
         " values looked up in all band indexes together; candidates: bucket rows expected to"
         " match a probe among uniform fingerprints (what the search fetches and checks)."
         " Storage: pg_total_relation_size of the bucket table (freshly built) per document."
-        " The current rule (nearsim.core.bands.default_bands) picks 5 bands below 30,000"
-        " rows, 4 below 750,000, else 3."
+        " The rule (nearsim.core.bands.default_bands) picks 3 bands at every size: the"
+        " rotation indexes choose how many bits of a band to enumerate at query time."
     )
     results = []
     for docset in sets:

@@ -260,8 +260,8 @@ def search_latency(conn: Connection, schema: str, plan: BucketPlan,
     print()
     wrap(
         "Each set is a table (id bigint PRIMARY KEY, body text, si bigint) with a short body."
-        " nearsim_enable runs on the empty table with the number of bands its rule"
-        " (default_bands) picks for the final size; then the rows are COPYed in, so the"
+        " nearsim_enable runs on the empty table, as a user would (3 bands, whatever the"
+        " final size: default_bands); then the rows are COPYed in, so the"
         " triggers keep the supplied fingerprints and fill the bucket table; then VACUUM"
         " ANALYZE and REINDEX of the bucket table (the indexes nearsim_enable builds on a"
         f" filled table). Uniform: random 64-bit values. Text-like: real fingerprints ({real};"

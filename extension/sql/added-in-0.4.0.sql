@@ -4,3 +4,22 @@
 -- the Python traceback; the PL/Python body is <name>_python, executable
 -- only through it.  Both are created (after this part) from the install
 -- script, with every other PL/Python and PL/pgSQL function.
+
+-- The rotation index: btrees over rotated fingerprints, read with a probe
+-- width chosen at query time (src/search.c).  Tables enabled before keep
+-- their band indexes until nearsim_rebuild makes rotation indexes.
+CREATE FUNCTION nearsim_rotate(fingerprint bigint, shift integer) RETURNS bigint
+	AS 'MODULE_PATHNAME', 'nearsim_rotate'
+	LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
+
+COMMENT ON FUNCTION nearsim_rotate(bigint, integer) IS
+'key of a rotation index: the fingerprint rotated left by shift bits (the first bit of a band) so that btree order is the order of its bits from there; NULL for a shift outside 0..63';
+
+CREATE FUNCTION nearsim_search(tbl regclass, fingerprint_column name, query bigint,
+		max_distance integer)
+	RETURNS tid[]
+	AS 'MODULE_PATHNAME', 'nearsim_search'
+	LANGUAGE C STABLE STRICT PARALLEL RESTRICTED COST 1000;
+
+COMMENT ON FUNCTION nearsim_search(regclass, name, bigint, integer) IS
+'tuple ids of the rows of tbl whose fingerprint_column is within max_distance bits of query, found through the rotation indexes of that column (exact; each row once; only rows the caller may see); for WHERE ctid = ANY(...)';

@@ -143,6 +143,22 @@ CREATE FUNCTION nearsim_band_probes(query bigint, max_distance integer, bands in
 COMMENT ON FUNCTION nearsim_band_probes(bigint, integer, integer, integer) IS
 'values of one band to look up so that a search finds every fingerprint within max_distance bits of query (multi-index hashing)';
 
+CREATE FUNCTION nearsim_rotate(fingerprint bigint, shift integer) RETURNS bigint
+	AS 'MODULE_PATHNAME', 'nearsim_rotate'
+	LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
+
+COMMENT ON FUNCTION nearsim_rotate(bigint, integer) IS
+'key of a rotation index: the fingerprint rotated left by shift bits (the first bit of a band) so that btree order is the order of its bits from there; NULL for a shift outside 0..63';
+
+CREATE FUNCTION nearsim_search(tbl regclass, fingerprint_column name, query bigint,
+		max_distance integer)
+	RETURNS tid[]
+	AS 'MODULE_PATHNAME', 'nearsim_search'
+	LANGUAGE C STABLE STRICT PARALLEL RESTRICTED COST 1000;
+
+COMMENT ON FUNCTION nearsim_search(regclass, name, bigint, integer) IS
+'tuple ids of the rows of tbl whose fingerprint_column is within max_distance bits of query, found through the rotation indexes of that column (exact; each row once; only rows the caller may see); for WHERE ctid = ANY(...)';
+
 -- The registry of enabled tables.  Everyone may read it; no role may write
 -- it: nearsim_register and nearsim_unregister (below) write it for a caller
 -- with the privileges of the table's owner, and its trigger links the named

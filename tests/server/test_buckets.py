@@ -162,8 +162,10 @@ def test_search_returns_the_rows_and_their_distance(conn: psycopg.Connection) ->
 def test_explain_uses_the_bucket_index(conn: psycopg.Connection) -> None:
     make_docs(conn, [random.Random(1).getrandbits(63) for _ in range(50_000)])
     for query in ("docs_similar(123::bigint, 6)", "docs_similar('some words here', 3)"):
-        plan = "\n".join(r[0] for r in conn.execute(f"EXPLAIN (COSTS OFF) SELECT * FROM {query}"))
-        assert "Bitmap Index Scan on docs_nearsim" in plan, plan
+        plan = "\n".join(r[0] for r in conn.execute(
+            f"EXPLAIN (COSTS OFF, VERBOSE) SELECT * FROM {query}"))
+        # the bucket rows nearsim_search found in the rotation indexes, by tuple id
+        assert "Tid Scan on public.docs_nearsim" in plan and "nearsim_search(" in plan, plan
         assert "Index Scan using docs_pkey" in plan, plan
         assert "Seq Scan" not in plan, plan
 
@@ -507,7 +509,7 @@ def test_drift_is_reported_and_repaired(docs: psycopg.Connection) -> None:
     repaired = docs.execute("SELECT * FROM nearsim_rebuild('docs')").fetchone()
     # recomputed (1 and 5001; 1's is its old one again, so its bucket is right),
     # removed (2 extra), added (5001), bands
-    assert repaired == (2, 2, 1, 5)
+    assert repaired == (2, 2, 1, 3)
     report = docs.execute("SELECT ok, triggers_ok FROM nearsim_verify('docs')").fetchone()
     assert report == (True, True)
     docs.execute("SELECT * FROM nearsim_rebuild('docs', fingerprints => true)")
@@ -772,3 +774,29 @@ def test_concurrent_writers_leave_no_drift(database: str) -> None:
     with psycopg.connect(database, autocommit=True) as check:
         assert_no_drift(check, "busy", fingerprints=False)
         check.execute("DROP TABLE busy CASCADE")
+
+
+def test_one_layout_serves_every_size(conn: psycopg.Connection) -> None:
+    """A table enabled empty and grown keeps 3 bands; the probe width follows its size."""
+    rng = random.Random(11)
+    conn.execute("CREATE TABLE docs (id bigint PRIMARY KEY, body text, si bigint)")
+    conn.execute("SELECT nearsim_enable('docs', 'body')")
+    assert conn.execute("SELECT bands FROM nearsim_tables").fetchone() == (3,)
+    assert conn.execute(
+        "SELECT array_agg(pg_get_indexdef(indexrelid) ORDER BY 1) FROM pg_index"
+        " WHERE indrelid = 'docs_nearsim'::regclass AND NOT indisprimary"
+    ).fetchone()[0] == [  # type: ignore[index]
+        f"CREATE INDEX docs_nearsim_nearsim_rotate_idx{suffix} ON public.docs_nearsim USING btree"
+        f" (nearsim_rotate(si, {shift}))" for suffix, shift in (("", 0), ("1", 22), ("2", 43))]
+    fingerprints: list[int] = []
+    conn.execute("SET LOCAL nearsim.profile = 'default/1'")
+    for size in (10, 1_000, 60_000):
+        batch = [rng.getrandbits(64) - (1 << 63) for _ in range(size - len(fingerprints))]
+        batch[::7] = [flip(fp, [1, 30, 50]) for fp in batch[::7]]  # near neighbours
+        with conn.cursor().copy("COPY docs (id, body, si) FROM STDIN") as copy:
+            for i, fp in enumerate(batch, len(fingerprints)):
+                copy.write_row((i, f"document {i}", fp))
+        fingerprints += batch
+        for query in [*rng.sample(fingerprints, 5), 0, -1, -(1 << 63), (1 << 63) - 1]:
+            for k in (0, 3, 6, 10, 64):
+                assert bucket_search(conn, query, k) == brute_force(conn, query, k)

@@ -371,3 +371,27 @@ def test_shadowing_functions_and_operators_never_run(stage: Stage) -> None:
             conn.execute(statement)
         called = conn.execute("SELECT array_agg(DISTINCT what) FROM public.canary").fetchone()
     assert called == (None,), f"nearsim called {called}"
+
+
+# -- 5. reading the rotation indexes ----------------------------------------------
+
+
+def test_the_search_shows_no_row_its_caller_may_not_see(stage: Stage) -> None:
+    """nearsim_search reads indexes without row-level security, and gives only visible rows."""
+    stage.run(stage.victim, *documents_table("app.docs"),
+              "SELECT nearsim_enable('app.docs', 'body')",
+              "GRANT SELECT ON app.docs TO PUBLIC")
+    query = "(SELECT si FROM app.docs WHERE id = 0), 64"
+    # a reader of the documents finds all of them, through the bucket table's index
+    found = stage.value(stage.attacker, "SELECT cardinality(nearsim_search("
+                        f"'app.docs_nearsim', 'si', {query}))")
+    assert found == len(DOCUMENTS)
+    # without SELECT on the documents the bucket rows are hidden (its policy),
+    # and so are their tuple ids: not even how many there are
+    stage.run(stage.victim, "REVOKE SELECT ON app.docs FROM PUBLIC")
+    assert stage.value(stage.attacker, "SELECT cardinality(nearsim_search("
+                       "'app.docs_nearsim', 'si', 0, 64))") == 0
+    # a table the caller may not read at all is refused
+    with psycopg.connect(stage.attacker, autocommit=True) as conn, pytest.raises(
+            psycopg.errors.InsufficientPrivilege):
+        conn.execute("SELECT nearsim_search('app.docs', 'si', 0, 64)")

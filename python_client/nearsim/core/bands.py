@@ -9,10 +9,16 @@ add up to more than k.  A search probes every value within that radius of
 the query's band in each band's index, then checks the full distance, so it
 returns exactly the rows within k bits.
 
-The server computes band values and probes in C (``extension/src/bands.c``,
-whose limits ``extension/src/nearsim.h`` declares); this module holds the
-same rules for the code that chooses and checks layouts, and a test ties the
-two together.
+Each band has a btree over the fingerprint rotated so that the band comes
+first (``nearsim_rotate(si, band_start)``, the rotation index).  A search
+enumerates the values of the band's first p bits within its radius and reads
+each as a range of keys; p is chosen at query time from the index's size
+(``extension/src/search.c``), so one layout serves a table of any size.
+
+The server computes band values, rotations and probes in C (``extension/
+src/bands.c``, ``search.c``, whose limits ``extension/src/nearsim.h``
+declares); this module holds the same rules for the code that chooses and
+checks layouts, and a test ties the two together.
 """
 
 from __future__ import annotations
@@ -37,27 +43,37 @@ def check_bands(bands: int) -> int:
     return bands
 
 
-def default_bands(rows: int) -> int:
-    """Number of bands for a table of ``rows`` documents.
+DEFAULT_BANDS = MIN_BANDS
+"""Bands of a new table, whatever its size.
 
-    Fewer, wider bands mean more probes per search and fewer candidates per
-    probe.  ``make bench`` measures both costs; with them, 5 bands are best
-    below 30,000 rows, 4 bands below 750,000 (they tie with 3 at 500,000),
-    3 beyond (1.3x faster than 4 at one million rows, k = 6).
+Fewer, wider bands mean fewer candidates; a search of a rotation index
+chooses how many of a band's bits to enumerate from the index's present
+size, so 3 bands serve small tables with few probes and large ones with few
+candidates (``make bench`` measures it from 1,000 to 10 million rows).
+"""
+
+
+def default_bands(rows: int) -> int:
+    """Number of bands for a table of ``rows`` documents: DEFAULT_BANDS at any size.
 
     >>> default_bands(1_000), default_bands(100_000), default_bands(10_000_000)
-    (5, 4, 3)
+    (3, 3, 3)
     """
-    if rows < 30_000:
-        return 5
-    if rows < 750_000:
-        return 4
-    return 3
+    return DEFAULT_BANDS
 
 
 def band_width(bands: int, band: int) -> int:
     """Width in bits of band ``band`` (0 = most significant) of ``bands``."""
     return BITS // bands + (1 if band < BITS % bands else 0)
+
+
+def band_start(bands: int, band: int) -> int:
+    """The first bit of band ``band`` (0 = most significant): its rotation index's shift.
+
+    >>> [band_start(3, band) for band in range(3)]
+    [0, 22, 43]
+    """
+    return sum(band_width(bands, earlier) for earlier in range(band))
 
 
 def band_radius(max_distance: int, bands: int, band: int) -> int:

@@ -195,17 +195,18 @@ def simhash_sql(session: Session, text: str, profile: str) -> str:
             f" {session.literal(profile)}::pg_catalog.text)")
 
 
-def band_indexes(session: Session, enabled: Enabled) -> list[str]:
-    """The band indexes of the bucket table, qualified and quoted."""
+def band_indexes(session: Session, enabled: Enabled) -> dict[str, str]:
+    """The indexes of the bucket table other than its key: qualified name -> definition."""
     bucket = enabled.qualify(session, enabled.registration.bucket_table)
     rows = session.execute(
         "SELECT pg_catalog.quote_ident(n.nspname) || '.' || pg_catalog.quote_ident(c.relname)"
-        " AS name FROM pg_catalog.pg_index i JOIN pg_catalog.pg_class c ON c.oid = i.indexrelid"
+        " AS name, pg_catalog.pg_get_indexdef(i.indexrelid) AS definition"
+        " FROM pg_catalog.pg_index i JOIN pg_catalog.pg_class c ON c.oid = i.indexrelid"
         " JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
         f" WHERE i.indrelid = {session.literal(bucket)}::pg_catalog.regclass"
-        " AND NOT i.indisprimary"
+        " AND NOT i.indisprimary AND i.indisvalid"
     )
-    return [r["name"] for r in rows]
+    return {r["name"]: r["definition"] for r in rows}
 
 
 @contextmanager

@@ -3,14 +3,16 @@
 Next to the table, in its schema and owned by its owner:
 
 - a bucket table ``<prefix>_nearsim (key, si)`` with one row per
-  fingerprinted document and one btree index per band of the fingerprint
-  (multi-index hashing: see :mod:`nearsim.core.bands`);
+  fingerprinted document and one rotation index per band of the fingerprint
+  (multi-index hashing over btrees of rotated fingerprints: see
+  :mod:`nearsim.core.bands`);
 - a BEFORE ROW trigger function that fills the fingerprint column;
 - an AFTER STATEMENT trigger function that keeps the buckets current from
   the statement's transition tables;
 - two search functions ``<prefix>_similar(text | bigint, max_distance)``,
-  plain SQL that the planner inlines, so ``EXPLAIN`` shows the bucket
-  indexes.
+  SQL that the planner inlines: the bucket rows come from
+  ``nearsim_search`` (which reads the rotation indexes), the documents
+  through their primary key.
 
 Every name is quoted and every call into the extension is qualified with
 its schema.
@@ -18,6 +20,7 @@ its schema.
 
 from __future__ import annotations
 
+from ..core.bands import band_start
 from .catalog import Enabled, simhash_sql
 from .database import Session
 
@@ -81,13 +84,17 @@ def create_bucket_table(session: Session, enabled: Enabled) -> str:
     return bucket
 
 
+def rotation_keys(session: Session, bands: int) -> list[str]:
+    """The key expressions of the rotation indexes of a layout of ``bands`` bands."""
+    return [f"{session.ext}.nearsim_rotate(si, {band_start(bands, band)})"
+            for band in range(bands)]
+
+
 def create_band_indexes(session: Session, enabled: Enabled) -> None:
-    bands = enabled.registration.bands
+    """One rotation index per band on the bucket table."""
     bucket = enabled.qualify(session, enabled.registration.bucket_table)
-    for band in range(bands):
-        session.run(
-            f"CREATE INDEX ON {bucket} ({session.ext}.nearsim_band(si, {bands}, {band}))"
-        )
+    for key in rotation_keys(session, enabled.registration.bands):
+        session.run(f"CREATE INDEX ON {bucket} ({key})")
 
 
 def create_functions(session: Session, enabled: Enabled) -> None:
@@ -230,8 +237,11 @@ def _create_search_functions(session: Session, enabled: Enabled) -> None:
     bucket = enabled.qualify(session, reg.bucket_table)
     similar = enabled.qualify(session, reg.similar_function)
     profile = session.literal(reg.profile)
-    # The search: plain SQL, inlined by the planner.  The bucket indexes
-    # give every document within max_distance; the documents' own
+    # The search: SQL, inlined by the planner.  nearsim_search reads the
+    # rotation indexes of the bucket table and gives the bucket rows within
+    # max_distance (of those the caller may see), once per query: as a
+    # sub-select it is never run once per bucket row, even in a plan that a
+    # prepared statement made when the table was small.  The documents' own
     # fingerprints decide, so the rows are exactly those of WHERE
     # hamming(si, query) <= max_distance.  The candidates' keys come as one
     # array, so the documents are always fetched through their primary key,
@@ -239,11 +249,6 @@ def _create_search_functions(session: Session, enabled: Enabled) -> None:
     # immutable: it runs once, when the query is planned.  The function is
     # not pinned to a search_path (that would stop the planner from inlining
     # it), so every call and operator is qualified.
-    probes = "\n        OR ".join(
-        f"{ext}.nearsim_band(b.si, {reg.bands}, {band}) OPERATOR(pg_catalog.=) ANY"
-        f" ({ext}.nearsim_band_probes(query, max_distance, {reg.bands}, {band}))"
-        for band in range(reg.bands)
-    )
     session.run(f"""CREATE FUNCTION {similar}(query bigint, max_distance integer DEFAULT 6)
 RETURNS TABLE (doc {table.qualified}, distance integer)
 LANGUAGE sql STABLE PARALLEL SAFE AS $nearsim$
@@ -251,7 +256,9 @@ LANGUAGE sql STABLE PARALLEL SAFE AS $nearsim$
     FROM {table.qualified} AS d
     WHERE d.{key} OPERATOR(pg_catalog.=) ANY (ARRAY(
         SELECT b.key FROM {bucket} AS b
-        WHERE ({probes})
+        WHERE b.ctid OPERATOR(pg_catalog.=) ANY ((SELECT {ext}.nearsim_search(
+                  {session.literal(bucket)}::pg_catalog.regclass, 'si'::pg_catalog.name,
+                  query, max_distance))::pg_catalog.tid[])
           AND {ext}.hamming(b.si, query) OPERATOR(pg_catalog.<=) max_distance))
       AND {ext}.hamming(d.{fp}, query) OPERATOR(pg_catalog.<=) max_distance
       AND {ext}.nearsim_check_profile({table.oid}::pg_catalog.oid::pg_catalog.regclass,
@@ -265,7 +272,7 @@ LANGUAGE sql STABLE PARALLEL SAFE AS $nearsim$
 $nearsim$""")
     comment = (f"rows of {table.qualified} whose fingerprint is within max_distance bits of the"
                f" query ({reg.profile} fingerprint), with the distance; exact, through the"
-               " nearsim bucket index")
+               " nearsim rotation index")
     for argument in ("bigint", "text"):
         session.run(
             f"COMMENT ON FUNCTION {similar}({argument}, integer) IS {session.literal(comment)}")

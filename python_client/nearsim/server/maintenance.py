@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..core.bands import BandsError, check_bands, default_bands
+from ..core.bands import BandsError, band_start, check_bands, default_bands
 from ..core.registry import Registration, object_names
 from . import ddl
 from .catalog import (
@@ -289,13 +289,25 @@ def verify(session: Session, tbl: str, fingerprints: bool | None) -> dict[str, A
     report["triggers_ok"] = all(states.get(name) == mode
                                 for name, mode in ddl.TRIGGER_MODES.items())
     report["bands"] = reg.bands
-    report["band_indexes_ok"] = len(band_indexes(session, enabled)) == reg.bands
+    report["band_indexes_ok"] = _rotation_indexes_ok(session, enabled, reg.bands)
     report["profile_ok"] = profile_ok
     report["ok"] = (
         not (report["missing"] or report["extra"] or report["wrong"] or report["stale"])
         and report["triggers_ok"] and report["band_indexes_ok"] and report["profile_ok"]
     )
     return report
+
+
+def _rotation_indexes_ok(session: Session, enabled: Enabled, bands: int) -> bool:
+    """Whether the bucket table has exactly the rotation indexes of ``bands`` bands.
+
+    A table enabled before the rotation index has band indexes instead:
+    nearsim_rebuild replaces them.
+    """
+    definitions = list(band_indexes(session, enabled).values())
+    keys = [f"nearsim_rotate(si, {band_start(bands, band)}))" for band in range(bands)]
+    return len(definitions) == bands and all(
+        sum(definition.endswith(key) for definition in definitions) == 1 for key in keys)
 
 
 SAMPLED_ROWS = 1000
@@ -384,7 +396,7 @@ def _repair(session: Session, enabled: Enabled, bands: int | None, fingerprints:
         f" {bucket} x WHERE x.key OPERATOR(pg_catalog.=) d.{key} AND x.si = d.{fp})"
         " ON CONFLICT (key) DO UPDATE SET si = EXCLUDED.si RETURNING 1)")["n"])
     new_bands = _bands(session, reg.bands if bands is None else bands)
-    if new_bands != reg.bands or len(band_indexes(session, enabled)) != reg.bands:
+    if new_bands != reg.bands or not _rotation_indexes_ok(session, enabled, reg.bands):
         for index in band_indexes(session, enabled):
             session.run(f"DROP INDEX {index}")
         ddl.create_band_indexes(
