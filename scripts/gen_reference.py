@@ -173,8 +173,11 @@ def cli_section() -> str:
 
 def reference(dsn: str) -> str:
     rows = sql_functions(dsn)
-    missing = sorted({r[0] for r in rows} - ERRORS.keys())
-    unused = sorted(ERRORS.keys() - {r[0] for r in rows})
+    # ERRORS names a function, or one of its overloads as name(arguments)
+    names = {r[0] for r in rows} | {f"{r[0]}({r[1]})" for r in rows}
+    missing = sorted(f"{r[0]}({r[1]})" for r in rows
+                     if r[0] not in ERRORS and f"{r[0]}({r[1]})" not in ERRORS)
+    unused = sorted(ERRORS.keys() - names)
     if missing or unused:
         raise SystemExit(f"gen_reference.py: ERRORS lacks {missing}, names no function {unused}")
     return f"""# Reference
