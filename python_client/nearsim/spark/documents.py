@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pandas as pd  # type: ignore[import-untyped]
 from pyspark.sql import Column, DataFrame, SparkSession, Window
@@ -28,8 +29,8 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.functions import pandas_udf
 from pyspark.sql.types import StringType, StructField, StructType
 
-__all__ = ["FORMATS", "PROBLEMS", "format_of", "good_documents", "read_documents",
-           "write_parquet"]  # fmt: skip
+__all__ = ["FORMATS", "PROBLEMS", "DocumentsError", "format_of", "good_documents",
+           "output_exists", "read_documents", "write_parquet"]  # fmt: skip
 
 FORMATS = ("parquet", "jsonl", "csv", "text")
 
@@ -196,6 +197,14 @@ def read_documents(spark: SparkSession, paths: str | Sequence[str], key_column: 
 def good_documents(documents: DataFrame) -> DataFrame:
     """The rows of :func:`read_documents` without a problem, without that column."""
     return documents.where(F.col("problem").isNull()).drop("problem")
+
+
+def output_exists(spark: SparkSession, path: str) -> bool:
+    """Whether ``path`` exists, on whatever file system Spark reaches it through."""
+    jvm: Any = spark.sparkContext._jvm
+    hadoop: Any = spark.sparkContext._jsc.hadoopConfiguration()
+    target = jvm.org.apache.hadoop.fs.Path(path)
+    return bool(target.getFileSystem(hadoop).exists(target))
 
 
 def write_parquet(df: DataFrame, path: str, overwrite: bool = False) -> None:

@@ -18,7 +18,13 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from .documents import good_documents, read_documents, write_parquet
+from .documents import (
+    DocumentsError,
+    good_documents,
+    output_exists,
+    read_documents,
+    write_parquet,
+)
 from .fingerprinting import DEFAULT_PROFILE, simhash_column
 from .graph import group_components
 from .search import GroupPairs, hamming_groups, verified_groups
@@ -108,6 +114,9 @@ def dedup(spark: SparkSession, paths: str | list[str], output: str | None,
     by reason in the summary and left out.
     """
     started = time.monotonic()
+    if output is not None and not overwrite and output_exists(spark, output):
+        raise DocumentsError(f"the output {output} already exists: remove it, or overwrite"
+                             " it (--overwrite)")
     documents = read_documents(spark, paths, key_column, text_column, format)
     key_name, text_name = documents.columns[0], documents.columns[1]
     documents = documents.persist(StorageLevel.MEMORY_AND_DISK)
