@@ -29,10 +29,10 @@ def test_the_reference_page_is_up_to_date(database: str) -> None:
 def test_every_function_and_command_is_described(database: str) -> None:
     module = generator()
     page = module.reference(database)
-    for name in module.ERRORS:
-        assert f"### `{name}(" in page, name
+    for name in module.ERRORS:  # a function, or one overload as name(arguments)
+        assert f"### `{name}" + ("`" if "(" in name else "(") in page, name
     for command in ("init", "load", "similar", "pairs", "clusters", "compare", "report",
-                    "stats"):
+                    "stats", "spark"):
         assert f"### `nearsim {command}`" in page, command
     assert "### `nearsim-load`" in page
     # each function's entry has its signature, traits and errors

@@ -43,6 +43,7 @@ from .documents import Cluster, DocumentTable
 from .extract import InputError, read_text
 from .loadcli import load_command
 from .loader import DEFAULT_MAX_BYTES
+from .sparkcli import spark_group
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -569,7 +570,7 @@ def _sql_literal(text: str) -> str:
 
 
 cli.add_command(load_command)
-cli.add_command(__import__("nearsim.client.sparkcli", fromlist=["spark_group"]).spark_group)
+cli.add_command(spark_group)
 
 
 def main() -> None:

@@ -116,7 +116,9 @@ def search_options(function: F) -> F:
     )(function)  # fmt: skip
     function = click.option(
         "--measure", type=click.Choice(VERIFIED_MEASURES), default="s_r", show_default=True,
-        help="The exact measure of -s: s_r (resemblance of 3-word shingles) or containment.",
+        help="The exact measure of -s: s_r, the resemblance of the 3-word shingle sets;"
+        " containment, the share of the shorter text's shingles in the longer; s_l, s_j and"
+        " their information forms as `nearsim compare` shows them.",
     )(function)  # fmt: skip
     return click.option(
         "--min-similarity", "-s", type=click.FloatRange(0, 1), metavar="S",
