@@ -631,6 +631,54 @@ CREATE FUNCTION nearsim_clusters(tbl regclass, max_distance integer DEFAULT 6,
 COMMENT ON FUNCTION nearsim_clusters(regclass, integer, text, integer) IS
 'groups of near-duplicates of tbl with at least min_size members: method components (pairs chained) or pivot (each member within max_distance of the pivot); cluster is the smallest key of the group';
 
+-- The n nearest documents, exactly: the radius widens (0, 1, 2, 4, ...)
+-- until the bucket index holds at least n documents within it; every
+-- document nearer than the n-th is then among them, ties included.
+CREATE FUNCTION nearsim_nearest(tbl regclass, query bigint, n integer,
+		max_distance integer DEFAULT 64)
+	RETURNS TABLE (key text, distance integer)
+	LANGUAGE plpgsql STABLE
+	SET search_path = pg_catalog, pg_temp
+	AS $plpgsql$
+DECLARE
+	entry @extschema@.nearsim_tables;
+	buckets pg_catalog.regclass;
+	radius integer := 0;
+BEGIN
+	IF n OPERATOR(pg_catalog.<) 1 THEN
+		RAISE EXCEPTION 'n must be positive, not %', n USING ERRCODE = '22023';
+	END IF;
+	IF max_distance OPERATOR(pg_catalog.<) 0 OR max_distance OPERATOR(pg_catalog.>) 64 THEN
+		RAISE EXCEPTION 'max_distance must be between 0 and 64, not %', max_distance
+			USING ERRCODE = '22023';
+	END IF;
+	SELECT * INTO entry FROM @extschema@.nearsim_tables r
+		WHERE r.tbl OPERATOR(pg_catalog.=) nearsim_nearest.tbl;
+	IF NOT FOUND THEN
+		RAISE EXCEPTION 'table % is not enabled for nearsim', tbl USING ERRCODE = '55000';
+	END IF;
+	buckets := pg_catalog.format('%I.%I', entry.object_schema, entry.bucket_table)::pg_catalog.regclass;
+	WHILE radius OPERATOR(pg_catalog.<) max_distance
+		AND pg_catalog.cardinality(@extschema@.nearsim_search(buckets, 'si', query, radius))
+			OPERATOR(pg_catalog.<) n LOOP
+		radius := LEAST(max_distance, GREATEST(1, radius OPERATOR(pg_catalog.*) 2));
+	END LOOP;
+	-- the documents' own fingerprints decide; ties in key order, as
+	-- ORDER BY hamming(si, query), key LIMIT n
+	RETURN QUERY EXECUTE pg_catalog.format(
+		'SELECT d.%1$I::pg_catalog.text, @extschema@.hamming(d.%2$I, $1) FROM %3$s AS d'
+		' WHERE d.%1$I OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT b.key FROM %4$s AS b'
+		'   WHERE b.ctid OPERATOR(pg_catalog.=) ANY ($2)))'
+		' AND @extschema@.hamming(d.%2$I, $1) OPERATOR(pg_catalog.<=) $3'
+		' ORDER BY 2, d.%1$I LIMIT $4',
+		entry.key_column, entry.hash_column, tbl, buckets)
+		USING query, @extschema@.nearsim_search(buckets, 'si', query, radius), radius, n;
+END
+$plpgsql$;
+
+COMMENT ON FUNCTION nearsim_nearest(regclass, bigint, integer, integer) IS
+'the n documents of tbl nearest to the fingerprint query (key as text, distance), exactly those of ORDER BY hamming(si, query), key LIMIT n among the documents within max_distance bits, through the bucket index';
+
 -- Dropping an enabled table (DROP TABLE ... CASCADE) drops its bucket table
 -- and functions through their dependencies on it (nearsim_link); this
 -- trigger forgets the table.  Nothing is dropped by name.  @extschema@ is

@@ -523,3 +523,23 @@ def test_connection_order(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> No
     monkeypatch.setenv("NEARSIM_DSN", "dbname=from_env")
     assert resolve_dsn() == "dbname=from_env"
     assert resolve_dsn("dbname=explicit") == "dbname=explicit"
+
+
+def test_similar_nearest_gives_the_scans_first_rows(database: str, tmp_path: Path) -> None:
+    root = tmp_path / "docs"
+    root.mkdir()
+    for ref, text in CHAPTERS.items():
+        (root / f"{ref}.txt").write_text(text)
+    table = table_name()
+    assert load(database, table, str(root)).exit_code == 0
+    query = CHAPTERS["Genesis 24"].replace("Rebekah", "Rebecca", 1)
+    result = run("similar", query, "--nearest", "3", "--dsn", database, "--table", table,
+                 "--json")  # fmt: skip
+    assert result.exit_code == 0, result.output
+    fingerprint = nearsim.simhash(query)
+    expected = sorted((nearsim.hamming(nearsim.simhash(text), fingerprint),
+                       str(root / f"{ref}.txt")) for ref, text in CHAPTERS.items())[:3]
+    assert [(m["distance"], m["key"]) for m in json.loads(result.stdout)] == expected
+    wrong = run("similar", query, "--nearest", "3", "-s", "0.9", "--dsn", database, "--table",
+                table)  # fmt: skip
+    assert wrong.exit_code == 2 and "does not go with it" in wrong.output

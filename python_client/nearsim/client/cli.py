@@ -130,14 +130,17 @@ def _query_text(text: str | None, file: str | None) -> str:
 @click.option("--file", "-f", metavar="FILE",
               help="Take the query document from a file (- for standard input).")
 @search_options
+@click.option("--nearest", type=click.IntRange(1), metavar="N",
+              help="Instead: the N documents nearest by fingerprint (within -k bits if given),"
+              " exactly, nearest first, ties by key; no similarity measured.")
 @click.option("--limit", type=click.IntRange(1), help="At most this many documents.")
 @database_options
 @json_option
 @click.pass_context
 def similar(
     ctx: click.Context, text: str | None, file: str | None, min_similarity: float,
-    measure: str, max_distance: int | None, by_bits: bool, limit: int | None,
-    dsn: str | None, table: str, as_json: bool,
+    measure: str, max_distance: int | None, by_bits: bool, nearest: int | None,
+    limit: int | None, dsn: str | None, table: str, as_json: bool,
 ) -> None:  # fmt: skip
     """Stored documents similar to TEXT or to a file, most similar first.
 
@@ -146,21 +149,34 @@ def similar(
     --measure containment); the bucket index finds the candidates. Documents
     of fewer than 10 shingles are marked short: their fingerprints are
     unreliable. With --hamming, every document whose fingerprint is within
-    -k bits, nearest first, with no similarity measured.
+    -k bits, nearest first, with no similarity measured; with --nearest N,
+    the N nearest by fingerprint, exactly (ties by key).
 
     \b
     Examples:
         nearsim similar "In the beginning God created the heaven and the earth"
         nearsim similar --file contract-v2.pdf -s 0.9 --json
         nearsim similar --file memo.docx --hamming -k 10
+        nearsim similar --file memo.docx --nearest 5
     """
-    search = search_of(ctx)
+    if nearest is not None:
+        for name, option in (("min_similarity", "-s"), ("measure", "--measure"),
+                             ("by_bits", "--hamming"), ("limit", "--limit")):  # fmt: skip
+            if ctx.get_parameter_source(name) is not click.core.ParameterSource.DEFAULT:
+                raise click.UsageError(f"--nearest finds documents by bits and counts them:"
+                                       f" {option} does not go with it")  # fmt: skip
+        search = Search(True, BITS if max_distance is None else max_distance, 0.0, measure)
+    else:
+        search = search_of(ctx)
     query = _query_text(text, file)
     _warn_if_short(query)
     with database_errors():
         conn, documents = open_table(dsn, table)
         with conn:
-            if search.hamming:
+            if nearest is not None:
+                assert search.max_distance is not None
+                matches = documents.nearest(query, nearest, search.max_distance)
+            elif search.hamming:
                 assert search.max_distance is not None
                 matches = documents.similar(query, search.max_distance, limit)
             else:

@@ -278,6 +278,30 @@ class DocumentTable:
         rows = self.conn.execute(statement, [query, max_distance, limit]).fetchall()
         return [Match(key, distance, source) for key, distance, source in rows]
 
+    def nearest(self, query: str | int, n: int, max_distance: int = 64) -> list[Match]:
+        """The ``n`` documents nearest to a text or fingerprint, nearest first, ties by key.
+
+        Exactly the first ``n`` rows of ``ORDER BY hamming(si, q), key`` among
+        those within ``max_distance`` bits (``nearsim_nearest``).
+        """
+        registration = self.require_enabled()
+        fingerprint: sql.Composable
+        if isinstance(query, int):
+            fingerprint = sql.SQL("%s::pg_catalog.int8")
+            arguments: list[Any] = [query]
+        elif registration.profile == PROFILE:
+            fingerprint = sql.SQL("{}.simhash(%s::pg_catalog.text)").format(self.extension)
+            arguments = [query]
+        else:
+            fingerprint = sql.SQL("{}.simhash(%s::pg_catalog.text, %s::pg_catalog.text)").format(
+                self.extension)
+            arguments = [query, registration.profile]
+        statement = sql.SQL(
+            "SELECT n.key, n.distance FROM {}.nearsim_nearest(%s::pg_catalog.regclass, {}, %s, %s)"
+            " AS n").format(self.extension, fingerprint)
+        rows = self.conn.execute(statement, [self.quoted, *arguments, n, max_distance]).fetchall()
+        return [Match(key, distance, None) for key, distance in rows]
+
     def similar_verified(
         self, query: str, min_similarity: float = 0.8, measure: str = "s_r",
         max_distance: int | None = None, limit: int | None = None,

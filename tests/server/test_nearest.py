@@ -1,0 +1,95 @@
+"""nearsim_nearest: the n nearest documents, exactly those of the scan's ORDER BY ... LIMIT n."""
+
+from __future__ import annotations
+
+import random
+
+import psycopg
+import pytest
+from psycopg import sql
+
+EXTREMES = [0, -1, -(1 << 63), (1 << 63) - 1]
+
+
+def flip(value: int, bits: list[int]) -> int:
+    """``value`` (a signed bigint) with ``bits`` inverted."""
+    unsigned = value & ((1 << 64) - 1)
+    for bit in bits:
+        unsigned ^= 1 << bit
+    return unsigned - (1 << 64) if unsigned >= 1 << 63 else unsigned
+
+
+def make_table(conn: psycopg.Connection, name: str, key_type: str,
+               rows: list[tuple[object, int]]) -> None:  # fmt: skip
+    conn.execute(sql.SQL("CREATE TABLE {} (id {} PRIMARY KEY, body text, si bigint)").format(
+        sql.Identifier(name), sql.SQL(key_type)))
+    conn.execute("SELECT nearsim_enable(%s, 'body')", [name])
+    conn.execute("SET nearsim.profile = 'default/1'")
+    with conn.cursor().copy(sql.SQL("COPY {} (id, body, si) FROM STDIN").format(
+            sql.Identifier(name))) as copy:
+        for key, fingerprint in rows:
+            copy.write_row((key, "d", fingerprint))
+    conn.execute(sql.SQL("ANALYZE {}").format(sql.Identifier(name)))
+
+
+def nearest(conn: psycopg.Connection, name: str, query: int, n: int,
+            max_distance: int = 64) -> list[tuple[str, int]]:  # fmt: skip
+    return [tuple(r) for r in conn.execute(  # type: ignore[misc]
+        "SELECT key, distance FROM nearsim_nearest(%s, %s, %s, %s)",
+        [name, query, n, max_distance])]
+
+
+def scan(conn: psycopg.Connection, name: str, query: int, n: int,
+         max_distance: int = 64) -> list[tuple[str, int]]:  # fmt: skip
+    return [tuple(r) for r in conn.execute(sql.SQL(  # type: ignore[misc]
+        "SELECT d.id::text, hamming(d.si, %s) FROM {} d WHERE hamming(d.si, %s) <= %s"
+        " ORDER BY hamming(d.si, %s), d.id LIMIT %s").format(sql.Identifier(name)),
+        [query, query, max_distance, query, n])]
+
+
+@pytest.fixture(scope="module")
+def tables(database: str) -> str:
+    rng = random.Random(21)
+    uniform = [rng.getrandbits(64) - (1 << 63) for _ in range(3_000)]
+    # planted neighbours at every distance, ties, a block of equal values, extremes
+    planted = [flip(uniform[0], rng.sample(range(64), d)) for d in range(0, 20)
+               for _ in range(3)]
+    block = [uniform[1]] * 200
+    fingerprints = uniform + planted + block + EXTREMES
+    with psycopg.connect(database, autocommit=True) as conn:
+        make_table(conn, "numbers", "bigint", list(enumerate(fingerprints)))
+        make_table(conn, "words", "text", [(f"doc-{i}", fp) for i, fp in enumerate(fingerprints)])
+        make_table(conn, "equal", "integer", [(i, 12345) for i in range(500)])
+    return database
+
+
+@pytest.mark.parametrize("name", ["numbers", "words"])
+def test_the_nearest_are_the_scans_first_rows(tables: str, name: str) -> None:
+    rng = random.Random(5)
+    with psycopg.connect(tables, autocommit=True) as conn:
+        fingerprints = [r[0] for r in conn.execute(
+            sql.SQL("SELECT si FROM {} ORDER BY id LIMIT 3000").format(sql.Identifier(name)))]
+        queries = [*rng.sample(fingerprints, 8), *EXTREMES, flip(fingerprints[0], [3, 9])]
+        for query in queries:
+            for n in (1, 2, 5, 37, 250, 4000):
+                assert nearest(conn, name, query, n) == scan(conn, name, query, n), (query, n)
+            for max_distance in (0, 3, 12):
+                assert (nearest(conn, name, query, 50, max_distance)
+                        == scan(conn, name, query, 50, max_distance))
+
+
+def test_ties_are_broken_by_key(tables: str) -> None:
+    with psycopg.connect(tables, autocommit=True) as conn:
+        assert nearest(conn, "equal", 12345, 3) == [("0", 0), ("1", 0), ("2", 0)]
+        assert nearest(conn, "equal", 12345, 10_000) == scan(conn, "equal", 12345, 10_000)
+        assert len(nearest(conn, "equal", 0, 10, 5)) == 0  # nothing within 5 bits
+
+
+def test_bad_arguments_are_refused(tables: str) -> None:
+    with psycopg.connect(tables, autocommit=True) as conn:
+        for call, state in (("nearsim_nearest('numbers', 0, 0)", "22023"),
+                            ("nearsim_nearest('numbers', 0, 5, 65)", "22023"),
+                            ("nearsim_nearest('pg_class', 0, 5)", "55000")):
+            with pytest.raises(psycopg.Error) as caught:
+                conn.execute(f"SELECT * FROM {call}")
+            assert caught.value.diag.sqlstate == state, call
