@@ -50,8 +50,8 @@ ERRORS: dict[str, str] = {
                            " distance outside 0..64; 54000 if one band would need more than"
                            " 2^20 probes",
     "nearsim_rotate": "none (NULL for a shift outside 0..63)",
-    "nearsim_nearest": "22023 for n below 1 or a max_distance outside 0..64, 55000 if `tbl` is"
-                       " not enabled; as nearsim_search for its bucket table",
+    "nearsim_nearest": "22023 for n below 1 or a max_distance outside 0..64, 42501 without"
+                       " SELECT on `tbl`, 55000 if it is not enabled",
     "nearsim_search": "22023 for a max_distance outside 0..64, 42501 without SELECT on `tbl`,"
                       " 42703 for a column it lacks, 55000 if its rotation indexes are missing"
                       " or do not cover the 64 bits",

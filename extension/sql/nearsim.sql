@@ -652,6 +652,9 @@ BEGIN
 		RAISE EXCEPTION 'max_distance must be between 0 and 64, not %', max_distance
 			USING ERRCODE = '22023';
 	END IF;
+	IF NOT pg_catalog.has_table_privilege(tbl, 'SELECT') THEN
+		RAISE EXCEPTION 'permission denied for table %', tbl USING ERRCODE = '42501';
+	END IF;
 	SELECT * INTO entry FROM @extschema@.nearsim_tables r
 		WHERE r.tbl OPERATOR(pg_catalog.=) nearsim_nearest.tbl;
 	IF NOT FOUND THEN

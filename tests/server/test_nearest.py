@@ -85,6 +85,18 @@ def test_ties_are_broken_by_key(tables: str) -> None:
         assert len(nearest(conn, "equal", 0, 10, 5)) == 0  # nothing within 5 bits
 
 
+def test_a_reader_of_nothing_learns_nothing(tables: str) -> None:
+    with psycopg.connect(tables, autocommit=True) as conn:
+        conn.execute("CREATE ROLE nearsim_nearest_stranger")
+        try:
+            conn.execute("SET ROLE nearsim_nearest_stranger")
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                conn.execute("SELECT * FROM nearsim_nearest('numbers', 0, 5)")
+        finally:
+            conn.execute("RESET ROLE")
+            conn.execute("DROP ROLE nearsim_nearest_stranger")
+
+
 def test_bad_arguments_are_refused(tables: str) -> None:
     with psycopg.connect(tables, autocommit=True) as conn:
         for call, state in (("nearsim_nearest('numbers', 0, 0)", "22023"),
