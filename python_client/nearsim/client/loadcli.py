@@ -166,8 +166,9 @@ def _summary_line(summary: LoadSummary) -> str:
     "records",
     default="auto",
     show_default=True,
-    type=click.Choice(["auto", "files", "jsonl", "csv"]),
-    help="auto: *.jsonl/*.ndjson and *.csv/*.tsv hold one document per record.",
+    type=click.Choice(["auto", "files", "jsonl", "csv", "parquet"]),
+    help="auto: *.jsonl/*.ndjson, *.csv/*.tsv and *.parquet hold one document per record"
+    " (Parquet needs pyarrow: nearsim[spark]).",
 )
 @click.option(
     "--id-field",
@@ -285,7 +286,7 @@ def load_command(
                                " --key-column, --text-column and --column load into a table"
                                " of your own that exists")  # fmt: skip
     formats: dict[str, RecordFormat] = {"auto": "auto", "files": "none", "jsonl": "jsonl",
-                                        "csv": "csv"}  # fmt: skip
+                                        "csv": "csv", "parquet": "parquet"}  # fmt: skip
     record_format = formats[records]
     source_options = SourceOptions(
         include=include, exclude=exclude, hidden=hidden, records=record_format,

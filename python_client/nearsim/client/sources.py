@@ -17,10 +17,12 @@ Rules:
 - A file's key is its absolute path (without resolving symbolic links); the
   same key is produced once.  A name that is not UTF-8 keeps its bytes,
   percent-encoded (:func:`storable`).
-- ``*.jsonl``/``*.ndjson`` and ``*.csv``/``*.tsv`` files hold one document
-  per record (``records="auto"``), with the key in ``id_field`` (the source
-  ``file:line`` when missing) and the text in ``text_field``; the values of
-  ``fields`` come along for the table's other columns.
+- ``*.jsonl``/``*.ndjson``, ``*.csv``/``*.tsv`` and ``*.parquet`` files
+  hold one document per record (``records="auto"``), with the key in
+  ``id_field`` (the source ``file:line`` -- ``file:row`` for Parquet -- when
+  missing) and the text in ``text_field``; the values of ``fields`` come
+  along for the table's other columns.  Parquet needs pyarrow (the
+  ``spark`` extra installs it).
 - A document's source is its file, or ``file:line`` for a record; the file it
   comes from (:func:`origin`) decides whether a stored key is its own.
 - A :class:`BytesRead` given to :func:`iter_inputs` counts the bytes of record
@@ -32,21 +34,27 @@ from __future__ import annotations
 
 import codecs
 import csv
+import datetime
+import decimal
 import errno
 import json
 import os
 import re
 import stat
+import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import IO, Any, Literal, NamedTuple
 
 from .extract import InputError, input_error
+from .output import one_line
 
-RecordFormat = Literal["auto", "jsonl", "csv", "none"]
+RecordFormat = Literal["auto", "jsonl", "csv", "parquet", "none"]
 JSONL_SUFFIXES = (".jsonl", ".ndjson")
 CSV_SUFFIXES = (".csv", ".tsv")
+PARQUET_SUFFIXES = (".parquet",)
+PARQUET_BATCH_ROWS = 1024  # rows read from a Parquet file at a time
 
 
 # Inputs are tuples: they go to worker processes by the thousand, and tuples
@@ -222,6 +230,8 @@ class _Walker:
             return "jsonl"
         if lower.endswith(CSV_SUFFIXES):
             return "csv"
+        if lower.endswith(PARQUET_SUFFIXES):
+            return "parquet"
         return "none"
 
     def _directory(
@@ -276,6 +286,8 @@ def _records(
     try:
         if record_format == "jsonl":
             yield from _jsonl_records(path, options, read)
+        elif record_format == "parquet":
+            yield from _parquet_records(path, options, read, size)
         else:
             yield from _csv_records(path, options, read)
     except OSError as error:
@@ -332,6 +344,9 @@ def _field_text(value: Any) -> str | None:
     """
     if value is None or isinstance(value, str):
         return None if value is None else storable(value)
+    if isinstance(value, (datetime.date, datetime.time, datetime.timedelta, decimal.Decimal,
+                          uuid.UUID)):  # Parquet's types, in the form PostgreSQL reads
+        return str(value)
     return storable(json.dumps(value, ensure_ascii=False))
 
 
@@ -355,6 +370,36 @@ def _jsonl_records(path: str, options: SourceOptions, read: BytesRead) -> Iterat
                               f"column {error.colno}")  # fmt: skip
                 continue
             yield _record(path, number, fields, options)
+
+
+def _parquet_records(
+    path: str, options: SourceOptions, read: BytesRead, size: int
+) -> Iterator[Input]:
+    """The rows of a Parquet file (such as Spark writes) as records, ``file:row`` their source.
+
+    A file that is not Parquet, or that pyarrow cannot read, is one failure.
+    """
+    try:
+        import pyarrow.parquet as parquet  # optional: nearsim[spark]
+    except ImportError:
+        yield Failure(path, "invalid-record", "reading Parquet needs pyarrow:"
+                      " pip install 'nearsim[spark]'")  # fmt: skip
+        return
+    try:
+        file = parquet.ParquetFile(path)
+        rows = max(1, file.metadata.num_rows)
+        number = 0
+        for batch in file.iter_batches(batch_size=PARQUET_BATCH_ROWS):
+            for fields in batch.to_pylist():
+                number += 1
+                yield _record(path, number, fields, options)
+            read.total += size * batch.num_rows // rows
+    except OSError as error:
+        if error.errno is not None:
+            raise  # the file itself (gone, unreadable): reported as for any file
+        yield Failure(path, "invalid-record", f"not a readable Parquet file: {one_line(error)}")
+    except ValueError as error:  # pyarrow's ArrowInvalid
+        yield Failure(path, "invalid-record", f"not a readable Parquet file: {one_line(error)}")
 
 
 class _UndecodableLine(Exception):
