@@ -644,6 +644,7 @@ DECLARE
 	entry @extschema@.nearsim_tables;
 	buckets pg_catalog.regclass;
 	radius integer := 0;
+	nearby pg_catalog.tid[];
 BEGIN
 	IF n OPERATOR(pg_catalog.<) 1 THEN
 		RAISE EXCEPTION 'n must be positive, not %', n USING ERRCODE = '22023';
@@ -660,10 +661,14 @@ BEGIN
 	IF NOT FOUND THEN
 		RAISE EXCEPTION 'table % is not enabled for nearsim', tbl USING ERRCODE = '55000';
 	END IF;
+	IF query IS NULL THEN
+		RETURN;  -- a text without words: nothing is near it
+	END IF;
 	buckets := pg_catalog.format('%I.%I', entry.object_schema, entry.bucket_table)::pg_catalog.regclass;
-	WHILE radius OPERATOR(pg_catalog.<) max_distance
-		AND pg_catalog.cardinality(@extschema@.nearsim_search(buckets, 'si', query, radius))
-			OPERATOR(pg_catalog.<) n LOOP
+	LOOP
+		nearby := @extschema@.nearsim_search(buckets, 'si', query, radius);
+		EXIT WHEN radius OPERATOR(pg_catalog.>=) max_distance
+			OR pg_catalog.cardinality(nearby) OPERATOR(pg_catalog.>=) n;
 		radius := LEAST(max_distance, GREATEST(1, radius OPERATOR(pg_catalog.*) 2));
 	END LOOP;
 	-- the documents' own fingerprints decide; ties in key order, as
@@ -675,7 +680,7 @@ BEGIN
 		' AND @extschema@.hamming(d.%2$I, $1) OPERATOR(pg_catalog.<=) $3'
 		' ORDER BY 2, d.%1$I LIMIT $4',
 		entry.key_column, entry.hash_column, tbl, buckets)
-		USING query, @extschema@.nearsim_search(buckets, 'si', query, radius), radius, n;
+		USING query, nearby, radius, n;
 END
 $plpgsql$;
 

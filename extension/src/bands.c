@@ -50,8 +50,8 @@ band_value(uint64 fingerprint, int32 bands, int32 band)
 }
 
 /* Radius to probe in band `band` for a search within max_distance bits; -1: none */
-static int
-band_radius(int32 max_distance, int32 bands, int32 band)
+int
+nearsim_band_radius(int32 max_distance, int32 bands, int32 band)
 {
 	int			radius = max_distance / bands;
 
@@ -59,8 +59,8 @@ band_radius(int32 max_distance, int32 bands, int32 band)
 }
 
 /* Number of values within `radius` bits of a value of `width` bits */
-static int64
-probe_count(int width, int radius)
+int64
+nearsim_ball_size(int width, int radius)
 {
 	int64		total = 0;
 	int64		choose = 1;
@@ -121,8 +121,8 @@ nearsim_band_probes(PG_FUNCTION_ARGS)
 				 errmsg("maximum distance must be between 0 and 64, not %d", max_distance)));
 
 	width = band_width(bands, band);
-	radius = band_radius(max_distance, bands, band);
-	count = radius < 0 ? 0 : probe_count(width, radius);
+	radius = nearsim_band_radius(max_distance, bands, band);
+	count = radius < 0 ? 0 : nearsim_ball_size(width, radius);
 	if (count > MAX_PROBES)
 		ereport(ERROR,
 				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),

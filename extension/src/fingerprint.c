@@ -184,13 +184,6 @@ read_le32(const char *p)
 	return value;
 }
 
-/* value rotated left by bits (0 < bits < 64) */
-static inline uint64
-rotate_left(uint64 value, int bits)
-{
-	return (value << bits) | (value >> (64 - bits));
-}
-
 /* xxh64's primes */
 #define PRIME64_1 UINT64CONST(0x9E3779B185EBCA87)
 #define PRIME64_2 UINT64CONST(0xC2B2AE3D27D4EB4F)
@@ -218,8 +211,8 @@ static const uint64 byte_times_prime5[256] = {
 static inline uint64
 xxh64_eight(uint64 hash, const char *p)
 {
-	hash ^= rotate_left(read_le64(p) * PRIME64_2, 31) * PRIME64_1;
-	return rotate_left(hash, 27) * PRIME64_1 + PRIME64_4;
+	hash ^= nearsim_rotate_left(read_le64(p) * PRIME64_2, 31) * PRIME64_1;
+	return nearsim_rotate_left(hash, 27) * PRIME64_1 + PRIME64_4;
 }
 
 /* The state after taking in the 4 bytes at p */
@@ -227,7 +220,7 @@ static inline uint64
 xxh64_four(uint64 hash, const char *p)
 {
 	hash ^= read_le32(p) * PRIME64_1;
-	return rotate_left(hash, 23) * PRIME64_2 + PRIME64_3;
+	return nearsim_rotate_left(hash, 23) * PRIME64_2 + PRIME64_3;
 }
 
 /* The state after taking in one byte */
@@ -235,7 +228,7 @@ static inline uint64
 xxh64_one(uint64 hash, char byte)
 {
 	hash ^= byte_times_prime5[(unsigned char) byte];
-	return rotate_left(hash, 11) * PRIME64_1;
+	return nearsim_rotate_left(hash, 11) * PRIME64_1;
 }
 
 /* The hash of the final state */

@@ -33,6 +33,17 @@
 #define MIN_BANDS 3
 #define MAX_BANDS 16
 
+/* value rotated left by bits (0 <= bits < 64) */
+static inline uint64
+nearsim_rotate_left(uint64 value, int bits)
+{
+	return bits == 0 ? value : (value << bits) | (value >> (FINGERPRINT_BITS - bits));
+}
+
+/* bands.c: multi-index hashing, shared by the band and the rotation indexes */
+extern int	nearsim_band_radius(int32 max_distance, int32 bands, int32 band);
+extern int64 nearsim_ball_size(int width, int radius);
+
 /* registry.c: the registry, schema-qualified and quoted (call inside SPI) */
 extern char *nearsim_registry_name(void);
 

@@ -50,19 +50,12 @@
 #define PROBE_COST 40.0
 #define KEYS_PER_INDEX_PAGE 280.0	/* 8 kB leaf pages about 70% full of 20-byte keys */
 
-/* x rotated left by shift bits */
-static inline uint64
-rotate_left(uint64 x, int shift)
-{
-	return shift == 0 ? x : (x << shift) | (x >> (FINGERPRINT_BITS - shift));
-}
-
 /* The index key of a fingerprint for the band starting at bit shift */
 static inline int64
 rotation_key(uint64 fingerprint, int shift)
 {
 	/* flipping the sign bit makes signed order the order of the bits */
-	return (int64) (rotate_left(fingerprint, shift) ^ SIGN_BIT);
+	return (int64) (nearsim_rotate_left(fingerprint, shift) ^ SIGN_BIT);
 }
 
 /* The fingerprint of an index key */
@@ -71,7 +64,7 @@ fingerprint_of_key(int64 key, int shift)
 {
 	uint64		rotated = ((uint64) key) ^ SIGN_BIT;
 
-	return shift == 0 ? rotated : rotate_left(rotated, FINGERPRINT_BITS - shift);
+	return nearsim_rotate_left(rotated, (FINGERPRINT_BITS - shift) % FINGERPRINT_BITS);
 }
 
 PG_FUNCTION_INFO_V1(nearsim_rotate);
@@ -188,24 +181,9 @@ find_bands(Relation table, AttrNumber attnum, Oid rotate, int32 max_distance, Ba
 		bands[i].width = (i + 1 < count ? bands[i + 1].shift : FINGERPRINT_BITS) - bands[i].shift;
 	qsort(bands, count, sizeof(Band), compare_bands);
 	for (int i = 0; i < count; i++)
-		bands[i].radius = max_distance / count - (i <= max_distance % count ? 0 : 1);
+		bands[i].radius = nearsim_band_radius(max_distance, count, i);
 	*found = bands;
 	return count;
-}
-
-/* Number of values within radius bits of a value of width bits */
-static double
-ball_size(int width, int radius)
-{
-	double		total = 0;
-	double		choose = 1;
-
-	for (int i = 0; i <= radius && i <= width; i++)
-	{
-		total += choose;
-		choose = choose * (width - i) / (i + 1);
-	}
-	return total;
 }
 
 /*
@@ -222,7 +200,7 @@ probe_width(const Band *band, double keys)
 
 	for (int bits = 0; bits <= band->width; bits++)
 	{
-		double		ranges = ball_size(bits, band->radius);
+		double		ranges = (double) nearsim_ball_size(bits, band->radius);
 		double		cost = ranges * PROBE_COST + ranges * keys / ldexp(1.0, bits);
 
 		if (ranges > MAX_ROTATION_PROBES && best_cost >= 0)
@@ -284,7 +262,7 @@ search_band(Relation table, const Band *band, uint64 query, int32 max_distance, 
 	double		keys = RelationGetNumberOfBlocks(index) * KEYS_PER_INDEX_PAGE;
 	int			bits = probe_width(band, keys);
 	/* the query's first bits of the band, and the keys that follow a prefix of them */
-	uint64		prefix = bits == 0 ? 0 : rotate_left(query, band->shift) >> (FINGERPRINT_BITS - bits);
+	uint64		prefix = bits == 0 ? 0 : nearsim_rotate_left(query, band->shift) >> (FINGERPRINT_BITS - bits);
 	uint64		span = bits == 0 ? ~UINT64CONST(0) : bits == FINGERPRINT_BITS ? 0 :
 		(UINT64CONST(1) << (FINGERPRINT_BITS - bits)) - 1;
 	IndexScanDesc scan = index_beginscan(table, index, GetActiveSnapshot(), 2, 0);

@@ -30,6 +30,7 @@ from .clitools import (
     Search,
     database_errors,
     database_options,
+    given,
     human_bytes,
     json_option,
     open_table,
@@ -162,7 +163,7 @@ def similar(
     if nearest is not None:
         for name, option in (("min_similarity", "-s"), ("measure", "--measure"),
                              ("by_bits", "--hamming"), ("limit", "--limit")):  # fmt: skip
-            if ctx.get_parameter_source(name) is not click.core.ParameterSource.DEFAULT:
+            if given(ctx, name):
                 raise click.UsageError(f"--nearest finds documents by bits and counts them:"
                                        f" {option} does not go with it")  # fmt: skip
         search = Search(True, BITS if max_distance is None else max_distance, 0.0, measure)

@@ -143,6 +143,11 @@ class Search:
         return f"{self.measure} >= {self.min_similarity:g}"
 
 
+def given(ctx: click.Context, name: str) -> bool:
+    """Whether the option ``name`` came from the command line, not its default."""
+    return ctx.get_parameter_source(name) is not click.core.ParameterSource.DEFAULT
+
+
 def search_of(ctx: click.Context) -> Search:
     """The search the options ask for, checked before any work.
 
@@ -150,13 +155,9 @@ def search_of(ctx: click.Context) -> Search:
     calibration needs -k, said here rather than by the server.
     """
     params = ctx.params
-
-    def given(name: str) -> bool:
-        return ctx.get_parameter_source(name) is not click.core.ParameterSource.DEFAULT
-
     if params["by_bits"]:
         for name, option in (("min_similarity", "--min-similarity"), ("measure", "--measure")):
-            if given(name):
+            if given(ctx, name):
                 raise click.UsageError(f"{option} measures the texts and --hamming does not:"
                                        " give one of them")  # fmt: skip
         distance = params["max_distance"]

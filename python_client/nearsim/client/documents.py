@@ -24,7 +24,7 @@ import psycopg.rows
 from psycopg import sql
 
 from ..core.fingerprint import PROFILE
-from ..core.profiles import canonical
+from ..core.profiles import canonical, simhash
 from ..core.registry import EXTENSION_SCHEMA_QUERY, REGISTRY, Registration
 
 DEFAULT_TABLE = "docs"
@@ -285,21 +285,12 @@ class DocumentTable:
         those within ``max_distance`` bits (``nearsim_nearest``).
         """
         registration = self.require_enabled()
-        fingerprint: sql.Composable
-        if isinstance(query, int):
-            fingerprint = sql.SQL("%s::pg_catalog.int8")
-            arguments: list[Any] = [query]
-        elif registration.profile == PROFILE:
-            fingerprint = sql.SQL("{}.simhash(%s::pg_catalog.text)").format(self.extension)
-            arguments = [query]
-        else:
-            fingerprint = sql.SQL("{}.simhash(%s::pg_catalog.text, %s::pg_catalog.text)").format(
-                self.extension)
-            arguments = [query, registration.profile]
+        # the client computes the same fingerprint as the server (one algorithm)
+        fingerprint = query if isinstance(query, int) else simhash(query, registration.profile)
         statement = sql.SQL(
-            "SELECT n.key, n.distance FROM {}.nearsim_nearest(%s::pg_catalog.regclass, {}, %s, %s)"
-            " AS n").format(self.extension, fingerprint)
-        rows = self.conn.execute(statement, [self.quoted, *arguments, n, max_distance]).fetchall()
+            "SELECT n.key, n.distance FROM {}.nearsim_nearest(%s::pg_catalog.regclass,"
+            " %s::pg_catalog.int8, %s, %s) AS n").format(self.extension)
+        rows = self.conn.execute(statement, [self.quoted, fingerprint, n, max_distance]).fetchall()
         return [Match(key, distance, None) for key, distance in rows]
 
     def similar_verified(
