@@ -2,7 +2,7 @@
 
 Three commands: ``run`` measures speed (its sections: ``throughput``, 1 and 2,
 ``simhash`` in the database and in the client; ``scan``, 3, the Hamming filter
-in a sequential scan; ``search``, 4, search latency through the bucket index
+in a sequential scan; ``search``, 4, search latency through the rotation index
 on the document sets of ``docsets``, which also reports their storage, 7;
 ``layouts``, 5, band layouts; ``allpairs``, 6, ``nearsim_pairs``;
 ``triggers``, 8, writes through the triggers; ``loading``, 9, ``nearsim-load``

@@ -5,7 +5,7 @@ document set, once each under a ``statement_timeout``, next to
 ``nearsim_clusters`` (the same pair search, one row per document).  The
 counts are checked: a text-like set has at least the pairs of its identical
 block, and small sets are compared with a brute-force count.  The baseline
-is one bucket search per document, from section 4's latencies.
+is one index search per document, from section 4's latencies.
 """
 
 from __future__ import annotations
@@ -66,14 +66,14 @@ def all_pairs(conn: Connection, sets: Sequence[DocSet], timeout: int,
     print(f"\n6. All pairs: SELECT count(*) FROM nearsim_pairs(table, k), k ="
           f" {', '.join(map(str, PAIR_RADII))}\n")
     wrap(
-        "nearsim_pairs reads every fingerprint of the bucket table and returns each pair of"
+        "nearsim_pairs reads every fingerprint of the table and returns each pair of"
         " documents within k bits once. Time: one run, client wall clock, with statement_timeout"
         f" = {timeout} s. The check: a text-like set has at least the pairs of its identical"
         " block; sets of at most 5,000 documents are compared with a brute-force count in this"
         " client. Clusters s: SELECT count(*) FROM nearsim_clusters(table, k), the same pair"
         " search returning one row per grouped document instead of one per pair, so the"
         " difference is the cost of returning the pairs as rows. The baseline is what the same"
-        " answer would cost with one bucket search per"
+        " answer would cost with one index search per"
         " document: documents x the generic-plan p50 of section 4 at the same k."
     )
     results: list[PairsResult] = []

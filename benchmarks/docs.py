@@ -27,7 +27,7 @@ import matplotlib.pyplot as plt
 LATENCY_FIGURE = "bench-search-latency.png"
 LOOKUP_FIGURE = "bench-lookup-latency.png"
 THROUGHPUT_FIGURE = "bench-signatures.png"
-SEARCHES = ("bucket, generic plan", "bucket, custom plan", "hamming()", "bit_count")
+SEARCHES = ("index, generic plan", "index, custom plan", "hamming()", "bit_count")
 
 
 def table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
@@ -114,7 +114,7 @@ def search_section(run: dict[str, Any]) -> str:
                      *(f"{s['p50_ms'][n]:.3f}" for n in SEARCHES),
                      f"{s['p50_ms']['hamming()'] / s['p50_ms'][SEARCHES[0]]:.1f}x"])
     return table(["set", "k", "rows found (mean)", *(f"{n} p50 ms" for n in SEARCHES),
-                  "scan / bucket"], rows)
+                  "scan / index"], rows)
 
 
 def peers_section(run: dict[str, Any]) -> str:
@@ -197,7 +197,7 @@ nearsim {run["nearsim"]}, PostgreSQL {run["postgresql"]}, Python {run["python"]}
 
 ![signature throughput]({THROUGHPUT_FIGURE})
 
-### Radius search: bucket index against scans
+### Radius search: rotation index against scans
 
 {search_section(run)}
 

@@ -11,9 +11,11 @@ so that every run measures the same data:
   flipped.
 
 ``nearsim_enable`` runs on the empty table, then the rows are copied in, so
-the triggers keep the supplied fingerprints and fill the bucket table; the
-bucket table's size is measured as the triggers left it and after
-``REINDEX`` (section 7 prints both).
+the triggers keep the supplied fingerprints and PostgreSQL fills the
+rotation indexes; their size is measured as the inserts left them and after
+``REINDEX`` (section 7 prints both), and the COPY's rate is taken for each
+million rows, so that loading into a large table can be compared with
+loading into an empty one.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from .common import BenchError, Connection, Corpus, count_rows, prewarm_table, p
 
 @dataclass(frozen=True)
 class BucketPlan:
-    """Sizes and counts of the bucket index sections (4 to 8) of one run."""
+    """Sizes and counts of the index sections (4 to 8) of one run."""
 
     sizes: tuple[int, ...]  # documents per table
     queries: int  # search queries per table
@@ -48,7 +50,7 @@ FULL_PLAN = BucketPlan((10_000, 100_000, 1_000_000), 200, 100_000, 5_000, 3, 300
 QUICK_PLAN = BucketPlan((2_000,), 6, 2_000, 100, 1, 60)
 
 TARGET_ROWS = 1_000_000  # the search, pairs and storage targets are for this many documents
-TARGET_BUCKET_BYTES = 100.0  # bucket table and its indexes, per document
+TARGET_BUCKET_BYTES = 100.0  # the rotation indexes, per document
 SEED = 20_241_122  # of the random generator: every run measures the same data
 
 UNIFORM = "uniform"
@@ -172,31 +174,35 @@ def make_queries(rng: np.random.Generator, fingerprints: Fingerprints,
 
 @dataclass(frozen=True)
 class Storage:
-    """Bytes of a bucket table: heap, primary key index, band indexes, all forks."""
+    """Bytes of a table's rotation indexes (everything nearsim's index adds), all forks."""
 
-    heap: int
-    key_index: int
-    band_indexes: int
-    total: int
+    indexes: int
+    count: int
+
+    @property
+    def total(self) -> int:
+        return self.indexes
 
     def per_doc(self, rows: int) -> float:
         return self.total / max(rows, 1)
 
 
-def bucket_storage(conn: Connection, bucket: str) -> Storage:
+ROTATION_INDEXES = ("SELECT i.indexrelid FROM pg_index i WHERE i.indrelid = %s::regclass"
+                    " AND pg_get_indexdef(i.indexrelid) LIKE '%%nearsim_rotate(%%'")
+
+
+def index_storage(conn: Connection, table: str) -> Storage:
     row = conn.execute(
-        "SELECT pg_relation_size(b),"
-        " coalesce((SELECT sum(pg_relation_size(i.indexrelid)) FROM pg_index i"
-        "  WHERE i.indrelid = b AND i.indisprimary), 0),"
-        " coalesce((SELECT sum(pg_relation_size(i.indexrelid)) FROM pg_index i"
-        "  WHERE i.indrelid = b AND NOT i.indisprimary), 0),"
-        " pg_total_relation_size(b)"
-        " FROM (SELECT %s::regclass AS b) AS t",
-        (bucket,),
-    ).fetchone()
+        "SELECT coalesce(sum(pg_total_relation_size(x.indexrelid)), 0), count(*)"
+        f" FROM ({ROTATION_INDEXES}) x", (table,)).fetchone()
     if row is None:
-        raise BenchError(f"no size for {bucket}")
-    return Storage(*(int(v) for v in row))
+        raise BenchError(f"no size for the indexes of {table}")
+    return Storage(int(row[0]), int(row[1]))
+
+
+def rotation_indexes(conn: Connection, table: str) -> list[str]:
+    return [str(r[0]) for r in conn.execute(
+        f"SELECT x.indexrelid::regclass::text FROM ({ROTATION_INDEXES}) x", (table,))]
 
 
 @dataclass
@@ -208,15 +214,21 @@ class DocSet:
     name: str  # of the table, in the scratch schema; also the prefix of its objects
     qualified: str  # schema-qualified and quoted, for ::regclass
     table: sql.Identifier
-    bucket: str  # schema-qualified and quoted
     similar: sql.Identifier
     fingerprints: Fingerprints  # of ids 1..rows, in order
     queries: Fingerprints
     described: str
     bands: int
     load_seconds: float = 0.0
-    loaded: Storage | None = None  # as the triggers left it after the COPY
+    million_seconds: tuple[float, ...] = ()  # of the COPY, for each million rows
+    loaded: Storage | None = None  # as the inserts left it after the COPY
     reindexed: Storage | None = None  # after REINDEX, as nearsim_enable builds it
+
+    def million_rate(self, million: int) -> float | None:
+        """Rows/s of the COPY through million ``million`` (0 = the first)."""
+        if not -len(self.million_seconds) <= million < len(self.million_seconds):
+            return None
+        return 1_000_000 / self.million_seconds[million]
 
     @property
     def label(self) -> str:
@@ -231,7 +243,7 @@ def check_bucket_api(conn: Connection) -> None:
     ).fetchone()
     if not row or not row[0]:
         raise BenchError(
-            "this database's nearsim extension has no bucket index (nearsim_enable,"
+            "this database's nearsim extension has no rotation index (nearsim_enable,"
             " nearsim_rebuild): it was created from an older build; recreate it with"
             " DROP EXTENSION nearsim CASCADE; CREATE EXTENSION nearsim CASCADE"
         )
@@ -244,8 +256,8 @@ def make_docset(conn: Connection, schema: str, kind: str, fingerprints: Fingerpr
     The fingerprints do not belong to the bodies, so nearsim_enable (which
     checks stored fingerprints against the text) runs on the empty table,
     with the number of bands the rule picks for the final size; its BEFORE
-    ROW trigger keeps the fingerprints the COPY supplies and its statement
-    trigger fills the buckets.
+    ROW trigger keeps the fingerprints the COPY supplies, and PostgreSQL
+    inserts them into the rotation indexes.
     """
     rows = len(fingerprints)
     name = f"{kind.replace('-', '')}_{rows}"
@@ -255,27 +267,32 @@ def make_docset(conn: Connection, schema: str, kind: str, fingerprints: Fingerpr
     conn.execute(sql.SQL("CREATE TABLE {} (id bigint PRIMARY KEY, body text, si bigint)"
                          " WITH (autovacuum_enabled = off)").format(table))
     conn.execute("SELECT nearsim_enable(%s::regclass, 'body', bands => %s)", (qualified, bands))
-    bucket = sql.Identifier(schema, f"{name}_nearsim").as_string(conn)
-    conn.execute(sql.SQL("ALTER TABLE {} SET (autovacuum_enabled = off)").format(
-        sql.SQL(bucket)))
-    docset = DocSet(kind, rows, name, qualified, table, bucket,
+    docset = DocSet(kind, rows, name, qualified, table,
                     sql.Identifier(schema, f"{name}_similar"), fingerprints, queries,
                     described, bands)
     started = time.perf_counter()
-    copy_sql = sql.SQL("COPY {} (id, body, si) FROM STDIN").format(table)
     values = fingerprints.tolist()
-    with conn.cursor() as cur, cur.copy(copy_sql) as copy:
-        for start in range(0, rows, 100_000):
-            copy.write("".join(f"{i}\tdoc {i}\t{values[i - 1]}\n"
-                               for i in range(start + 1, min(start + 100_000, rows) + 1)))
+    # One COPY per million rows (each its own transaction, as a loader's
+    # batches are), so that the rate can be read for each million.
+    millions = []
+    for million in range(0, rows, 1_000_000):
+        begun = time.perf_counter()
+        copy_sql = sql.SQL("COPY {} (id, body, si) FROM STDIN").format(table)
+        with conn.transaction(), conn.cursor() as cur, cur.copy(copy_sql) as copy:
+            for start in range(million, min(million + 1_000_000, rows), 100_000):
+                copy.write("".join(f"{i}\tdoc {i}\t{values[i - 1]}\n"
+                                   for i in range(start + 1, min(start + 100_000, rows) + 1)))
+        if million + 1_000_000 <= rows:
+            millions.append(time.perf_counter() - begun)
+    docset.million_seconds = tuple(millions)
     docset.load_seconds = time.perf_counter() - started
     conn.execute(sql.SQL("VACUUM ANALYZE {}").format(table))
-    conn.execute(sql.SQL("VACUUM ANALYZE {}").format(sql.SQL(bucket)))
-    docset.loaded = bucket_storage(conn, bucket)
-    conn.execute(sql.SQL("REINDEX TABLE {}").format(sql.SQL(bucket)))
-    docset.reindexed = bucket_storage(conn, bucket)
-    # The fingerprints are synthetic, not those of the texts: only the buckets
-    # are checked (fingerprints => false).
+    docset.loaded = index_storage(conn, qualified)
+    for index in rotation_indexes(conn, qualified):
+        conn.execute(sql.SQL("REINDEX INDEX {}").format(sql.SQL(index)))
+    docset.reindexed = index_storage(conn, qualified)
+    # The fingerprints are synthetic, not those of the texts: only the index
+    # is checked (fingerprints => false).
     row = conn.execute("SELECT ok, buckets FROM nearsim_verify(%s::regclass, false)",
                        (qualified,)).fetchone()
     if row is None or not row[0] or row[1] != rows:
@@ -289,18 +306,13 @@ def shared_buffers(conn: Connection) -> str:
 
 
 def prewarm_search(conn: Connection, schema: str, docset: DocSet) -> bool:
-    """Load what a bucket search reads into shared buffers; False without pg_prewarm.
+    """Load what a search reads into shared buffers; False without pg_prewarm.
 
-    That is the bucket table, its band indexes and the documents' primary key
-    index; of the documents themselves a search reads only the matches. The
-    scans of the documents read through a small ring of buffers and do not
-    evict them.
+    That is the rotation indexes; of the documents themselves a search reads
+    only the matches. The scans of the documents read through a small ring
+    of buffers and do not evict them.
     """
-    relations = [docset.bucket] + [str(r[0]) for r in conn.execute(
-        "SELECT indexrelid::regclass::text FROM pg_index"
-        " WHERE (indrelid = %s::regclass AND NOT indisprimary)"
-        " OR (indrelid = %s::regclass AND indisprimary)",
-        (docset.bucket, docset.qualified)).fetchall()]
+    relations = rotation_indexes(conn, docset.qualified)
     return all(prewarm_table(conn, schema, relation).startswith("pg_prewarm loaded")
                for relation in relations)
 
@@ -325,28 +337,25 @@ def load_docsets(conn: Connection, schema: str, sizes: Sequence[int], queries: i
 
 
 def bucket_storage_table(sets: Sequence[DocSet]) -> None:
-    print("\n7. Bucket storage per document, default layout\n")
+    print("\n7. Index storage per document, default layout\n")
     wrap(
-        "Bytes per document of the bucket table <prefix>_nearsim (key, si): its heap, its"
-        " primary key index, its band indexes (btree, with deduplication) and, as the total,"
-        " pg_total_relation_size (all forks). \"As loaded\": after the COPY into the enabled"
-        " table, the indexes grown by the triggers' inserts; \"built\": after REINDEX, as"
-        f" nearsim_enable builds them on a filled table. Target: <= {TARGET_BUCKET_BYTES:g}"
-        " bytes per document."
+        "Bytes per document of the rotation indexes on the documents table (btrees over"
+        " nearsim_rotate(si, band's first bit), one per band; pg_total_relation_size of"
+        " each): everything nearsim's index adds to the table. \"As loaded\": after the"
+        " COPY into the enabled table, the btrees grown by the inserts in random key order;"
+        " \"built\": after REINDEX, as nearsim_enable builds them on a filled table."
+        f" Target: <= {TARGET_BUCKET_BYTES:g} bytes per document."
     )
     rows = []
     for d in sets:
         assert d.loaded is not None and d.reindexed is not None
         per = d.rows
         rows.append([
-            d.label, str(d.bands), f"{d.loaded.heap / per:.1f}", f"{d.loaded.key_index / per:.1f}",
-            f"{d.loaded.band_indexes / per:.1f}", f"{d.loaded.per_doc(per):.1f}",
-            f"{d.reindexed.key_index / per:.1f}", f"{d.reindexed.band_indexes / per:.1f}",
+            d.label, str(d.bands), str(d.loaded.count), f"{d.loaded.per_doc(per):.1f}",
             f"{d.reindexed.per_doc(per):.1f}",
             f"{max(d.loaded.per_doc(per), d.reindexed.per_doc(per)) / TARGET_BUCKET_BYTES:.2f}",
         ])
     print()
-    print_table(["set", "bands", "heap", "key index", "band indexes", "total as loaded",
-                 "key index built", "band indexes built", "total built",
+    print_table(["set", "bands", "indexes", "as loaded", "built",
                  f"worst vs {TARGET_BUCKET_BYTES:g} B"],
-                rows, "<>>>>>>>>>")
+                rows, "<>>>>>")

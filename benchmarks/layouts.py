@@ -1,7 +1,7 @@
-"""Section 5 of the benchmarks: band layouts of the bucket index.
+"""Section 5 of the benchmarks: band layouts of the rotation index.
 
 Each uniform set is rebuilt with 3, 4, 5 and 6 bands
-(``nearsim_rebuild(tbl, bands => b)``); for each layout: the bucket
+(``nearsim_rebuild(tbl, bands => b)``); for each layout: the
 search's latency for k = 3, 6, 10 and 12 (every answer checked), storage
 per document, rebuild time, the plan, and the index probes and candidates a
 search costs among uniform fingerprints.  The band rules themselves are
@@ -21,7 +21,7 @@ import numpy as np
 from nearsim.core.bands import band_radius, band_width, default_bands
 
 from .common import Connection, ms, percentile_ms, print_table, times, wrap
-from .docsets import DocSet, Storage, bucket_storage, prewarm_search
+from .docsets import DocSet, Storage, index_storage, prewarm_search
 from .search import (
     CUSTOM,
     GENERIC,
@@ -64,13 +64,13 @@ def band_layouts(conn: Connection, schema: str, sets: Sequence[DocSet]) -> list[
     print(f"\n5. Band layouts: {', '.join(map(str, LAYOUT_BANDS))} bands on the uniform sets\n")
     wrap(
         f"For each uniform set of 4 and each layout, SELECT nearsim_rebuild(table, bands => b)"
-        " (it drops and builds the rotation indexes and the search functions), then the bucket"
+        " (it drops and builds the rotation indexes and the search functions), then the"
         f" search of 4 with the same queries for k = {', '.join(map(str, LAYOUT_RADII))}"
         " (the generic and the custom plan statements of 4, after pg_prewarm, one warm-up"
         " query each, every answer checked against numpy). Probes:"
-        " values looked up in all band indexes together; candidates: bucket rows expected to"
-        " match a probe among uniform fingerprints (what the search fetches and checks)."
-        " Storage: pg_total_relation_size of the bucket table (freshly built) per document."
+        " values looked up in all band indexes together; candidates: index entries expected to"
+        " match a probe among uniform fingerprints (what the search checks)."
+        " Storage: the rotation indexes (freshly built) per document."
         " The rule (nearsim.core.bands.default_bands) picks 3 bands at every size: the"
         " rotation indexes choose how many bits of a band to enumerate at query time."
     )
@@ -84,7 +84,7 @@ def band_layouts(conn: Connection, schema: str, sets: Sequence[DocSet]) -> list[
                          " fingerprints => false)",
                          (docset.qualified, bands))
             rebuild = time.perf_counter() - started
-            storage = bucket_storage(conn, docset.bucket)
+            storage = index_storage(conn, docset.qualified)
             prewarm_search(conn, schema, docset)
             generic, custom = {}, {}
             for k in LAYOUT_RADII:
@@ -134,7 +134,7 @@ def print_layouts(results: Sequence[LayoutResult]) -> None:
                  "fastest", "rule", "rule/fastest"],
                 rows, "<>" + ">" * len(LAYOUT_BANDS) + ">>>")
     print()
-    wrap("p50 ms of the prepared bucket search with a generic plan / with a custom plan;"
+    wrap("p50 ms of the prepared search with a generic plan / with a custom plan;"
          " fastest: the layout with the lowest p50 of each; rule/fastest compares the generic"
          " p50s. Plans at k = 6 after each rebuild (EXPLAIN ANALYZE, the second of two runs, of"
          " the first query as a prepared statement with a generic plan, then a custom one):")

@@ -10,14 +10,14 @@ with a tenth of its verses left out, so no two are alike), then, in one run:
 - **nearsim-load**: the command itself in a subprocess (``python -m
   nearsim.client.cli load DIR --create --json``): worker processes read, hash and
   fingerprint, the main process writes batches with ``COPY``, the triggers
-  fill the bucket index, ``ANALYZE`` at the end;
+  fill the rotation index, ``ANALYZE`` at the end;
 - **reload**: the same command again, where every file is unchanged;
 - **--server-side**: the database computes the fingerprints instead.
 
 Times are wall-clock, start to exit for the commands; the baseline and the
 first load are the best of two, and a CHECKPOINT precedes each timed load.  Afterwards the two
 loaded tables must hold the same fingerprints for every key, the counts must
-match the corpus, and ``nearsim_verify`` must find both bucket indexes healthy.
+match the corpus, and ``nearsim_verify`` must find both rotation indexes healthy.
 """
 
 from __future__ import annotations
@@ -158,7 +158,7 @@ def run_loader(conn: psycopg.Connection[Any], dsn: str, table: str, corpus: Corp
 
 
 def check_tables(conn: psycopg.Connection[Any], schema: str, corpus: Corpus) -> list[str]:
-    """Problems with the loaded tables: counts, fingerprints, bucket index health."""
+    """Problems with the loaded tables: counts, fingerprints, index health."""
     problems = []
     client, server = sql.Identifier(schema, "loaded_0"), sql.Identifier(schema, "server_side")
     for table in (client, server):
@@ -232,5 +232,5 @@ def bulk_load(dsn: str, conn: psycopg.Connection[Any], schema: str, chapters: Se
             print(f"   CHECK FAILED: {problem}")
     else:
         print("   Both loaded tables hold every file, the client's fingerprints equal the"
-              " server's for every key, and nearsim_verify finds both bucket indexes healthy.")
+              " server's for every key, and nearsim_verify finds both rotation indexes healthy.")
     return results, problems

@@ -11,7 +11,7 @@ On real text, in one run:
   consecutive KJV verses, drawn with a fixed seed) with both indexes; each
   query is a document with a few words replaced, asked in the way each tool
   is meant to be asked: ``<prefix>_similar(text, 6)`` (the seeds' query
-  through the bucket index, the query fingerprinted by the server),
+  through the rotation index, the query fingerprinted by the server),
   ``nearsim_similar_verified(tbl, text, 0.8)`` (the recommended query), and
   pg_trgm's ``body % text`` with ``pg_trgm.similarity_threshold = 0.8``
   through its GIN index;
@@ -98,7 +98,7 @@ TRIGRAM_INDEX = "pg_trgm GIN index (server)"
 SIMILAR = "nearsim <prefix>_similar(text, 6)"
 VERIFIED = "nearsim_similar_verified(tbl, text, 0.8)"
 TRIGRAM = f"pg_trgm body % text, threshold {TRIGRAM_THRESHOLD}"
-NEARSIM_BUILD = "nearsim_enable (fingerprints + bucket index)"
+NEARSIM_BUILD = "nearsim_enable (fingerprints + rotation index)"
 TRIGRAM_BUILD = "pg_trgm CREATE INDEX ... gin_trgm_ops"
 
 

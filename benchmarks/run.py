@@ -1,4 +1,4 @@
-"""nearsim benchmarks: fingerprint throughput, Hamming-radius scans and the bucket index.
+"""nearsim benchmarks: fingerprint throughput, Hamming-radius scans and the rotation index.
 
     .venv/bin/python -m benchmarks.run --dsn "host=... dbname=nearsim" [--quick]
 
@@ -9,13 +9,13 @@ Measures, in one run (each section is a module of this package):
    (1 and 2: throughput.py);
 3. a sequential scan of random fingerprints with the C ``hamming()`` against the
    same filter in pure SQL, ``bit_count((a # b)::bit(64))`` (scan.py);
-4. search latency through the bucket index (``<prefix>_similar``) against both
+4. search latency through the rotation index (``<prefix>_similar``) against both
    scans, on uniform and text-like fingerprints, every answer cross-checked
    (search.py, on the document sets of docsets.py);
 5. band layouts (3 to 6 bands): latency, storage and plans (layouts.py);
 6. all pairs (``nearsim_pairs``, next to ``nearsim_clusters``) (allpairs.py);
-7. bucket storage per document (docsets.py);
-8. writes through nearsim's statement-level triggers against row-level ones
+7. index storage per document (docsets.py);
+8. writes into an enabled table against a plain one
    (triggers.py);
 9. ``nearsim-load`` on a corpus of text files (105 MB; --quick: 3 MB) against a
    plain ``COPY`` of the same texts (loading.py);
@@ -148,7 +148,7 @@ def bucket_summary(searches: Sequence[SearchResult], pairs: Sequence[PairsResult
         for name, plan_kind in ((GENERIC, "generic"), (CUSTOM, "custom")):
             bucket = r.p50(name)
             rows.append(Row(
-                f"bucket search k=6, {r.docset.label}, {plan_kind} plan, p50 ms",
+                f"index search k=6, {r.docset.label}, {plan_kind} plan, p50 ms",
                 ms(bucket), f"{ms(scan)} (hamming() scan)", f"{times(scan / bucket)} faster",
                 f">= {TARGET_SEARCH_SPEEDUP:g}x at {target_n}",
                 yes_no(scan / bucket >= TARGET_SEARCH_SPEEDUP) if largest == TARGET_ROWS
@@ -173,12 +173,12 @@ def bucket_summary(searches: Sequence[SearchResult], pairs: Sequence[PairsResult
         assert d.loaded is not None and d.reindexed is not None
         loaded, built = d.loaded.per_doc(d.rows), d.reindexed.per_doc(d.rows)
         rows.append(Row(
-            f"bucket storage, {d.label}, bytes/doc as loaded",
+            f"index storage, {d.label}, bytes/doc as loaded",
             f"{loaded:.1f}", f"{built:.1f} (built)", f"{loaded / built:.2f}x",
             f"<= {TARGET_BUCKET_BYTES:g} at >= 100k",
             yes_no(max(loaded, built) <= TARGET_BUCKET_BYTES) if d.rows >= 100_000 else "-",
         ))
-    statement, row = writes[TRIGGER_KINDS[1]], writes[TRIGGER_KINDS[2]]
+    plain, enabled = writes[TRIGGER_KINDS[0]], writes[TRIGGER_KINDS[1]]
     counts = {"insert": plan.trigger_rows, "single inserts": plan.trigger_statements,
               "single updates": plan.trigger_statements, "delete": plan.trigger_rows}
     labels = {"insert": f"INSERT ... SELECT of {plan.trigger_rows:,}",
@@ -186,10 +186,10 @@ def bucket_summary(searches: Sequence[SearchResult], pairs: Sequence[PairsResult
               "delete": f"DELETE of {plan.trigger_rows:,}"}
     for operation, count in counts.items():
         rows.append(Row(
-            f"{labels[operation]}, statement triggers, rows/s",
-            f"{count / statement[operation]:,.0f}",
-            f"{count / row[operation]:,.0f} (row triggers)",
-            f"{row[operation] / statement[operation]:.2f}x", "none", "-",
+            f"{labels[operation]}, enabled table, rows/s",
+            f"{count / enabled[operation]:,.0f}",
+            f"{count / plain[operation]:,.0f} (plain table)",
+            f"{enabled[operation] / plain[operation]:.2f}x time", "none", "-",
         ))
     return rows
 
@@ -283,7 +283,7 @@ def run(dsn: str, rows: int, repeat: int, quick: bool, plan: BucketPlan,
         version = prepare_session(conn)
         check_bucket_api(conn)
         mode = "quick run" if quick else "full run"
-        print(f"nearsim benchmarks ({mode}: {rows:,} rows, best of {repeat}; bucket index with"
+        print(f"nearsim benchmarks ({mode}: {rows:,} rows, best of {repeat}; rotation index with"
               f" {', '.join(f'{n:,}' for n in plan.sizes)} documents, {plan.queries:,} queries)")
         print(f"   nearsim {nearsim.__version__}, profile {nearsim.PROFILE}; PostgreSQL {version};"
               f" Python {platform.python_version()}")
@@ -383,7 +383,7 @@ def main() -> None:
                         help=f"timed runs of each measurement, the best counts"
                         f" (default: {FULL_REPEAT})")
     parser.add_argument("--sizes", type=int, nargs="+", default=None, metavar="N",
-                        help="documents per table in the bucket index sections (default:"
+                        help="documents per table in the index sections (default:"
                         f" {' '.join(map(str, FULL_PLAN.sizes))}; --quick:"
                         f" {' '.join(map(str, QUICK_PLAN.sizes))})")
     parser.add_argument("--results", metavar="FILE",

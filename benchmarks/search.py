@@ -1,11 +1,11 @@
-"""Section 4 of the benchmarks: search latency through the bucket index against scans.
+"""Section 4 of the benchmarks: search latency through the rotation index against scans.
 
 On each document set, for k = 3, 6 and 10, four prepared statements make
-their own pass over the set's queries: the bucket search
+their own pass over the set's queries: the index search
 (``<prefix>_similar``) with a generic and with a custom plan, and the two
 sequential scans (``hamming()`` and ``bit_count``).  Every answer is
 checked against the others and against numpy in this client; a difference
-stops the run.  Then ``EXPLAIN ANALYZE`` of the bucket search at k = 6.
+stops the run.  Then ``EXPLAIN ANALYZE`` of the index search at k = 6.
 Sections 5 and 6 reuse the statements, the checks and the plans.
 """
 
@@ -46,7 +46,7 @@ from .docsets import (
 )
 
 SEARCH_RADII = (3, 6, 10)
-TARGET_SEARCH_SPEEDUP = 50.0  # bucket search against the hamming() scan, radius 6
+TARGET_SEARCH_SPEEDUP = 50.0  # index search against the hamming() scan, radius 6
 
 
 @dataclass(frozen=True)
@@ -57,8 +57,8 @@ class Search:
     plan_cache_mode: str | None = None  # None: the session's (auto)
 
 
-GENERIC = "bucket, generic plan"
-CUSTOM = "bucket, custom plan"
+GENERIC = "index, generic plan"
+CUSTOM = "index, custom plan"
 HAMMING = "hamming()"
 BIT_COUNT = "bit_count"
 
@@ -66,11 +66,11 @@ BIT_COUNT = "bit_count"
 def search_statements(docset: DocSet, k: int) -> dict[str, Search]:
     """The searches within k bits of %(q)s, each returning (id, distance)."""
     radius = sql.Literal(k)
-    bucket = "SELECT (doc).id, distance FROM {}(%(q)s::bigint, {})"
+    indexed = "SELECT (doc).id, distance FROM {}(%(q)s::bigint, {})"
     return {
-        GENERIC: Search(sql.SQL(bucket).format(docset.similar, radius), "force_generic_plan"),
+        GENERIC: Search(sql.SQL(indexed).format(docset.similar, radius), "force_generic_plan"),
         # Another text, so that it is another prepared statement.
-        CUSTOM: Search(sql.SQL(bucket + " /* custom */").format(docset.similar, radius),
+        CUSTOM: Search(sql.SQL(indexed + " /* custom */").format(docset.similar, radius),
                        "force_custom_plan"),
         HAMMING: Search(sql.SQL(
             "SELECT id, hamming(si, %(q)s::bigint) FROM {} WHERE hamming(si, %(q)s::bigint) <= {}"
@@ -161,7 +161,7 @@ def time_searches(conn: Connection, docset: DocSet, searches: dict[str, Search],
 @dataclass(frozen=True)
 class PlanCheck:
     shape: str
-    candidates: int  # bucket rows read (those the band indexes returned)
+    candidates: int  # rows fetched by tuple id (those nearsim_search returned)
     found: int
     milliseconds: float  # execution
     planning_ms: float
@@ -186,7 +186,7 @@ def plan_shape(node: dict[str, Any], names: dict[str, str]) -> str:
 
 
 def bucket_candidates(node: dict[str, Any], bucket: str) -> int:
-    """Bucket rows the search read: those the scan of the bucket table kept or filtered out."""
+    """Rows the search fetched by tuple id: those the Tid Scan kept or filtered out."""
     if node.get("Relation Name") == bucket:
         return int(node["Actual Rows"] + node.get("Rows Removed by Filter", 0)
                    + node.get("Rows Removed by Index Recheck", 0))
@@ -195,7 +195,7 @@ def bucket_candidates(node: dict[str, Any], bucket: str) -> int:
 
 def explain_search(conn: Connection, docset: DocSet, k: int, query: int,
                    mode: str) -> PlanCheck:
-    """EXPLAIN ANALYZE of the bucket search as a prepared statement with a
+    """EXPLAIN ANALYZE of the index search as a prepared statement with a
     custom (the query's value known) or generic (parameter) plan; the second of
     two runs, as the first execution of a new statement is slower."""
     conn.execute(sql.SQL(
@@ -214,9 +214,9 @@ def explain_search(conn: Connection, docset: DocSet, k: int, query: int,
     if row is None:
         raise BenchError("EXPLAIN returned no row")
     plan = row[0][0]
-    names = {docset.name: "documents", f"{docset.name}_nearsim": "buckets"}
+    names = {docset.name: "documents"}
     return PlanCheck(plan_shape(plan["Plan"], names),
-                     bucket_candidates(plan["Plan"], f"{docset.name}_nearsim"),
+                     bucket_candidates(plan["Plan"], docset.name),
                      int(plan["Plan"]["Actual Rows"]), float(plan["Execution Time"]),
                      float(plan.get("Planning Time", 0.0)))
 
@@ -248,7 +248,7 @@ def describe_sets(sets: Sequence[DocSet]) -> None:
 def search_latency(conn: Connection, schema: str, plan: BucketPlan,
                    chapters: Corpus) -> tuple[list[DocSet], list[SearchResult]]:
     queries = plan.queries
-    print(f"\n4. Search latency: bucket index against sequential scans,"
+    print(f"\n4. Search latency: rotation index against sequential scans,"
           f" {' and '.join(f'{n:,}' for n in plan.sizes)} documents, one core\n")
     sets, real = load_docsets(conn, schema, plan.sizes, queries, chapters)
     example = search_statements(sets[0], 6)
@@ -262,9 +262,10 @@ def search_latency(conn: Connection, schema: str, plan: BucketPlan,
         "Each set is a table (id bigint PRIMARY KEY, body text, si bigint) with a short body."
         " nearsim_enable runs on the empty table, as a user would (3 bands, whatever the"
         " final size: default_bands); then the rows are COPYed in, so the"
-        " triggers keep the supplied fingerprints and fill the bucket table; then VACUUM"
-        " ANALYZE and REINDEX of the bucket table (the indexes nearsim_enable builds on a"
-        f" filled table). Uniform: random 64-bit values. Text-like: real fingerprints ({real};"
+        " triggers keep the supplied fingerprints and PostgreSQL fills the rotation indexes;"
+        " then VACUUM ANALYZE, and REINDEX of the rotation indexes (as nearsim_enable builds"
+        " them on a filled table). Uniform: random 64-bit values. Text-like: real"
+        f" fingerprints ({real};"
         " computed by this client) seed clusters of exact copies and variants with 1-8 random"
         f" bits flipped, plus a block of {BOILERPLATE_ROWS:,} identical fingerprints (capped at"
         f" a tenth of the set). {queries:,} queries per set:"
@@ -272,18 +273,17 @@ def search_latency(conn: Connection, schema: str, plan: BucketPlan,
         f" bits flipped, {QUERY_RANDOM_SHARE:.0%} random values. Each statement is prepared"
         " (psycopg prepare=True) and makes its own pass over the queries after one warm-up"
         " query (run right after another search of the same query, a search finds that"
-        " query's pages in the CPU caches and takes about half the time). The bucket search"
+        " query's pages in the CPU caches and takes about half the time). The index search"
         " is two prepared statements: one with"
         " plan_cache_mode = force_generic_plan (planned once; the steady state of a prepared"
         " statement) and one with force_custom_plan (planned again for each query's value, as"
         " an unprepared query is; the default, auto, picks one of the two by estimated cost)."
-        " Every answer is checked: both bucket searches, the hamming() scan, the bit_count scan"
+        " Every answer is checked: both index searches, the hamming() scan, the bit_count scan"
         " and numpy in this client must return the same (id, distance) rows, or the run stops."
         " Time: client wall clock of execute + fetchall, including a round trip; p50 and p95"
         " over the queries. One backend, max_parallel_workers_per_gather = 0, jit = off."
-        " Before each set's timings pg_prewarm loads what a bucket search reads into shared"
-        " buffers: the bucket table, its band indexes and the documents' primary key (about"
-        " 120 MB for a million documents; shared_buffers is"
+        " Before each set's timings pg_prewarm loads what an index search reads into shared"
+        " buffers: the rotation indexes (about 90 MB for a million documents; shared_buffers is"
         f" {shared_buffers(conn)}); the scans read the documents through a small ring of"
         " buffers (from the OS cache), which evicts nothing."
     )
@@ -306,7 +306,7 @@ def search_latency(conn: Connection, schema: str, plan: BucketPlan,
     print()
     wrap(f"Client round trip (SELECT 1, median): {round_trip * 1000:.3f} ms; it is part of every"
          " latency below."
-         + ("" if prewarmed else " pg_prewarm is not available: the bucket tables were not"
+         + ("" if prewarmed else " pg_prewarm is not available: the rotation indexes were not"
             " loaded into shared buffers before the timings."))
     rows = []
     for r in results:
@@ -320,18 +320,18 @@ def search_latency(conn: Connection, schema: str, plan: BucketPlan,
         ])
     print()
     print_table(
-        ["set", "k", "rows mean", "max", "bucket generic p50 ms", "p95", "custom p50", "p95",
+        ["set", "k", "rows mean", "max", "index generic p50 ms", "p95", "custom p50", "p95",
          "hamming() scan p50", "p95", "bit_count scan p50", "p95", "hamming()/generic",
          "bit_count/generic", "hamming()/custom"],
         rows, "<>>>>>>>>>>>>>>",
     )
     print()
     wrap("Ratios are of the p50 latencies. Every query gave the same rows in all five ways."
-         " Plans of the bucket search at k = 6 for the first query of each set, right after"
+         " Plans of the index search at k = 6 for the first query of each set, right after"
          " its timings: EXPLAIN ANALYZE (the second of two runs) of a prepared statement with"
          " a generic plan and with a"
-         " custom plan (the query's value known, so the probes are constants); candidates are"
-         " the bucket rows read (those the band indexes returned):")
+         " custom plan (the query's value known); candidates are the rows fetched by tuple id"
+         " (those nearsim_search found within k bits in the rotation indexes):")
     print()
     plan_rows = []
     for docset, (generic_plan, custom_plan) in zip(sets, plans, strict=True):

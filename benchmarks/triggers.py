@@ -1,12 +1,12 @@
-"""Section 8 of the benchmarks: writes through nearsim's statement-level triggers.
+"""Section 8 of the benchmarks: writes into an enabled table against a plain one.
 
-Three tables with fingerprints supplied: a plain one; one enabled with
-``nearsim_enable``; one enabled and then with nearsim's statement triggers
-replaced by hand-written row-level ones.  On each: a bulk ``INSERT ...
+Two tables with fingerprints supplied: a plain one, and one enabled with
+``nearsim_enable`` (its fingerprint trigger keeps the supplied values,
+PostgreSQL keeps its rotation indexes).  On each: a bulk ``INSERT ...
 SELECT``, single-row inserts and updates (in a plpgsql loop, so that the
 client's round trip per statement does not drown the difference) and a bulk
-``DELETE``; ``nearsim_verify`` checks the buckets after each round.  Best
-of a few rounds, each on new tables.
+``DELETE``; ``nearsim_verify`` checks the index after each round.  Best of
+a few rounds, each on new tables.
 """
 
 from __future__ import annotations
@@ -23,55 +23,20 @@ from nearsim.core.bands import default_bands
 from .common import BenchError, Connection, best_of, print_table, times, wrap
 from .docsets import SEED, BucketPlan, random_fingerprints
 
-ROW_TRIGGER_FUNCTION = """CREATE FUNCTION {function}() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    IF TG_OP = 'INSERT' THEN
-        IF NEW.si IS NOT NULL THEN
-            INSERT INTO {bucket} AS b (key, si) VALUES (NEW.id, NEW.si)
-            ON CONFLICT (key) DO UPDATE SET si = EXCLUDED.si;
-        END IF;
-    ELSIF TG_OP = 'UPDATE' THEN
-        IF NEW.id IS DISTINCT FROM OLD.id OR NEW.si IS DISTINCT FROM OLD.si THEN
-            DELETE FROM {bucket} WHERE key = OLD.id;
-            IF NEW.si IS NOT NULL THEN
-                INSERT INTO {bucket} AS b (key, si) VALUES (NEW.id, NEW.si)
-                ON CONFLICT (key) DO UPDATE SET si = EXCLUDED.si;
-            END IF;
-        END IF;
-    ELSE
-        DELETE FROM {bucket} WHERE key = OLD.id;
-    END IF;
-    RETURN NULL;
-END
-$$"""
-
-TRIGGER_KINDS = ("plain table", "statement-level (nearsim)", "row-level (by hand)")
+TRIGGER_KINDS = ("plain table", "enabled (nearsim)")
 
 
 def trigger_table(conn: Connection, schema: str, kind: str, rows: int) -> sql.Identifier:
-    name = {"plain table": "plain", "statement-level (nearsim)": "statement",
-            "row-level (by hand)": "row"}[kind]
+    name = {"plain table": "plain", "enabled (nearsim)": "enabled"}[kind]
     table = sql.Identifier(schema, f"writes_{name}")
     conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(table))
     conn.execute(sql.SQL("CREATE TABLE {} (id bigint PRIMARY KEY, body text, si bigint)"
                          " WITH (autovacuum_enabled = off)").format(table))
-    if kind == "plain table":
-        return table
-    qualified = table.as_string(conn)
-    conn.execute("SELECT nearsim_enable(%s::regclass, 'body', bands => %s)",
-                 (qualified, default_bands(rows)))
-    bucket = sql.Identifier(schema, f"writes_{name}_nearsim")
-    conn.execute(sql.SQL("ALTER TABLE {} SET (autovacuum_enabled = off)").format(bucket))
-    if kind == "row-level (by hand)":
-        function = sql.Identifier(schema, "writes_row_buckets")
-        for trigger in ("nearsim_insert", "nearsim_update", "nearsim_delete"):
-            conn.execute(sql.SQL("DROP TRIGGER {} ON {}").format(sql.Identifier(trigger), table))
-        conn.execute(sql.SQL("DROP FUNCTION IF EXISTS {}()").format(function))
-        conn.execute(sql.SQL(ROW_TRIGGER_FUNCTION).format(function=function, bucket=bucket))
-        for event in ("INSERT", "UPDATE", "DELETE"):
-            conn.execute(sql.SQL(
-                "CREATE TRIGGER {} AFTER {} ON {} FOR EACH ROW EXECUTE FUNCTION {}()"
-            ).format(sql.Identifier(f"row_{event.lower()}"), sql.SQL(event), table, function))
+    if kind != "plain table":
+        conn.execute("SELECT nearsim_enable(%s::regclass, 'body', bands => %s)",
+                     (table.as_string(conn), default_bands(rows)))
+        # The loader's declaration: the supplied fingerprints are the profile's.
+        conn.execute("SELECT set_config('nearsim.profile', 'default/1', false)")
     return table
 
 
@@ -80,7 +45,7 @@ SINGLE_ROW_SOURCES = {"single inserts": "writes_inserts", "single updates": "wri
 
 def trigger_round(conn: Connection, schema: str, kind: str, rows: int, statements: int,
                   source: sql.Identifier) -> dict[str, float]:
-    """Seconds of each write on a fresh table of ``kind``; checks the buckets after."""
+    """Seconds of each write on a fresh table of ``kind``; checks the index after."""
     table = trigger_table(conn, schema, kind, rows)
     seconds = {}
     started = time.perf_counter()
@@ -114,15 +79,15 @@ def trigger_round(conn: Connection, schema: str, kind: str, rows: int, statement
             raise BenchError(f"{kind}: after the writes, nearsim_verify says (documents,"
                              f" buckets, missing, extra, wrong) = {row}, expected"
                              f" ({statements}, {statements}, 0, 0, 0)")
-    if kind != "plain table":
         conn.execute("SELECT nearsim_disable(%s::regclass)", (table.as_string(conn),))
+        conn.execute("SELECT set_config('nearsim.profile', '', false)")
     conn.execute(sql.SQL("DROP TABLE {}").format(table))
     return seconds
 
 
 def trigger_writes(conn: Connection, schema: str, plan: BucketPlan) -> dict[str, dict[str, float]]:
     rows, statements, repeat = plan.trigger_rows, plan.trigger_statements, plan.trigger_repeat
-    print("\n8. Writes: nearsim's statement-level triggers against row-level triggers\n")
+    print("\n8. Writes: an enabled table against a plain one\n")
     rng = np.random.default_rng(SEED + 1)
     source = sql.Identifier(schema, "writes_source")
     conn.execute(sql.SQL("CREATE TABLE {} (id bigint, body text, si bigint)").format(source))
@@ -147,22 +112,19 @@ def trigger_writes(conn: Connection, schema: str, plan: BucketPlan) -> dict[str,
         conn.execute(sql.SQL("VACUUM ANALYZE {}").format(staging))
     round_trip = statistics.median(best_of(200, lambda: conn.execute("SELECT 1").fetchone()))
     wrap(
-        "Three tables (id bigint PRIMARY KEY, body text, si bigint), fingerprints supplied by"
-        " the client: a plain table; one enabled with nearsim_enable (a BEFORE ROW trigger that"
-        " keeps a supplied fingerprint, AFTER STATEMENT triggers that update the bucket table"
-        " from the transition tables); and the same with the INSERT, UPDATE and DELETE"
-        " statement triggers replaced by AFTER ROW triggers of a plpgsql function written by"
-        " hand (INSERT ... ON CONFLICT (key) DO UPDATE; DELETE by key; on UPDATE, delete and"
-        f" insert when the key or fingerprint changed). On each, in order: INSERT ... SELECT of"
+        "Two tables (id bigint PRIMARY KEY, body text, si bigint), fingerprints supplied by"
+        " the client and declared (SET nearsim.profile, as nearsim-load does): a plain table,"
+        " and one enabled with nearsim_enable (a BEFORE ROW trigger whose WHEN clause lets"
+        " declared fingerprints through without a call, and the rotation indexes, one btree"
+        " per band, kept by PostgreSQL). On each, in order: INSERT ... SELECT of"
         f" {rows:,} rows from a staging table (one statement); {statements:,} single-row"
         f" INSERTs of new keys; {statements:,} single-row UPDATEs of the fingerprint of random"
         f" rows; DELETE of the {rows:,} first rows (one statement). The single-row statements"
-        " run in a plpgsql loop over a staging table in one DO statement: each is a statement"
-        " of its own, which fires the statement triggers once and whose plan is cached like a"
-        " prepared statement's, and a client's round trip per statement"
-        f" ({round_trip * 1000:.3f} ms here for SELECT 1) does not count. The buckets are"
-        f" checked with nearsim_verify afterwards. Best of {repeat} rounds, each on a new"
-        " table, the kinds alternating; client wall clock including the commit."
+        " run in a plpgsql loop over a staging table in one DO statement, so that a client's"
+        f" round trip per statement ({round_trip * 1000:.3f} ms here for SELECT 1) does not"
+        " count. The index is checked with nearsim_verify afterwards. Best of"
+        f" {repeat} rounds, each on a new table, the kinds alternating; client wall clock"
+        " including the commit."
     )
     best: dict[str, dict[str, float]] = {kind: {} for kind in TRIGGER_KINDS}
     for _ in range(repeat):
@@ -176,18 +138,15 @@ def trigger_writes(conn: Connection, schema: str, plan: BucketPlan) -> dict[str,
               "single inserts": f"{statements:,} single-row INSERTs",
               "single updates": f"{statements:,} single-row UPDATEs",
               "delete": f"DELETE, {rows:,} rows"}
-    plain, statement, row = (best[kind] for kind in TRIGGER_KINDS)
+    plain, enabled = (best[kind] for kind in TRIGGER_KINDS)
     table = []
     for operation, count in counts.items():
         table.append([
             labels[operation], f"{count / plain[operation]:,.0f}",
-            f"{count / statement[operation]:,.0f}", f"{count / row[operation]:,.0f}",
-            times(statement[operation] / plain[operation]),
-            times(row[operation] / plain[operation]),
-            times(row[operation] / statement[operation]),
+            f"{count / enabled[operation]:,.0f}",
+            times(enabled[operation] / plain[operation]),
         ])
     print()
-    print_table(["operation", "plain rows/s", "statement-level rows/s", "row-level rows/s",
-                 "statement/plain time", "row/plain time", "row/statement time"],
-                table, "<>>>>>>")
+    print_table(["operation", "plain rows/s", "enabled rows/s", "enabled/plain time"],
+                table, "<>>>")
     return best

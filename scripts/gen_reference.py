@@ -44,7 +44,7 @@ ERRORS: dict[str, str] = {
     "nearsim_profile": "22023 for a name this server does not compute",
     "nearsim_profiles": "none",
     "nearsim_band": "none: NULL for a number of bands outside 3..16 or a band outside the"
-                    " layout (LEAKPROOF, so that row-level security keeps the bucket indexes"
+                    " layout (LEAKPROOF, so that row-level security keeps indexes over it"
                     " usable: an error could reveal a fingerprint's bits)",
     "nearsim_band_probes": "22023 for bands outside 3..16, a band outside the layout or a"
                            " distance outside 0..64; 54000 if one band would need more than"

@@ -7,7 +7,8 @@
 
 -- The rotation index: btrees over rotated fingerprints, read with a probe
 -- width chosen at query time (src/search.c).  Tables enabled before keep
--- their band indexes until nearsim_rebuild makes rotation indexes.
+-- their bucket table until nearsim_rebuild makes rotation indexes on the
+-- table itself.
 CREATE FUNCTION nearsim_rotate(fingerprint bigint, shift integer) RETURNS bigint
 	AS 'MODULE_PATHNAME', 'nearsim_rotate'
 	LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
@@ -23,3 +24,12 @@ CREATE FUNCTION nearsim_search(tbl regclass, fingerprint_column name, query bigi
 
 COMMENT ON FUNCTION nearsim_search(regclass, name, bigint, integer) IS
 'tuple ids of the rows of tbl whose fingerprint_column is within max_distance bits of query, found through the rotation indexes of that column (exact; each row once; only rows the caller may see); for WHERE ctid = ANY(...)';
+
+-- The rotation indexes are on the documents table itself: a table enabled
+-- from now on has no bucket table and no bucket trigger function.  Tables
+-- enabled before keep theirs (and searches read them) until nearsim_rebuild.
+ALTER TABLE nearsim_tables ALTER COLUMN bucket_table DROP NOT NULL,
+	ALTER COLUMN bucket_function DROP NOT NULL;
+
+COMMENT ON TABLE nearsim_tables IS
+'tables enabled for nearsim: their columns, index layout, fingerprint profile and generated objects; bucket_table and bucket_function are NULL unless the table was enabled before 0.4.0 and not rebuilt since';

@@ -127,14 +127,14 @@ CREATE FUNCTION simhash_profile() RETURNS text
 COMMENT ON FUNCTION simhash_profile() IS
 'name and version of the fingerprint profile simhash(text) computes (the default profile); fingerprints of different profiles must not be compared';
 
--- Bands of the bucket index (C, src/bands.c)
+-- Bands of the fingerprint (C, src/bands.c)
 
 CREATE FUNCTION nearsim_band(fingerprint bigint, bands integer, band integer) RETURNS integer
 	AS 'MODULE_PATHNAME', 'nearsim_band'
 	LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
 
 COMMENT ON FUNCTION nearsim_band(bigint, integer, integer) IS
-'value of band number band (0 = most significant) when the 64 bits are cut into bands bands (3 to 16; NULL for another layout); the key of a bucket index';
+'value of band number band (0 = most significant) when the 64 bits are cut into bands bands (3 to 16; NULL for another layout); the key of the band indexes of tables enabled before 0.4.0';
 
 CREATE FUNCTION nearsim_band_probes(query bigint, max_distance integer, bands integer, band integer) RETURNS integer[]
 	AS 'MODULE_PATHNAME', 'nearsim_band_probes'
@@ -172,15 +172,15 @@ CREATE TABLE nearsim_tables (
 	bands integer NOT NULL CHECK (bands BETWEEN 3 AND 16),
 	profile text NOT NULL,
 	object_schema name NOT NULL,
-	bucket_table name NOT NULL,
+	bucket_table name,
 	fingerprint_function name NOT NULL,
-	bucket_function name NOT NULL,
+	bucket_function name,
 	similar_function name NOT NULL,
 	enabled_at timestamptz NOT NULL DEFAULT pg_catalog.now()
 );
 
 COMMENT ON TABLE nearsim_tables IS
-'tables enabled for nearsim: their columns, bucket index layout, fingerprint profile and generated objects';
+'tables enabled for nearsim: their columns, index layout, fingerprint profile and generated objects; bucket_table and bucket_function are NULL unless the table was enabled before 0.4.0 and not rebuilt since';
 
 SELECT pg_catalog.pg_extension_config_dump('nearsim_tables', '');
 
@@ -231,16 +231,18 @@ CREATE FUNCTION nearsim_link_registered() RETURNS trigger
 	AS $plpgsql$
 BEGIN
 	PERFORM @extschema@.nearsim_link(NEW.tbl,
-		ARRAY[pg_catalog.to_regclass(pg_catalog.format('%I.%I', NEW.object_schema,
-			NEW.bucket_table))],
+		ARRAY[CASE WHEN NEW.bucket_table IS NOT NULL THEN
+			pg_catalog.to_regclass(pg_catalog.format('%I.%I', NEW.object_schema,
+				NEW.bucket_table)) END]::pg_catalog.regclass[],
 		ARRAY[pg_catalog.to_regprocedure(pg_catalog.format('%I.%I(pg_catalog.text, pg_catalog.int4)',
 				NEW.object_schema, NEW.similar_function)),
 			pg_catalog.to_regprocedure(pg_catalog.format('%I.%I(pg_catalog.int8, pg_catalog.int4)',
 				NEW.object_schema, NEW.similar_function)),
 			pg_catalog.to_regprocedure(pg_catalog.format('%I.%I()', NEW.object_schema,
 				NEW.fingerprint_function)),
-			pg_catalog.to_regprocedure(pg_catalog.format('%I.%I()', NEW.object_schema,
-				NEW.bucket_function))]);
+			CASE WHEN NEW.bucket_function IS NOT NULL THEN
+				pg_catalog.to_regprocedure(pg_catalog.format('%I.%I()', NEW.object_schema,
+					NEW.bucket_function)) END]::pg_catalog.regprocedure[]);
 	RETURN NULL;
 END
 $plpgsql$;
@@ -279,7 +281,7 @@ CREATE FUNCTION nearsim_enable(tbl regclass, text_column name, hash_column name 
 	LANGUAGE C;
 
 COMMENT ON FUNCTION nearsim_enable(regclass, name, name, integer, name, integer, text) IS
-'fingerprint text_column of tbl into hash_column (added if missing) with the feature profile, build its bucket index <prefix>_nearsim, install the triggers and the search function <prefix>_similar(query, max_distance)';
+'fingerprint text_column of tbl into hash_column (added if missing) with the feature profile, index it with one rotation index per band (btrees over nearsim_rotate(hash_column, band''s first bit)), install the fingerprint triggers and the search function <prefix>_similar(query, max_distance)';
 
 CREATE FUNCTION nearsim_disable_python(tbl regclass) RETURNS void
 	LANGUAGE plpython3u
@@ -299,7 +301,7 @@ CREATE FUNCTION nearsim_disable(tbl regclass) RETURNS void
 	LANGUAGE C;
 
 COMMENT ON FUNCTION nearsim_disable(regclass) IS
-'remove the bucket index, triggers and search functions of tbl; its documents and fingerprint column stay';
+'remove the rotation indexes, triggers and search functions of tbl; its documents and fingerprint column stay';
 
 CREATE FUNCTION nearsim_verify_python(tbl regclass, fingerprints boolean DEFAULT NULL,
 		OUT ok boolean, OUT documents bigint, OUT fingerprinted bigint, OUT buckets bigint,
@@ -327,7 +329,7 @@ CREATE FUNCTION nearsim_verify(tbl regclass, fingerprints boolean DEFAULT NULL,
 	LANGUAGE C STABLE;
 
 COMMENT ON FUNCTION nearsim_verify(regclass, boolean) IS
-'drift between the documents of tbl and its buckets (missing, extra, wrong rows), trigger, index and profile health, and stored fingerprints that differ from simhash(text) (stale): among about 1,000 sampled rows by default, every row with fingerprints => true, none with false; for the owner of tbl';
+'health of tbl: its rotation indexes (buckets counts the documents they hold; missing, extra and wrong count drift against a bucket table kept from before 0.4.0), triggers and profile, and stored fingerprints that differ from simhash(text) (stale): among about 1,000 sampled rows by default, every row with fingerprints => true, none with false; for the owner of tbl';
 
 CREATE FUNCTION nearsim_rebuild_python(tbl regclass, bands integer DEFAULT NULL,
 		fingerprints boolean DEFAULT NULL, batch_size integer DEFAULT 10000,
@@ -353,7 +355,7 @@ CREATE FUNCTION nearsim_rebuild(tbl regclass, bands integer DEFAULT NULL,
 	LANGUAGE C;
 
 COMMENT ON FUNCTION nearsim_rebuild(regclass, integer, boolean, integer, text) IS
-'repair the buckets of tbl from its documents, recreate its triggers and functions, optionally change the number of bands or switch to another feature profile; fingerprints are recomputed when a sample of about 1,000 rows finds stale ones (default), always (true) or never (false)';
+'re-create the rotation indexes of tbl (replacing a bucket table kept from before 0.4.0), its triggers and functions, optionally change the number of bands or switch to another feature profile; fingerprints are recomputed when a sample of about 1,000 rows finds stale ones (default), always (true) or never (false); removed counts the rows of the dropped bucket table, added the documents of re-created indexes';
 
 CREATE FUNCTION nearsim_check_profile_python(tbl regclass, profile text) RETURNS boolean
 	LANGUAGE plpython3u IMMUTABLE STRICT PARALLEL SAFE
@@ -531,7 +533,7 @@ CREATE FUNCTION nearsim_similar_verified(tbl regclass, query text,
 	LANGUAGE C STABLE;
 
 COMMENT ON FUNCTION nearsim_similar_verified(regclass, text, double precision, text, integer) IS
-'documents of tbl whose exact similarity to query (measure s_r, s_l, s_j, containment, information_s_l or information_s_j) is at least min_similarity, most similar first; candidates come from the bucket index within max_distance bits, by default the calibrated radius for min_similarity (nearsim_radius); short marks pairs where a text has fewer than 10 shingles';
+'documents of tbl whose exact similarity to query (measure s_r, s_l, s_j, containment, information_s_l or information_s_j) is at least min_similarity, most similar first; candidates come from the rotation index within max_distance bits, by default the calibrated radius for min_similarity (nearsim_radius); short marks pairs where a text has fewer than 10 shingles';
 
 CREATE FUNCTION nearsim_pairs_verified_python(tbl regclass, min_similarity double precision DEFAULT 0.8,
 		measure text DEFAULT 's_r', max_distance integer DEFAULT NULL)
@@ -632,8 +634,10 @@ COMMENT ON FUNCTION nearsim_clusters(regclass, integer, text, integer) IS
 'groups of near-duplicates of tbl with at least min_size members: method components (pairs chained) or pivot (each member within max_distance of the pivot); cluster is the smallest key of the group';
 
 -- The n nearest documents, exactly: the radius widens (0, 1, 2, 4, ...)
--- until the bucket index holds at least n documents within it; every
--- document nearer than the n-th is then among them, ties included.
+-- until the rotation index holds at least n documents within it; every
+-- document nearer than the n-th is then among them, ties included.  A
+-- table enabled before 0.4.0 and not rebuilt since is searched through its
+-- bucket table.
 CREATE FUNCTION nearsim_nearest(tbl regclass, query bigint, n integer,
 		max_distance integer DEFAULT 64)
 	RETURNS TABLE (key text, distance integer)
@@ -642,7 +646,8 @@ CREATE FUNCTION nearsim_nearest(tbl regclass, query bigint, n integer,
 	AS $plpgsql$
 DECLARE
 	entry @extschema@.nearsim_tables;
-	buckets pg_catalog.regclass;
+	indexed pg_catalog.regclass;
+	column_name pg_catalog.name;
 	radius integer := 0;
 	nearby pg_catalog.tid[];
 BEGIN
@@ -664,30 +669,46 @@ BEGIN
 	IF query IS NULL THEN
 		RETURN;  -- a text without words: nothing is near it
 	END IF;
-	buckets := pg_catalog.format('%I.%I', entry.object_schema, entry.bucket_table)::pg_catalog.regclass;
+	IF entry.bucket_table IS NULL THEN
+		indexed := tbl;
+		column_name := entry.hash_column;
+	ELSE
+		indexed := pg_catalog.format('%I.%I', entry.object_schema, entry.bucket_table)::pg_catalog.regclass;
+		column_name := 'si';
+	END IF;
 	LOOP
-		nearby := @extschema@.nearsim_search(buckets, 'si', query, radius);
+		nearby := @extschema@.nearsim_search(indexed, column_name, query, radius);
 		EXIT WHEN radius OPERATOR(pg_catalog.>=) max_distance
 			OR pg_catalog.cardinality(nearby) OPERATOR(pg_catalog.>=) n;
 		radius := LEAST(max_distance, GREATEST(1, radius OPERATOR(pg_catalog.*) 2));
 	END LOOP;
 	-- the documents' own fingerprints decide; ties in key order, as
 	-- ORDER BY hamming(si, query), key LIMIT n
-	RETURN QUERY EXECUTE pg_catalog.format(
-		'SELECT d.%1$I::pg_catalog.text, @extschema@.hamming(d.%2$I, $1) FROM %3$s AS d'
-		' WHERE d.%1$I OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT b.key FROM %4$s AS b'
-		'   WHERE b.ctid OPERATOR(pg_catalog.=) ANY ($2)))'
-		' AND @extschema@.hamming(d.%2$I, $1) OPERATOR(pg_catalog.<=) $3'
-		' ORDER BY 2, d.%1$I LIMIT $4',
-		entry.key_column, entry.hash_column, tbl, buckets)
-		USING query, nearby, radius, n;
+	IF entry.bucket_table IS NULL THEN
+		RETURN QUERY EXECUTE pg_catalog.format(
+			'SELECT d.%1$I::pg_catalog.text, @extschema@.hamming(d.%2$I, $1) FROM %3$s AS d'
+			' WHERE d.ctid OPERATOR(pg_catalog.=) ANY ($2)'
+			' AND @extschema@.hamming(d.%2$I, $1) OPERATOR(pg_catalog.<=) $3'
+			' ORDER BY 2, d.%1$I LIMIT $4',
+			entry.key_column, entry.hash_column, tbl)
+			USING query, nearby, radius, n;
+	ELSE
+		RETURN QUERY EXECUTE pg_catalog.format(
+			'SELECT d.%1$I::pg_catalog.text, @extschema@.hamming(d.%2$I, $1) FROM %3$s AS d'
+			' WHERE d.%1$I OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT b.key FROM %4$s AS b'
+			'   WHERE b.ctid OPERATOR(pg_catalog.=) ANY ($2)))'
+			' AND @extschema@.hamming(d.%2$I, $1) OPERATOR(pg_catalog.<=) $3'
+			' ORDER BY 2, d.%1$I LIMIT $4',
+			entry.key_column, entry.hash_column, tbl, indexed)
+			USING query, nearby, radius, n;
+	END IF;
 END
 $plpgsql$;
 
 COMMENT ON FUNCTION nearsim_nearest(regclass, bigint, integer, integer) IS
-'the n documents of tbl nearest to the fingerprint query (key as text, distance), exactly those of ORDER BY hamming(si, query), key LIMIT n among the documents within max_distance bits, through the bucket index';
+'the n documents of tbl nearest to the fingerprint query (key as text, distance), exactly those of ORDER BY hamming(si, query), key LIMIT n among the documents within max_distance bits, through the rotation index';
 
--- Dropping an enabled table (DROP TABLE ... CASCADE) drops its bucket table
+-- Dropping an enabled table (DROP TABLE ... CASCADE) drops its indexes
 -- and functions through their dependencies on it (nearsim_link); this
 -- trigger forgets the table.  Nothing is dropped by name.  @extschema@ is
 -- the extension's schema, quoted, filled in when the script runs.
@@ -741,7 +762,8 @@ BEGIN
 		CROSS JOIN LATERAL (
 			SELECT 'pg_catalog.pg_class'::pg_catalog.regclass::pg_catalog.oid AS classid, x.oid AS objid, x.relowner AS owner
 			FROM pg_catalog.pg_class x
-			WHERE x.oid OPERATOR(pg_catalog.=) pg_catalog.to_regclass(pg_catalog.format('%I.%I', r.object_schema, r.bucket_table))::pg_catalog.oid
+			WHERE r.bucket_table IS NOT NULL
+				AND x.oid OPERATOR(pg_catalog.=) pg_catalog.to_regclass(pg_catalog.format('%I.%I', r.object_schema, r.bucket_table))::pg_catalog.oid
 			UNION ALL
 			SELECT 'pg_catalog.pg_proc'::pg_catalog.regclass::pg_catalog.oid, p.oid, p.proowner
 			FROM pg_catalog.pg_proc p
@@ -761,7 +783,7 @@ END
 $plpgsql$;
 
 COMMENT ON FUNCTION nearsim_follow_owner() IS
-'event trigger: after ALTER TABLE ... OWNER TO of an enabled table, give its bucket table and functions to the new owner';
+'event trigger: after ALTER TABLE ... OWNER TO of an enabled table, give its functions (and a bucket table kept from before 0.4.0) to the new owner';
 
 CREATE EVENT TRIGGER nearsim_follow_owner ON ddl_command_end
 	WHEN TAG IN ('ALTER TABLE')
@@ -785,7 +807,7 @@ CREATE EVENT TRIGGER nearsim_guard_alter_table ON ddl_command_start
 
 -- Dropping the extension while tables are enabled (C, src/drop.c): a plain
 -- DROP EXTENSION is refused with the list of tables; DROP EXTENSION ...
--- CASCADE disables each table first, so no trigger or bucket table is left
+-- CASCADE disables each table first, so no trigger or index is left
 -- behind that would call the missing functions.
 
 CREATE FUNCTION nearsim_drop_extension() RETURNS event_trigger
@@ -794,7 +816,7 @@ CREATE FUNCTION nearsim_drop_extension() RETURNS event_trigger
 	SET search_path = pg_catalog, pg_temp;
 
 COMMENT ON FUNCTION nearsim_drop_extension() IS
-'event trigger: DROP EXTENSION nearsim is refused while tables are enabled; with CASCADE their triggers, bucket tables and search functions are removed first';
+'event trigger: DROP EXTENSION nearsim is refused while tables are enabled; with CASCADE their triggers, rotation indexes and search functions are removed first';
 
 CREATE EVENT TRIGGER nearsim_drop_extension ON ddl_command_start
 	WHEN TAG IN ('DROP EXTENSION')

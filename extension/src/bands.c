@@ -75,10 +75,11 @@ nearsim_ball_size(int width, int radius)
 
 PG_FUNCTION_INFO_V1(nearsim_band);
 /*
- * Value of one band of a fingerprint: the key of that band's bucket index.
- * NULL for a layout that does not exist, never an error: the function is
- * LEAKPROOF, so that bucket tables protected by row-level security can still
- * use their indexes, and an error could reveal a fingerprint's bits.
+ * Value of one band of a fingerprint: the key of that band's index in the
+ * bucket tables of tables enabled before 0.4.0.  NULL for a layout that does
+ * not exist, never an error: the function is LEAKPROOF, so that a table
+ * protected by row-level security can still use an index over it, and an
+ * error could reveal a fingerprint's bits.
  */
 Datum
 nearsim_band(PG_FUNCTION_ARGS)

@@ -14,7 +14,7 @@
 
 /*
  * DROP EXTENSION nearsim while tables are enabled.  Each enabled table has
- * triggers, a bucket table and search functions that call the extension's
+ * triggers, rotation indexes and search functions that call the extension's
  * functions, and PostgreSQL does not record most of those uses: without this
  * check the extension would go and leave triggers behind that fail on every
  * write.  So a plain DROP EXTENSION is refused with the list of enabled
@@ -95,7 +95,7 @@ nearsim_drop_extension(PG_FUNCTION_ARGS)
 							   "cannot drop extension nearsim because %d tables are enabled for it",
 							   (unsigned long) count, (int) count),
 				 errdetail("Enabled: %s.", tables.data),
-				 errhint("Run SELECT nearsim_disable(table) for each, or DROP EXTENSION nearsim CASCADE to remove their triggers, bucket tables and search functions with it; the documents and their fingerprint columns stay.")));
+				 errhint("Run SELECT nearsim_disable(table) for each, or DROP EXTENSION nearsim CASCADE to remove their triggers, rotation indexes and search functions with it; the documents and their fingerprint columns stay.")));
 	}
 	if (count > 0)
 	{

@@ -29,7 +29,7 @@
 /* Bits in a fingerprint: an unsigned 64-bit value kept in a signed bigint */
 #define FINGERPRINT_BITS 64
 
-/* Layouts of the bucket index: bands of at most 22 bits fit an integer */
+/* Layouts of the rotation index: bands of at most 22 bits fit an integer */
 #define MIN_BANDS 3
 #define MAX_BANDS 16
 

@@ -159,8 +159,8 @@ link_object(Oid classid, Oid objid, Oid relid, Oid table_owner, Oid table_schema
 
 PG_FUNCTION_INFO_V1(nearsim_link);
 /*
- * Record that nearsim's objects for a table (its bucket table, its trigger
- * and search functions) depend on the table, so that dropping the table
+ * Record that nearsim's objects for a table (its trigger and search
+ * functions; a bucket table made before 0.4.0) depend on the table, so that dropping the table
  * drops them through PostgreSQL's dependencies, never by name.  Each object
  * must be in the table's schema and belong to the table's owner, and the
  * caller must have the owner's privileges.

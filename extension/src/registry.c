@@ -39,7 +39,7 @@ nearsim_registry_name(void)
 
 /* Run a fixed statement on the registry with the rights of a superuser */
 static void
-write_registry(const char *statement, int nargs, Oid *types, Datum *values)
+write_registry(const char *statement, int nargs, Oid *types, Datum *values, const char *nulls)
 {
 	Oid			save_userid;
 	int			save_sec_context;
@@ -50,11 +50,15 @@ write_registry(const char *statement, int nargs, Oid *types, Datum *values)
 	save_nestlevel = NewGUCNestLevel();
 	(void) set_config_option("search_path", "pg_catalog, pg_temp", PGC_USERSET,
 							 PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
-	if (SPI_execute_with_args(statement, nargs, types, values, NULL, false, 0) < 0)
+	if (SPI_execute_with_args(statement, nargs, types, values, nulls, false, 0) < 0)
 		elog(ERROR, "nearsim: could not write the registry");
 	AtEOXact_GUC(false, save_nestlevel);
 	SetUserIdAndSecContext(save_userid, save_sec_context);
 }
+
+/* The arguments of nearsim_register that may be NULL */
+#define BUCKET_TABLE_ARG 6
+#define BUCKET_FUNCTION_ARG 8
 
 PG_FUNCTION_INFO_V1(nearsim_register);
 /*
@@ -68,16 +72,21 @@ nearsim_register(PG_FUNCTION_ARGS)
 	Oid			types[10] = {OIDOID, NAMEOID, NAMEOID, NAMEOID, INT4OID, TEXTOID,
 	NAMEOID, NAMEOID, NAMEOID, NAMEOID};
 	Datum		values[10];
+	char		nulls[10];
 	StringInfoData statement;
 
+	/* a bucket table and its function are only those of a table enabled before 0.4.0 */
 	for (int i = 0; i < 10; i++)
-		if (PG_ARGISNULL(i))
+		if (PG_ARGISNULL(i) && i != BUCKET_TABLE_ARG && i != BUCKET_FUNCTION_ARG)
 			ereport(ERROR,
 					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-					 errmsg("nearsim_register needs every argument")));
+					 errmsg("nearsim_register needs every argument but bucket_table and bucket_function")));
 	nearsim_check_owner_rights(nearsim_relation_owner(relid), relid);
 	for (int i = 0; i < 10; i++)
-		values[i] = PG_GETARG_DATUM(i);
+	{
+		values[i] = PG_ARGISNULL(i) ? (Datum) 0 : PG_GETARG_DATUM(i);
+		nulls[i] = PG_ARGISNULL(i) ? 'n' : ' ';
+	}
 
 	SPI_connect();
 	initStringInfo(&statement);
@@ -98,7 +107,7 @@ nearsim_register(PG_FUNCTION_ARGS)
 					 " bucket_function = EXCLUDED.bucket_function,"
 					 " similar_function = EXCLUDED.similar_function",
 					 nearsim_registry_name());
-	write_registry(statement.data, 10, types, values);
+	write_registry(statement.data, 10, types, values, nulls);
 	SPI_finish();
 	PG_RETURN_VOID();
 }
@@ -119,7 +128,7 @@ nearsim_unregister(PG_FUNCTION_ARGS)
 		nearsim_check_owner_rights(nearsim_relation_owner(relid), relid);
 	SPI_connect();
 	write_registry(psprintf("DELETE FROM %s WHERE tbl::pg_catalog.oid = $1", nearsim_registry_name()),
-				   1, types, values);
+				   1, types, values, NULL);
 	SPI_finish();
 	PG_RETURN_VOID();
 }

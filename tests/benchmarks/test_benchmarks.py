@@ -48,7 +48,7 @@ def test_quick_benchmark_run(database: str, tmp_path: Path) -> None:
     )
     assert report.returncode == 0, report.stderr
     page = (docs / "BENCHMARKS.md").read_text(encoding="utf-8")
-    for heading in ("## Detection quality", "### Radius search: bucket index against scans",
+    for heading in ("## Detection quality", "### Radius search: rotation index against scans",
                     "### Against the peers", "## Where targets are missed"):
         assert heading in page
     for figure in ("bench-search-latency.png", "bench-lookup-latency.png",
@@ -61,17 +61,17 @@ def test_quick_benchmark_run(database: str, tmp_path: Path) -> None:
     assert "simhash in database, KJV chapters, MB/s per core" in out
     assert "hamming() <= 6 scan of" in out
     assert "Both queries count" in out
-    # Every section of the bucket index ran, and its checks passed.
+    # Every section of the rotation index ran, and its checks passed.
     for heading in ("4. Search latency", "5. Band layouts", "6. All pairs",
-                    "7. Bucket storage", "8. Writes"):
+                    "7. Index storage", "8. Writes"):
         assert heading in out
     assert "Every query gave the same rows in all five ways." in out
-    assert "bucket search k=6, uniform 2k, generic plan, p50 ms" in out
-    assert "bucket search k=6, text-like 2k, custom plan, p50 ms" in out
+    assert "index search k=6, uniform 2k, generic plan, p50 ms" in out
+    assert "index search k=6, text-like 2k, custom plan, p50 ms" in out
     assert "nearsim_pairs k=6, text-like 2k, s" in out
     assert "not installed" not in out and "timed out" not in out
-    assert "bucket storage, uniform 2k, bytes/doc as loaded" in out
-    assert "single-row UPDATEs, statement triggers, rows/s" in out
+    assert "index storage, uniform 2k, bytes/doc as loaded" in out
+    assert "single-row UPDATEs, enabled table, rows/s" in out
     # Section 9 loaded the corpus three ways and its checks passed.
     assert "9. Bulk loading: " in out
     assert "Both loaded tables hold every file, the client's fingerprints equal the server's" in out
@@ -121,7 +121,7 @@ def test_search_timing_stops_when_the_bucket_search_misses_a_row(
     seconds, found = search.time_searches(conn, docset, statements, expected, 6)
     assert found == [1, 1, 1] and all(len(s) == 3 for s in seconds.values())
 
-    conn.execute(sql.SQL("DELETE FROM {} WHERE key = 2").format(sql.SQL(docset.bucket)))
-    missed = r"query 1 .*: bucket, (generic|custom) plan returned 0 rows"
+    conn.execute(sql.SQL("DELETE FROM {} WHERE id = 2").format(docset.table))
+    missed = r"query 1 .*: index, (generic|custom) plan returned 0 rows"
     with pytest.raises(common.BenchError, match=missed):
         search.time_searches(conn, docset, statements, expected, 6)

@@ -40,13 +40,13 @@ def test_stats_shows_every_fault_and_the_repair(database: str, tmp_path: Path) -
     assert run("load", str(tmp_path), "--dsn", database, "--table", "faults", "--create",
                "--quiet").exit_code == 0
     with psycopg.connect(database, autocommit=True) as conn:
-        conn.execute("ALTER TABLE faults DISABLE TRIGGER nearsim_insert")
+        conn.execute("ALTER TABLE faults DISABLE TRIGGER zz_nearsim_fingerprint")
         conn.execute("INSERT INTO faults (key, source, content_hash, body) VALUES"
                      " ('b', 'b', '\\x00', 'a second document written behind the index')")
     result = run("stats", "--dsn", database, "--table", "faults")
     assert result.exit_code == 1
     lines = result.stdout.splitlines()
-    assert "  missing: 1" in lines and "  triggers_ok: no" in lines, result.stdout
+    assert "  stale: 1" in lines and "  triggers_ok: no" in lines, result.stdout
     assert "  sample_keys: b" in lines
     assert "repair with: SELECT nearsim_rebuild('faults');" in result.stdout
     with psycopg.connect(database, autocommit=True) as conn:

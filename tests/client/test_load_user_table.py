@@ -92,7 +92,7 @@ def test_records_go_into_the_users_columns(database: str, articles: str, tmp_pat
         (7, None, PSALM, nearsim.simhash(PSALM)),
         (42, "Ruth", RUTH, nearsim.simhash(RUTH)),
     ]
-    # bit-identical to the server's own fingerprints, and in the bucket index
+    # bit-identical to the server's own fingerprints, and in the rotation index
     assert select(database, f"SELECT ok FROM nearsim_verify('{articles}', true)") == [(True,)]
     assert select(database, f"SELECT (doc).id FROM {articles}_similar('{RUTH}', 0)") == [(42,)]
 

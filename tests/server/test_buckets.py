@@ -1,4 +1,4 @@
-"""The bucket index: enabling tables, the triggers, exact search, privileges."""
+"""The rotation index: enabling tables, the triggers, exact search, privileges."""
 
 from __future__ import annotations
 
@@ -69,7 +69,7 @@ def bucket_search(conn: psycopg.Connection, query: int, k: int,
 def assert_no_drift(
     conn: psycopg.Connection, table: str = "docs", *, fingerprints: bool = True
 ) -> None:
-    """Buckets match documents (and, for real texts, fingerprints match texts)."""
+    """The index holds the documents (and, for real texts, fingerprints match texts)."""
     report = conn.execute(
         "SELECT ok, missing, extra, wrong, COALESCE(stale, 0), triggers_ok, sample_keys"
         " FROM nearsim_verify(%s, fingerprints => %s)", (table, fingerprints)
@@ -159,14 +159,13 @@ def test_search_returns_the_rows_and_their_distance(conn: psycopg.Connection) ->
     assert conn.execute("SELECT count(*) FROM docs_similar('...', 6)").fetchone() == (0,)
 
 
-def test_explain_uses_the_bucket_index(conn: psycopg.Connection) -> None:
+def test_explain_uses_the_rotation_index(conn: psycopg.Connection) -> None:
     make_docs(conn, [random.Random(1).getrandbits(63) for _ in range(50_000)])
     for query in ("docs_similar(123::bigint, 6)", "docs_similar('some words here', 3)"):
         plan = "\n".join(r[0] for r in conn.execute(
             f"EXPLAIN (COSTS OFF, VERBOSE) SELECT * FROM {query}"))
-        # the bucket rows nearsim_search found in the rotation indexes, by tuple id
-        assert "Tid Scan on public.docs_nearsim" in plan and "nearsim_search(" in plan, plan
-        assert "Index Scan using docs_pkey" in plan, plan
+        # the rows nearsim_search found in the rotation indexes, by tuple id
+        assert "Tid Scan on public.docs d" in plan and "nearsim_search(" in plan, plan
         assert "Seq Scan" not in plan, plan
 
 
@@ -202,7 +201,7 @@ def test_enable_backfills_and_disable_leaves_the_documents(conn: psycopg.Connect
     wrong = conn.execute(
         "SELECT count(*) FROM docs WHERE si IS DISTINCT FROM simhash(body)").fetchone()
     assert wrong == (0,)
-    assert conn.execute("SELECT count(*) FROM docs_nearsim").fetchone() == (2500,)
+    assert rotation_indexes(conn) == 3 and indexed(conn) == 2500
     assert_no_drift(conn)
     before = conn.execute("SELECT * FROM docs ORDER BY id").fetchall()
     conn.execute("SELECT nearsim_disable('docs')")
@@ -263,8 +262,8 @@ def test_enable_errors_name_the_table(conn: psycopg.Connection) -> None:
         error_of(conn, "SELECT nearsim_enable('docs', 'body')"))
     conn.execute("CREATE TABLE docs_nearsim_x (id int PRIMARY KEY, body text)")
     conn.execute("CREATE TABLE other (id int PRIMARY KEY, body text)")
-    conn.execute("CREATE TABLE other_nearsim (x int)")
-    assert 'public.other_nearsim already exists' in str(
+    conn.execute("CREATE FUNCTION other_similar(x int) RETURNS int LANGUAGE sql AS 'SELECT x'")
+    assert 'public.other_similar already exists' in str(
         error_of(conn, "SELECT nearsim_enable('other', 'body')"))
     conn.execute("SELECT nearsim_enable('other', 'body', prefix => 'other2')")
     assert conn.execute("SELECT count(*) FROM other2_similar('x')").fetchone() == (0,)
@@ -345,8 +344,26 @@ def fingerprint_of(conn: psycopg.Connection, key: int) -> int | None:
 
 
 def bucket_of(conn: psycopg.Connection, key: int) -> int | None:
-    row = conn.execute("SELECT si FROM docs_nearsim WHERE key = %s", (key,)).fetchone()
+    """The fingerprint under which the rotation index finds a row, if it does."""
+    row = conn.execute(
+        "SELECT d.si FROM docs d WHERE d.id = %s AND d.ctid = ANY(nearsim_search("
+        "'docs', 'si', d.si, 0))", (key,)).fetchone()
     return None if row is None else row[0]  # type: ignore[no-any-return]
+
+
+def indexed(conn: psycopg.Connection, table: str = "docs") -> int:
+    """How many rows the rotation index holds (all are within 64 bits of 0)."""
+    row = conn.execute("SELECT cardinality(nearsim_search(%s, 'si', 0, 64))", (table,)).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def rotation_indexes(conn: psycopg.Connection, table: str = "docs") -> int:
+    row = conn.execute(
+        "SELECT count(*) FROM pg_index WHERE indrelid = %s::regclass"
+        " AND pg_get_indexdef(indexrelid) LIKE '%%nearsim_rotate(si, %%'", (table,)).fetchone()
+    assert row is not None
+    return int(row[0])
 
 
 def test_insert_copy_and_null_text(docs: psycopg.Connection) -> None:
@@ -432,10 +449,11 @@ def test_deletes_cascades_and_truncate(docs: psycopg.Connection) -> None:
     assert docs.execute("SELECT count(*) FROM docs WHERE owner_id IN (3, 4)").fetchone() == (0,)
     assert_no_drift(docs)
     docs.execute("TRUNCATE docs")
-    assert docs.execute("SELECT count(*) FROM docs_nearsim").fetchone() == (0,)
+    assert indexed(docs) == 0
     docs.execute("INSERT INTO docs (id, body, owner_id) VALUES (1, 'after truncate', 1)")
+    assert indexed(docs) == 1
     docs.execute("TRUNCATE owners CASCADE")
-    assert docs.execute("SELECT count(*) FROM docs_nearsim").fetchone() == (0,)
+    assert indexed(docs) == 0
     assert_no_drift(docs)
 
 
@@ -485,34 +503,59 @@ def test_other_before_triggers(docs: psycopg.Connection) -> None:
 
 
 def test_drift_is_reported_and_repaired(docs: psycopg.Connection) -> None:
-    # writes with nearsim's triggers off (in replica mode they would fire:
-    # the row trigger of a subscriber, and the fingerprint triggers always)
-    triggers = ("zz_nearsim_fingerprint", "zz_nearsim_fingerprint_update", "nearsim_insert",
-                "nearsim_update", "nearsim_delete")
+    # writes with nearsim's triggers off: fingerprints that are not those of
+    # their texts (the index holds every row, as PostgreSQL keeps it)
+    triggers = ("zz_nearsim_fingerprint", "zz_nearsim_fingerprint_update")
     for trigger in triggers:
         docs.execute(f"ALTER TABLE docs DISABLE TRIGGER {trigger}")
     docs.execute("INSERT INTO docs (id, body, si) VALUES (5001, 'unseen', 1)")
     docs.execute("UPDATE docs SET si = 2 WHERE id = 1")
+    docs.execute("UPDATE docs SET body = 'rewritten while nobody looked' WHERE id = 4")
     docs.execute("DELETE FROM docs WHERE id = 2")
-    for trigger in triggers[:-1]:
-        docs.execute(f"ALTER TABLE docs ENABLE {'ALWAYS ' if 'fingerprint' in trigger else ''}"
-                     f"TRIGGER {trigger}")
-    docs.execute("DELETE FROM docs WHERE id = 3")
+    docs.execute(f"ALTER TABLE docs ENABLE ALWAYS TRIGGER {triggers[0]}")
     report = docs.execute(
-        "SELECT ok, missing, extra, wrong, sample_keys, triggers_ok FROM nearsim_verify('docs')"
-    ).fetchone()
-    assert report == (False, 1, 2, 1, ["1", "2", "3", "5001"], False)
+        "SELECT ok, missing, extra, wrong, stale, sample_keys, triggers_ok"
+        " FROM nearsim_verify('docs')").fetchone()
     # the default check recomputes a sample of the fingerprints (every row of
-    # a table this small): 5001's and 1's are not those of their texts
-    stale = docs.execute("SELECT stale, sample_keys FROM nearsim_verify('docs')").fetchone()
-    assert stale == (2, ["1", "2", "3", "5001"])
+    # a table this small)
+    assert report == (False, 0, 0, 0, 3, ["1", "4", "5001"], False)
+    assert bucket_of(docs, 5001) == 1
+    assert (indexed(docs),) == docs.execute("SELECT count(si) FROM docs").fetchone()
     repaired = docs.execute("SELECT * FROM nearsim_rebuild('docs')").fetchone()
-    # recomputed (1 and 5001; 1's is its old one again, so its bucket is right),
-    # removed (2 extra), added (5001), bands
-    assert repaired == (2, 2, 1, 3)
+    # recomputed (1, 4 and 5001), removed and added (the indexes were right), bands
+    assert repaired == (3, 0, 0, 3)
     report = docs.execute("SELECT ok, triggers_ok FROM nearsim_verify('docs')").fetchone()
     assert report == (True, True)
+    assert bucket_of(docs, 4) == nearsim.simhash("rewritten while nobody looked")
     docs.execute("SELECT * FROM nearsim_rebuild('docs', fingerprints => true)")
+    assert_no_drift(docs)
+
+
+def test_a_missing_or_invalid_index_is_reported_and_repaired(docs: psycopg.Connection) -> None:
+    (index,) = docs.execute(
+        "SELECT indexrelid::regclass::text FROM pg_index WHERE indrelid = 'docs'::regclass"
+        " AND pg_get_indexdef(indexrelid) LIKE '%nearsim_rotate(si, 0)%'").fetchone() or [None]
+    docs.execute(f"DROP INDEX {index}")
+    assert docs.execute("SELECT ok, band_indexes_ok FROM nearsim_verify('docs')").fetchone() == (
+        False, False)
+    error = error_of(docs, "SELECT * FROM docs_similar('document 1 with words 1', 3)")
+    assert "the nearsim index of table docs is missing or incomplete" in str(error)
+    assert "nearsim_rebuild('docs')" in (error.diag.message_hint or "")
+    assert docs.execute("SELECT added FROM nearsim_rebuild('docs')").fetchone() == docs.execute(
+        "SELECT count(si) FROM docs").fetchone()
+    assert rotation_indexes(docs) == 3
+    assert_no_drift(docs)
+    # an index left invalid (as a failed CREATE INDEX CONCURRENTLY leaves it) is not used
+    docs.execute("UPDATE pg_index SET indisvalid = false WHERE indexrelid = (SELECT indexrelid"
+                 " FROM pg_index WHERE indrelid = 'docs'::regclass"
+                 " AND pg_get_indexdef(indexrelid) LIKE '%nearsim_rotate(si, 22)%')")
+    notices: list[str] = []
+    docs.add_notice_handler(lambda d: notices.append(d.message_primary or ""))
+    assert docs.execute("SELECT ok, band_indexes_ok FROM nearsim_verify('docs')").fetchone() == (
+        False, False)
+    assert any("is not valid" in notice for notice in notices), notices
+    docs.execute("SELECT nearsim_rebuild('docs')")
+    assert rotation_indexes(docs) == 3
     assert_no_drift(docs)
 
 
@@ -521,9 +564,7 @@ def test_rebuild_changes_the_layout(conn: psycopg.Connection) -> None:
     fingerprints = clustered_fingerprints(rng)
     make_docs(conn, fingerprints, bands=4)
     conn.execute("SELECT nearsim_rebuild('docs', bands => 7)")
-    assert conn.execute(
-        "SELECT count(*) FROM pg_index WHERE indrelid = 'docs_nearsim'::regclass"
-        " AND NOT indisprimary").fetchone() == (7,)
+    assert rotation_indexes(conn) == 7
     assert conn.execute("SELECT bands FROM nearsim_tables").fetchone() == (7,)
     for query in rng.sample(fingerprints, 10):
         for k in (0, 6, 12):
@@ -565,18 +606,17 @@ def test_writers_write_documents_and_only_the_triggers_write_buckets(
     conn.execute("UPDATE docs_schema.docs SET body = 'first document, new words' WHERE id = 1")
     conn.execute("INSERT INTO docs_schema.docs VALUES (3, 'third') ON CONFLICT DO NOTHING")
     conn.execute("DELETE FROM docs_schema.docs WHERE id = 3")
+    # the index is the owner's: a writer cannot drop it, nor the triggers
     for statement in (
-        "INSERT INTO docs_schema.docs_nearsim VALUES (9, 9)",
-        "UPDATE docs_schema.docs_nearsim SET si = 0",
-        "DELETE FROM docs_schema.docs_nearsim",
-        "TRUNCATE docs_schema.docs_nearsim",
+        "DROP INDEX docs_schema.docs_nearsim_rotate_idx",
+        "ALTER TABLE docs_schema.docs DISABLE TRIGGER zz_nearsim_fingerprint",
     ):
         assert isinstance(error_of(conn, statement), psycopg.errors.InsufficientPrivilege)
     # nor can it reuse the trigger function on a table of its own
-    conn.execute("CREATE TEMP TABLE mine (id int PRIMARY KEY, body text)")
+    conn.execute("CREATE TEMP TABLE mine (id int PRIMARY KEY, body text, si bigint)")
     assert isinstance(error_of(
-        conn, "CREATE TRIGGER t AFTER INSERT ON mine REFERENCING NEW TABLE AS nearsim_new"
-        " FOR EACH STATEMENT EXECUTE FUNCTION docs_schema.docs_nearsim_buckets()"),
+        conn, "CREATE TRIGGER t BEFORE INSERT ON mine"
+        " FOR EACH ROW EXECUTE FUNCTION docs_schema.docs_nearsim_fingerprint()"),
         psycopg.errors.InsufficientPrivilege)
     conn.execute("RESET ROLE")
     assert_no_drift(conn, "docs_schema.docs")
@@ -585,15 +625,14 @@ def test_writers_write_documents_and_only_the_triggers_write_buckets(
     found = conn.execute(
         "SELECT (doc).id FROM docs_schema.docs_similar('second document words', 0)").fetchall()
     assert found == [(2,)]
-    # row-level security on the buckets does not keep the planner off their indexes
-    conn.execute("SET LOCAL enable_seqscan = off")
-    plan = "\n".join(r[0] for r in conn.execute(
-        "EXPLAIN (COSTS OFF) SELECT * FROM docs_schema.docs_similar(1::bigint, 6)"))
-    conn.execute("RESET enable_seqscan")
-    assert "Bitmap Index Scan" in plan and "Seq Scan" not in plan, plan
     conn.execute("RESET ROLE")
     conn.execute("SET ROLE nearsim_outsider")
-    assert conn.execute("SELECT count(*) FROM docs_schema.docs_nearsim").fetchone() == (0,)
+    # a role that may not read the documents may not search them
+    assert isinstance(error_of(conn, "SELECT * FROM docs_schema.docs_similar(1::bigint, 64)"),
+                      psycopg.errors.InsufficientPrivilege)
+    assert isinstance(error_of(
+        conn, "SELECT nearsim_search('docs_schema.docs', 'si', 1, 64)"),
+        psycopg.errors.InsufficientPrivilege)
     assert isinstance(error_of(conn, "SELECT nearsim_disable('docs_schema.docs')"),
                       psycopg.errors.InsufficientPrivilege)
     # no role writes the registry by hand (nearsim_register and nearsim_unregister do)
@@ -698,14 +737,13 @@ def test_clusters(conn: psycopg.Connection) -> None:
         error_of(conn, "SELECT * FROM nearsim_clusters('docs', 4, 'stars')"))
     # every member of a pivot group is within the distance of its pivot
     rng = random.Random(5)
-    # dropping an enabled table takes its bucket table and functions, which
+    # dropping an enabled table takes its indexes and functions, which
     # depend on it (hence CASCADE), and the registry row goes with it
     refused = str(error_of(conn, "DROP TABLE docs"))
-    assert "table docs_nearsim depends on table docs" in refused
     assert "function docs_similar(bigint,integer) depends on" in refused
     conn.execute("DROP TABLE docs CASCADE")
-    assert conn.execute("SELECT to_regclass('docs_nearsim'), (SELECT count(*) FROM"
-                        " nearsim_tables)").fetchone() == (None, 0)
+    assert conn.execute("SELECT to_regprocedure('docs_similar(bigint,integer)'), (SELECT count(*)"
+                        " FROM nearsim_tables)").fetchone() == (None, 0)
     make_docs(conn, clustered_fingerprints(rng))
     far = conn.execute(
         "SELECT count(*) FROM nearsim_clusters('docs', 6, 'pivot') c"
@@ -768,7 +806,7 @@ def test_concurrent_writers_leave_no_drift(database: str) -> None:
     for thread in threads:
         thread.join()
     # One statement per transaction: the documents' row locks alone cannot
-    # deadlock, so any deadlock would come from the buckets.
+    # deadlock, so any deadlock would come from nearsim.
     assert not failures, failures
     assert min(counts) > 10, counts
     with psycopg.connect(database, autocommit=True) as check:
@@ -784,9 +822,9 @@ def test_one_layout_serves_every_size(conn: psycopg.Connection) -> None:
     assert conn.execute("SELECT bands FROM nearsim_tables").fetchone() == (3,)
     assert conn.execute(
         "SELECT array_agg(pg_get_indexdef(indexrelid) ORDER BY 1) FROM pg_index"
-        " WHERE indrelid = 'docs_nearsim'::regclass AND NOT indisprimary"
+        " WHERE indrelid = 'docs'::regclass AND NOT indisprimary"
     ).fetchone()[0] == [  # type: ignore[index]
-        f"CREATE INDEX docs_nearsim_nearsim_rotate_idx{suffix} ON public.docs_nearsim USING btree"
+        f"CREATE INDEX docs_nearsim_rotate_idx{suffix} ON public.docs USING btree"
         f" (nearsim_rotate(si, {shift}))" for suffix, shift in (("", 0), ("1", 22), ("2", 43))]
     fingerprints: list[int] = []
     conn.execute("SET LOCAL nearsim.profile = 'default/1'")

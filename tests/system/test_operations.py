@@ -99,6 +99,6 @@ def test_dump_and_restore_give_the_same_answers(
     after = answers(target)
     assert after == before
     assert after["verify docs"][0] and after["verify archive.mail"][0]
-    # the bucket tables came with their data: as many rows as documents
+    # the rotation indexes came with the tables: every document is in them
     assert after["verify docs"][1] == after["verify docs"][2] == 20
     writes_still_work(target)

@@ -143,9 +143,9 @@ def test_update_from_an_earlier_release_equals_a_fresh_install(
         assert conn.execute("SELECT (doc).id, distance FROM docs_similar(%s, 10) ORDER BY 1",
                             [DOCUMENTS[0]]).fetchall() == before  # fmt: skip
         conn.execute("INSERT INTO docs VALUES (9, %s)", [DOCUMENTS[1] + " again"])
-        # its buckets follow; its triggers are the earlier release's until a
-        # rebuild makes them again from this version's templates (those of
-        # 0.3.0 are this version's)
+        # its bucket table follows; its triggers are the earlier release's
+        # until a rebuild makes them again from this version's templates
+        # (the fingerprint triggers of 0.3.0 are this version's)
         health = ("SELECT missing, extra, wrong, stale, triggers_ok"
                   " FROM nearsim_verify('docs', true)")
         current = previous_release in TRIGGERS_AS_TODAY
@@ -155,6 +155,15 @@ def test_update_from_an_earlier_release_equals_a_fresh_install(
         assert rebuilt == (0,)
         assert conn.execute(health).fetchone() == (0, 0, 0, 0, True)
         assert conn.execute("SELECT ok FROM nearsim_verify('docs', true)").fetchone() == (True,)
+        # the rebuild moved the index onto the table: no bucket table is left
+        # (one per band of its layout, which the rebuild keeps)
+        assert conn.execute(
+            "SELECT bucket_table, bucket_function, to_regclass('docs_nearsim'),"
+            " (SELECT count(*) FROM pg_index WHERE indrelid = 'docs'::regclass"
+            " AND pg_get_indexdef(indexrelid) LIKE '%nearsim_rotate(si, %') = bands"
+            " FROM nearsim_tables").fetchone() == (None, None, None, True)
+        assert conn.execute("SELECT (doc).id, distance FROM docs_similar(%s, 10) ORDER BY 1",
+                            [DOCUMENTS[0]]).fetchall() == before  # fmt: skip
         # the DROP EXTENSION guard (0.2.0) works on the updated extension too
         with pytest.raises(psycopg.errors.DependentObjectsStillExist):
             conn.execute("DROP EXTENSION nearsim")
@@ -174,18 +183,18 @@ def test_drop_extension_with_enabled_tables(scratch_databases: Callable[[str], s
             SELECT (SELECT count(*) FROM pg_trigger
                     WHERE tgrelid IN ('docs'::regclass, 'archive.mail'::regclass)),
                    (SELECT count(*) FROM pg_class WHERE relname LIKE '%nearsim%'
-                    AND relkind = 'r'),
+                    AND relkind IN ('r', 'i') AND relname NOT LIKE 'nearsim_tables%'),
                    (SELECT count(*) FROM pg_proc WHERE proname LIKE 'docs%'
                     OR proname LIKE 'mail%')"""
-        assert conn.execute(owned).fetchone() == (14, 3, 8)  # 3: the registry too
+        assert conn.execute(owned).fetchone() == (4, 6, 6)  # 3 rotation indexes each
         # plain DROP EXTENSION: a clear error naming the tables, nothing changed
         with pytest.raises(psycopg.errors.DependentObjectsStillExist) as refused:
             conn.execute("DROP EXTENSION nearsim")
         assert "because 2 tables are enabled for it" in str(refused.value)
         assert refused.value.diag.message_detail == "Enabled: archive.mail, public.docs."
         assert "DROP EXTENSION nearsim CASCADE" in (refused.value.diag.message_hint or "")
-        assert conn.execute(owned).fetchone() == (14, 3, 8)
-        # with CASCADE: no trigger, bucket table or function of nearsim is left
+        assert conn.execute(owned).fetchone() == (4, 6, 6)
+        # with CASCADE: no trigger, index or function of nearsim is left
         notices: list[str] = []
         conn.add_notice_handler(lambda d: notices.append(d.message_primary or ""))
         conn.execute("DROP EXTENSION nearsim CASCADE")

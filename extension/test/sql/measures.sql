@@ -49,7 +49,7 @@ SELECT nearsim_radius(0.8) >= nearsim_radius(0.9) AS wider_for_less_similar;
 SELECT nearsim_radius(0.99);
 SELECT * FROM nearsim_estimate(65);
 
--- verified search: the bucket index proposes, the texts decide
+-- verified search: the rotation index proposes, the texts decide
 CREATE TABLE proverbs (id integer PRIMARY KEY, body text);
 SELECT nearsim_enable('proverbs', 'body');
 INSERT INTO proverbs VALUES

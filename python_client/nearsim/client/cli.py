@@ -68,7 +68,7 @@ def cli() -> None:
 @click.option(
     "--bands",
     type=click.IntRange(MIN_BANDS, MAX_BANDS),
-    help="Bucket index layout (default: by size).",
+    help="Bands of the rotation index (default: 3; see docs/GUIDE.md).",
 )
 @profile_option(
     "Fingerprint profile: a short name (default, english, auto, soundex, chars,"
@@ -147,7 +147,7 @@ def similar(
 
     Verified: the documents at least 0.8 (-s) similar to the query, measured
     on the texts (S_R, the resemblance of their 3-word shingle sets, or
-    --measure containment); the bucket index finds the candidates. Documents
+    --measure containment); the rotation index finds the candidates. Documents
     of fewer than 10 shingles are marked short: their fingerprints are
     unreliable. With --hamming, every document whose fingerprint is within
     -k bits, nearest first, with no similarity measured; with --nearest N,
@@ -529,9 +529,9 @@ def _cluster_members(documents: DocumentTable, key: str, search: Search) -> tupl
 @database_options
 @json_option
 def stats(check_fingerprints: bool, dsn: str | None, table: str, as_json: bool) -> None:
-    """Documents, fingerprint profile and bucket index health of a table.
+    """Documents, fingerprint profile, index size and health of a table.
 
-    Exit status 1 when the bucket index needs repair (nearsim_rebuild).
+    Exit status 1 when the index needs repair (nearsim_rebuild).
 
     \b
     Example:
@@ -549,7 +549,11 @@ def stats(check_fingerprints: bool, dsn: str | None, table: str, as_json: bool) 
         click.echo(f"fingerprinted  {result['fingerprinted']:,}")
         click.echo(f"profile        {result['profile']}")
         click.echo(f"size           {human_bytes(result['table_bytes'] or 0)}")
-        click.echo(f"bucket index   {result['bands']} bands, "
+        index_bytes = result["index_bytes"] or 0
+        per_document = (f", {index_bytes / result['fingerprinted']:.0f} bytes per document"
+                        if result["fingerprinted"] else "")
+        click.echo(f"index          {result['bands']} bands, {human_bytes(index_bytes)}"
+                   f"{per_document}, "
                    f"{'healthy' if result['buckets']['ok'] else 'NEEDS REPAIR'}")  # fmt: skip
         for line in _faults(result["buckets"]):
             click.echo(f"  {line}")

@@ -124,7 +124,7 @@ def search_options(function: F) -> F:
         "--min-similarity", "-s", type=click.FloatRange(0, 1), metavar="S",
         default=DEFAULT_MIN_SIMILARITY, show_default=True,
         help="Only documents at least S similar, measured on the texts (verified search:"
-        " candidates from the bucket index, then the texts decide).",
+        " candidates from the rotation index, then the texts decide).",
     )(function)  # fmt: skip
 
 

@@ -92,7 +92,7 @@ class DocumentTable:
     """One table, named as in SQL (``docs``, ``archive."Mail"``).
 
     >>> docs = nearsim.DocumentTable(nearsim.connect(autocommit=True), "docs")  # doctest: +SKIP
-    >>> docs.create()  # the table and its bucket index, unless they exist  # doctest: +SKIP
+    >>> docs.create()  # the table and its rotation indexes, unless they exist  # doctest: +SKIP
     >>> [(m.key, m.distance) for m in docs.similar("To be, or not to be", 6)]  # doctest: +SKIP
     [('hamlet.txt', 2)]
     """
@@ -244,13 +244,18 @@ class DocumentTable:
     def analyze(self) -> None:
         """Fresh planner statistics after a bulk load, for the searches.
 
-        Only the columns the searches filter on and the bucket table: sampling
-        the texts would take longer, and autovacuum comes round to them.
+        Only the columns the searches filter on (and the bucket table of a
+        table enabled before 0.4.0): sampling the texts would take longer,
+        and autovacuum comes round to them.
         """
         self.conn.execute(sql.SQL("ANALYZE {} (key, {})").format(
             self.identifier, sql.Identifier(FINGERPRINT_COLUMN)))
+        self.analyze_bucket_table()
+
+    def analyze_bucket_table(self) -> None:
+        """ANALYZE the bucket table of a table enabled before 0.4.0, if it has one."""
         registration = self.registration()
-        if registration is not None:
+        if registration is not None and registration.bucket_table is not None:
             self.conn.execute(sql.SQL("ANALYZE {}").format(
                 sql.Identifier(registration.object_schema, registration.bucket_table)))
 
@@ -299,7 +304,7 @@ class DocumentTable:
     ) -> list[VerifiedMatch]:
         """Documents at least ``min_similarity`` similar to ``query``, measured exactly.
 
-        See ``nearsim_similar_verified``: the bucket index gives the candidates
+        See ``nearsim_similar_verified``: the rotation index gives the candidates
         within the calibrated radius (or ``max_distance``), their texts decide.
         """
         self.require_enabled()
@@ -390,7 +395,7 @@ class DocumentTable:
         return None if row is None else StoredDocument(*row)
 
     def stats(self, check_fingerprints: bool | None = None) -> dict[str, Any]:
-        """Document counts, profile and bucket index health (``nearsim_verify``).
+        """Document counts, profile and index health (``nearsim_verify``).
 
         ``check_fingerprints``: recompute every fingerprint (True), none
         (False), or those of a sample of about 1,000 rows (None).
@@ -405,8 +410,11 @@ class DocumentTable:
         verify = dict(zip(columns, row or (), strict=True))
         facts = self.conn.execute(
             "SELECT pg_catalog.pg_total_relation_size(%s::regclass),"
-            " %s::regclass::text",  # the name as SQL prints it: quoted only where needed
-            [self.quoted, self.quoted],
+            " %s::regclass::text,"  # the name as SQL prints it: quoted only where needed
+            " (SELECT pg_catalog.sum(pg_catalog.pg_relation_size(i.indexrelid))::bigint"
+            "  FROM pg_catalog.pg_index i WHERE i.indrelid = %s::regclass"
+            "  AND pg_catalog.pg_get_indexdef(i.indexrelid) LIKE '%%nearsim_rotate(%%')",
+            [self.quoted, self.quoted, self.quoted],
         ).fetchone()
         return {
             "table": facts[1] if facts else self.quoted,
@@ -415,6 +423,7 @@ class DocumentTable:
             "profile": registration.profile,
             "bands": registration.bands,
             "table_bytes": facts[0] if facts else None,
+            "index_bytes": facts[2] if facts else None,
             "buckets": verify,
         }
 

@@ -214,7 +214,8 @@ def _summary_line(summary: LoadSummary) -> str:
     help="Write the failures to this file as JSON Lines.",
 )
 @click.option(
-    "--bands", type=click.IntRange(MIN_BANDS, MAX_BANDS), help="Bucket index layout with --create."
+    "--bands", type=click.IntRange(MIN_BANDS, MAX_BANDS),
+    help="Bands of the rotation index with --create (default: 3).",
 )
 @click.option(
     "--replace",

@@ -649,14 +649,15 @@ class Loader:
         self.conn.execute(sql.SQL("ANALYZE {} ({}, {})").format(
             self.table.identifier, sql.Identifier(self.user.key),
             sql.Identifier(self.user.fingerprint)))  # fmt: skip
-        registration = self.table.registration()
-        if registration is not None:
-            self.conn.execute(sql.SQL("ANALYZE {}").format(
-                sql.Identifier(registration.object_schema, registration.bucket_table)))
+        self.table.analyze_bucket_table()
 
     def _raise_work_mem(self) -> None:
-        """Let the batch's transition table (whole rows, for the bucket trigger)
-        stay in memory instead of spilling to a temporary file; never lowered."""
+        """Let the batch's transition table (whole rows, for the bucket trigger
+        of a table enabled before 0.4.0) stay in memory instead of spilling to
+        a temporary file; never lowered."""
+        registration = self.table.registration()
+        if registration is None or registration.bucket_table is None:
+            return
         wanted = self.options.batch_bytes + 16 * 1024 * 1024
         row = self.conn.execute(
             "SELECT setting::bigint * 1024 FROM pg_catalog.pg_settings WHERE name = 'work_mem'"

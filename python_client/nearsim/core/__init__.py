@@ -8,7 +8,7 @@ extension, it imports neither a database driver nor PL/Python:
 - :mod:`~nearsim.core.profiles`: other feature profiles, and ``simhash``
   with any profile;
 - :mod:`~nearsim.core.bits`: fingerprints as numbers and their distance;
-- :mod:`~nearsim.core.bands`: the bucket index's band layout;
+- :mod:`~nearsim.core.bands`: the rotation index's band layout;
 - :mod:`~nearsim.core.pairs`: all pairs within a distance, and groups;
 - :mod:`~nearsim.core.measures`: exact similarity of texts, MinHash;
 - :mod:`~nearsim.core.calibration`: what a distance means in similarity;

@@ -1,4 +1,4 @@
-"""The band layout of the bucket index (multi-index hashing).
+"""The band layout of the rotation index (multi-index hashing).
 
 The 64 bits of a fingerprint are cut into ``bands`` contiguous bands, most
 significant first; the first ``64 % bands`` bands get one bit more.  If two
@@ -37,7 +37,7 @@ class BandsError(ValueError):
 
 
 def check_bands(bands: int) -> int:
-    """``bands``, or BandsError if the bucket index has no such layout."""
+    """``bands``, or BandsError if the rotation index has no such layout."""
     if not MIN_BANDS <= bands <= MAX_BANDS:
         raise BandsError(f"bands must be between {MIN_BANDS} and {MAX_BANDS}, not {bands}")
     return bands

@@ -28,8 +28,10 @@ Qualified throughout: clients run it under their own search_path."""
 class Registration:
     """One row of ``nearsim_tables``: an enabled table's columns, layout and objects.
 
-    The objects (bucket table and functions) live in ``object_schema``,
-    the table's own schema.
+    The objects (functions; the rotation indexes are the table's own) live
+    in ``object_schema``, the table's own schema.  ``bucket_table`` and
+    ``bucket_function`` name the bucket table and its trigger function of a
+    table enabled before 0.4.0 and not rebuilt since, else None.
     """
 
     key_column: str
@@ -38,10 +40,15 @@ class Registration:
     bands: int
     profile: str
     object_schema: str
-    bucket_table: str
+    bucket_table: str | None
     fingerprint_function: str
-    bucket_function: str
+    bucket_function: str | None
     similar_function: str
+
+    @property
+    def has_bucket_table(self) -> bool:
+        """Whether the table still has the bucket table of an earlier version."""
+        return self.bucket_table is not None
 
     @classmethod
     def columns(cls) -> tuple[str, ...]:
@@ -59,13 +66,11 @@ class Registration:
 
 
 def object_names(prefix: str) -> dict[str, str]:
-    """The names of the objects nearsim makes for a table, from their prefix.
+    """The names of the functions nearsim makes for a table, from their prefix.
 
     ``<prefix>_similar`` is the search function users call.
     """
     return {
-        "bucket_table": f"{prefix}_nearsim",
         "fingerprint_function": f"{prefix}_nearsim_fingerprint",
-        "bucket_function": f"{prefix}_nearsim_buckets",
         "similar_function": f"{prefix}_similar",
     }

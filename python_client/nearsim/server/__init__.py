@@ -6,7 +6,7 @@ modules behind it work through :class:`nearsim.server.database.Session`:
 
 - :mod:`~nearsim.server.catalog`: tables, their keys and columns, the
   registry, profiles the server can compute, acting as a table's owner;
-- :mod:`~nearsim.server.ddl`: the bucket table, indexes, trigger and search
+- :mod:`~nearsim.server.ddl`: the rotation indexes, trigger and search
   functions nearsim generates for an enabled table;
 - :mod:`~nearsim.server.maintenance`: enable, disable, verify, rebuild;
 - :mod:`~nearsim.server.search`: all pairs, clusters and verified search.

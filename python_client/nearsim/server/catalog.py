@@ -44,7 +44,7 @@ class Enabled:
     registration: Registration
 
     def qualify(self, session: Session, name: str) -> str:
-        """One of the table's objects (bucket table, functions), qualified and quoted."""
+        """One of the table's objects (its functions), qualified and quoted."""
         return f"{session.ident(self.registration.object_schema)}.{session.ident(name)}"
 
 
@@ -92,7 +92,7 @@ def table(session: Session, tbl: str | None, registered: Registration | None = N
             f"table {qualified} has no single-column primary key"
             if not keys else f"table {qualified} has a primary key of {len(keys)} columns",
             hint="nearsim needs a single-column primary key of type integer, bigint,"
-            " text or uuid to link buckets to documents.", sqlstate="42P10")
+            " text or uuid to name documents in pairs and groups.", sqlstate="42P10")
     key = keys[0]
     if key["type"] not in KEY_TYPES:
         session.fail(
@@ -195,18 +195,34 @@ def simhash_sql(session: Session, text: str, profile: str) -> str:
             f" {session.literal(profile)}::pg_catalog.text)")
 
 
-def band_indexes(session: Session, enabled: Enabled) -> dict[str, str]:
-    """The indexes of the bucket table other than its key: qualified name -> definition."""
-    bucket = enabled.qualify(session, enabled.registration.bucket_table)
+def rotation_indexes(session: Session, enabled: Enabled) -> dict[str, str]:
+    """The table's indexes over ``nearsim_rotate``: qualified name -> definition.
+
+    Valid or not (a failed ``CREATE INDEX CONCURRENTLY`` leaves an invalid
+    one), so that they can be counted and dropped.
+    """
     rows = session.execute(
         "SELECT pg_catalog.quote_ident(n.nspname) || '.' || pg_catalog.quote_ident(c.relname)"
         " AS name, pg_catalog.pg_get_indexdef(i.indexrelid) AS definition"
         " FROM pg_catalog.pg_index i JOIN pg_catalog.pg_class c ON c.oid = i.indexrelid"
         " JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
-        f" WHERE i.indrelid = {session.literal(bucket)}::pg_catalog.regclass"
-        " AND NOT i.indisprimary AND i.indisvalid"
+        f" WHERE i.indrelid = {enabled.table.oid}::pg_catalog.oid AND i.indexprs IS NOT NULL"
+        " AND pg_catalog.pg_get_indexdef(i.indexrelid) LIKE '%nearsim_rotate(%'"
     )
     return {r["name"]: r["definition"] for r in rows}
+
+
+def invalid_indexes(session: Session, enabled: Enabled) -> list[str]:
+    """Those of the table's rotation indexes PostgreSQL does not use (invalid, not ready)."""
+    rows = session.execute(
+        "SELECT pg_catalog.quote_ident(n.nspname) || '.' || pg_catalog.quote_ident(c.relname)"
+        " AS name FROM pg_catalog.pg_index i JOIN pg_catalog.pg_class c ON c.oid = i.indexrelid"
+        " JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
+        f" WHERE i.indrelid = {enabled.table.oid}::pg_catalog.oid AND i.indexprs IS NOT NULL"
+        " AND pg_catalog.pg_get_indexdef(i.indexrelid) LIKE '%nearsim_rotate(%'"
+        " AND NOT (i.indisvalid AND i.indisready)"
+    )
+    return [r["name"] for r in rows]
 
 
 @contextmanager

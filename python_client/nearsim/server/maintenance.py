@@ -17,13 +17,14 @@ from .catalog import (
     Enabled,
     Table,
     as_owner,
-    band_indexes,
     check_table_profile,
     column_type,
     computable,
+    invalid_indexes,
     is_registered,
     lookup,
     named_profile,
+    rotation_indexes,
     simhash_sql,
     table,
 )
@@ -39,7 +40,7 @@ def _bands(session: Session, bands: int) -> int:
 
 def enable(session: Session, tbl: str, text_column: str, hash_column: str, bands: int | None,
            prefix: str | None, batch_size: int, profile: str) -> None:
-    """``nearsim_enable``: fingerprint, bucket table, triggers, search functions."""
+    """``nearsim_enable``: fingerprint, rotation indexes, triggers, search functions."""
     if text_column is None or hash_column is None or batch_size is None:
         session.fail("text_column, hash_column and batch_size must not be NULL",
                      sqlstate="22004")
@@ -76,11 +77,7 @@ def enable(session: Session, tbl: str, text_column: str, hash_column: str, bands
                          hint="Pass a shorter prefix => 'name'.", sqlstate="42622")
     schema = session.literal(documents.schema)
     clash = session.execute(
-        "SELECT c.relname AS name FROM pg_catalog.pg_class c"
-        " WHERE c.relnamespace = (SELECT n.oid FROM pg_catalog.pg_namespace n"
-        f" WHERE n.nspname = {schema})"
-        f" AND c.relname = {session.literal(names['bucket_table'])}"
-        " UNION ALL SELECT p.proname FROM pg_catalog.pg_proc p"
+        "SELECT p.proname AS name FROM pg_catalog.pg_proc p"
         " WHERE p.pronamespace = (SELECT n.oid FROM pg_catalog.pg_namespace n"
         f" WHERE n.nspname = {schema})"
         f" AND p.proname IN ({', '.join(session.literal(n) for n in names.values())})"
@@ -109,10 +106,12 @@ def _create(session: Session, documents: Table, text_column: str, hash_column: s
     rows = int(session.row(f"SELECT pg_catalog.count(*) AS n FROM {documents.qualified}")["n"])
     bands = _bands(session, default_bands(rows) if bands is None else bands)
     registration = Registration(documents.key_column, text_column, hash_column, bands, profile,
-                                documents.schema, **names)
+                                documents.schema, bucket_table=None, bucket_function=None,
+                                **names)
     enabled = Enabled(documents, registration)
     _backfill(session, enabled, batch_size, rows)
-    ddl.create_bucket_table(session, enabled)
+    ddl.create_rotation_indexes(session, enabled)
+    session.run(f"ANALYZE {documents.qualified}")
     ddl.create_functions(session, enabled)
     ddl.create_triggers(session, enabled)
     _register(session, enabled)
@@ -122,7 +121,8 @@ def _register(session: Session, enabled: Enabled) -> None:
     """The registry row of the table: through nearsim_register, which links its objects."""
     reg = enabled.registration
     arguments = ", ".join(
-        f"{session.literal(getattr(reg, column))}::pg_catalog.{kind}"
+        ("NULL" if getattr(reg, column) is None else session.literal(getattr(reg, column)))
+        + f"::pg_catalog.{kind}"
         for column, kind in zip(_REGISTERED, _REGISTERED_TYPES, strict=True))
     session.execute(
         f"SELECT {session.ext}.nearsim_register("
@@ -224,15 +224,18 @@ def breaks(session: Session, enabled: Enabled) -> list[str]:
     if hash_type != "bigint":
         found.append(f"fingerprint column {session.ident(reg.hash_column)} is "
                      + ("gone" if hash_type is None else f"of type {hash_type}"))
-    bucket = enabled.qualify(session, reg.bucket_table)
-    rows = session.execute(
-        "SELECT pg_catalog.format_type(a.atttypid, NULL) AS type FROM pg_catalog.pg_attribute a"
-        f" WHERE a.attrelid = pg_catalog.to_regclass({session.literal(bucket)})"
-        " AND a.attname = 'key'")
-    if not rows:
-        found.append(f"bucket table {bucket} is gone")
-    elif documents.key_type and rows[0]["type"] != documents.key_type.split(" COLLATE ")[0]:
-        found.append(f"the key is of type {documents.key_type}, its buckets' of {rows[0]['type']}")
+    if reg.bucket_table is not None:
+        bucket = enabled.qualify(session, reg.bucket_table)
+        rows = session.execute(
+            "SELECT pg_catalog.format_type(a.atttypid, NULL) AS type"
+            " FROM pg_catalog.pg_attribute a"
+            f" WHERE a.attrelid = pg_catalog.to_regclass({session.literal(bucket)})"
+            " AND a.attname = 'key'")
+        if not rows:
+            found.append(f"bucket table {bucket} is gone")
+        elif documents.key_type and rows[0]["type"] != documents.key_type.split(" COLLATE ")[0]:
+            found.append(f"the key is of type {documents.key_type},"
+                         f" its buckets' of {rows[0]['type']}")
     search = enabled.qualify(session, reg.similar_function)
     source = session.execute(
         "SELECT p.prosrc FROM pg_catalog.pg_proc p WHERE p.oid = pg_catalog.to_regprocedure("
@@ -244,12 +247,9 @@ def breaks(session: Session, enabled: Enabled) -> list[str]:
 
 
 def verify(session: Session, tbl: str, fingerprints: bool | None) -> dict[str, Any]:
-    """``nearsim_verify``: drift between documents and buckets, and object health."""
+    """``nearsim_verify``: index, trigger and profile health, and stale fingerprints."""
     enabled = lookup(session, tbl, strict=False)
     documents, reg = enabled.table, enabled.registration
-    key = session.ident(documents.key_column)
-    fp = session.ident(reg.hash_column)
-    bucket = enabled.qualify(session, reg.bucket_table)
     profile_ok = computable(reg.profile) is None
     broken = breaks(session, enabled)
     if broken:
@@ -263,18 +263,7 @@ def verify(session: Session, tbl: str, fingerprints: bool | None) -> dict[str, A
                 "sample_keys": None, "triggers_ok": None, "band_indexes_ok": None,
                 "profile_ok": profile_ok, "bands": reg.bands}
     with as_owner(session, documents):
-        report = session.row(
-            "SELECT pg_catalog.count(d.key) AS documents, pg_catalog.count(d.si) AS fingerprinted,"
-            " pg_catalog.count(b.key) AS buckets,"
-            " pg_catalog.count(*) FILTER (WHERE d.si IS NOT NULL AND b.key IS NULL) AS missing,"
-            " pg_catalog.count(*) FILTER (WHERE b.key IS NOT NULL AND d.si IS NULL) AS extra,"
-            " pg_catalog.count(*) FILTER (WHERE b.si <> d.si) AS wrong,"
-            " (pg_catalog.array_agg(COALESCE(d.key, b.key)::pg_catalog.text"
-            " ORDER BY COALESCE(d.key, b.key))"
-            "  FILTER (WHERE b.si IS DISTINCT FROM d.si))[1:10] AS sample_keys"
-            f" FROM (SELECT {key} AS key, {fp} AS si FROM {documents.qualified}) d"
-            f" FULL JOIN {bucket} b ON b.key OPERATOR(pg_catalog.=) d.key"
-        )
+        report = _drift(session, enabled)
         report["stale"] = None
         if profile_ok and fingerprints is not False:
             count, keys = _stale(session, enabled, everything=bool(fingerprints))
@@ -290,6 +279,11 @@ def verify(session: Session, tbl: str, fingerprints: bool | None) -> dict[str, A
                                 for name, mode in ddl.TRIGGER_MODES.items())
     report["bands"] = reg.bands
     report["band_indexes_ok"] = _rotation_indexes_ok(session, enabled, reg.bands)
+    if not report["band_indexes_ok"]:
+        for index in invalid_indexes(session, enabled):
+            session.warning(f"nearsim: index {index} of table {documents.qualified} is not valid",
+                            hint=f"SELECT nearsim_rebuild({session.literal(tbl)}) re-creates"
+                            " the rotation indexes.")
     report["profile_ok"] = profile_ok
     report["ok"] = (
         not (report["missing"] or report["extra"] or report["wrong"] or report["stale"])
@@ -298,14 +292,49 @@ def verify(session: Session, tbl: str, fingerprints: bool | None) -> dict[str, A
     return report
 
 
-def _rotation_indexes_ok(session: Session, enabled: Enabled, bands: int) -> bool:
-    """Whether the bucket table has exactly the rotation indexes of ``bands`` bands.
+def _drift(session: Session, enabled: Enabled) -> dict[str, Any]:
+    """Documents, fingerprinted documents, and what the index holds of them.
 
-    A table enabled before the rotation index has band indexes instead:
-    nearsim_rebuild replaces them.
+    The rotation indexes are PostgreSQL's own: they hold every row, so
+    ``buckets`` is the fingerprinted rows (counted through the first
+    index) and nothing is missing, extra or wrong.  A bucket table kept from
+    before 0.4.0 is written by triggers and is compared row by row.
     """
-    definitions = list(band_indexes(session, enabled).values())
-    keys = [f"nearsim_rotate(si, {band_start(bands, band)}))" for band in range(bands)]
+    documents, reg = enabled.table, enabled.registration
+    key, fp = session.ident(documents.key_column), session.ident(reg.hash_column)
+    if reg.bucket_table is None:
+        report = session.row(
+            f"SELECT pg_catalog.count({key}) AS documents, pg_catalog.count({fp}) AS fingerprinted"
+            f" FROM {documents.qualified}")
+        report.update(buckets=report["fingerprinted"], missing=0, extra=0, wrong=0,
+                      sample_keys=None)
+        return report
+    bucket = enabled.qualify(session, reg.bucket_table)
+    return session.row(
+        "SELECT pg_catalog.count(d.key) AS documents, pg_catalog.count(d.si) AS fingerprinted,"
+        " pg_catalog.count(b.key) AS buckets,"
+        " pg_catalog.count(*) FILTER (WHERE d.si IS NOT NULL AND b.key IS NULL) AS missing,"
+        " pg_catalog.count(*) FILTER (WHERE b.key IS NOT NULL AND d.si IS NULL) AS extra,"
+        " pg_catalog.count(*) FILTER (WHERE b.si <> d.si) AS wrong,"
+        " (pg_catalog.array_agg(COALESCE(d.key, b.key)::pg_catalog.text"
+        " ORDER BY COALESCE(d.key, b.key))"
+        "  FILTER (WHERE b.si IS DISTINCT FROM d.si))[1:10] AS sample_keys"
+        f" FROM (SELECT {key} AS key, {fp} AS si FROM {documents.qualified}) d"
+        f" FULL JOIN {bucket} b ON b.key OPERATOR(pg_catalog.=) d.key"
+    )
+
+
+def _rotation_indexes_ok(session: Session, enabled: Enabled, bands: int) -> bool:
+    """Whether the table has exactly the valid rotation indexes of ``bands`` bands.
+
+    A table enabled before 0.4.0 has its index on a bucket table instead:
+    nearsim_rebuild moves it onto the table.
+    """
+    if enabled.registration.bucket_table is not None or invalid_indexes(session, enabled):
+        return False
+    definitions = list(rotation_indexes(session, enabled).values())
+    fp = session.ident(enabled.registration.hash_column)
+    keys = [f"nearsim_rotate({fp}, {band_start(bands, band)}))" for band in range(bands)]
     return len(definitions) == bands and all(
         sum(definition.endswith(key) for definition in definitions) == 1 for key in keys)
 
@@ -371,11 +400,8 @@ def _repair(session: Session, enabled: Enabled, bands: int | None, fingerprints:
     ddl.drop_functions_and_triggers(session, enabled)
     key = session.ident(documents.key_column)
     text, fp = session.ident(reg.text_column), session.ident(reg.hash_column)
-    bucket = enabled.qualify(session, reg.bucket_table)
     recomputed = 0
     if fingerprints:
-        # The triggers may be off (that may be why this runs), so the
-        # buckets are resynchronised below rather than left to them.
         recomputed = int(session.row(
             "SELECT pg_catalog.count(*) AS n FROM changed",
             before=f"WITH changed AS (UPDATE {documents.qualified} d SET {fp} = fresh.si"
@@ -384,26 +410,24 @@ def _repair(session: Session, enabled: Enabled, bands: int | None, fingerprints:
             f" WHERE d.{key} OPERATOR(pg_catalog.=) fresh.key"
             f" AND d.{fp} IS DISTINCT FROM fresh.si RETURNING 1)")["n"])
         session.progress("recomputed fingerprints of", recomputed, recomputed)
-    removed = int(session.row(
-        "SELECT pg_catalog.count(*) AS n FROM gone",
-        before=f"WITH gone AS (DELETE FROM {bucket} b WHERE NOT EXISTS (SELECT FROM"
-        f" {documents.qualified} d WHERE d.{key} OPERATOR(pg_catalog.=) b.key"
-        f" AND d.{fp} = b.si) RETURNING 1)")["n"])
-    added = int(session.row(
-        "SELECT pg_catalog.count(*) AS n FROM came",
-        before=f"WITH came AS (INSERT INTO {bucket} AS b (key, si) SELECT d.{key}, d.{fp}"
-        f" FROM {documents.qualified} d WHERE d.{fp} IS NOT NULL AND NOT EXISTS (SELECT FROM"
-        f" {bucket} x WHERE x.key OPERATOR(pg_catalog.=) d.{key} AND x.si = d.{fp})"
-        " ON CONFLICT (key) DO UPDATE SET si = EXCLUDED.si RETURNING 1)")["n"])
+    # A bucket table kept from before 0.4.0 gives way to rotation indexes on
+    # the table; so do indexes of another layout or left invalid.
+    removed = 0
+    if reg.bucket_table is not None:
+        bucket = enabled.qualify(session, reg.bucket_table)
+        removed = int(session.row(f"SELECT pg_catalog.count(*) AS n FROM {bucket}")["n"])
+        ddl.drop_bucket_table(session, enabled)
     new_bands = _bands(session, reg.bands if bands is None else bands)
-    if new_bands != reg.bands or not _rotation_indexes_ok(session, enabled, reg.bands):
-        for index in band_indexes(session, enabled):
-            session.run(f"DROP INDEX {index}")
-        ddl.create_band_indexes(
-            session, Enabled(documents, reg.changed(bands=new_bands)))
-    enabled = Enabled(documents, reg.changed(bands=new_bands, profile=profile))
-    ddl.create_functions(session, enabled)
-    ddl.create_triggers(session, enabled)
-    _register(session, enabled)
-    session.run(f"ANALYZE {bucket}")
+    relaid = Enabled(documents, reg.changed(bands=new_bands, profile=profile,
+                                            bucket_table=None, bucket_function=None))
+    added = 0
+    if new_bands != reg.bands or not _rotation_indexes_ok(session, relaid, new_bands):
+        ddl.drop_rotation_indexes(session, relaid)
+        ddl.create_rotation_indexes(session, relaid)
+        added = int(session.row(
+            f"SELECT pg_catalog.count({fp}) AS n FROM {documents.qualified}")["n"])
+    ddl.create_functions(session, relaid)
+    ddl.create_triggers(session, relaid)
+    _register(session, relaid)
+    session.run(f"ANALYZE {documents.qualified}")
     return {"recomputed": recomputed, "removed": removed, "added": added, "bands": new_bands}

@@ -1,8 +1,8 @@
 """All pairs, clusters and verified search: the server's questions over a whole table.
 
-Pairs and clusters read every fingerprint of the bucket table once and find
+Pairs and clusters read every fingerprint of the table once and find
 the pairs in memory (:mod:`nearsim.core.pairs`); verified search takes its
-candidates from the bucket index and keeps those whose exact measure of the
+candidates from the rotation index and keeps those whose exact measure of the
 texts passes (:mod:`nearsim.core.measures`).
 """
 
@@ -32,12 +32,18 @@ def _check_method(session: Session, method: str, hint: str) -> None:
 
 
 def fingerprints(session: Session, enabled: Enabled) -> tuple[list[str], np.ndarray]:
-    """Keys (as text, in key order) and fingerprints of every bucket row."""
+    """Keys (as text, in key order) and fingerprints of every fingerprinted row.
+
+    Read with the caller's rights: rows hidden by row-level security are
+    not among them.
+    """
     check_table_profile(session, enabled.table.qualified, enabled.registration.profile)
-    bucket = enabled.qualify(session, enabled.registration.bucket_table)
+    key = session.ident(enabled.table.key_column)
+    fp = session.ident(enabled.registration.hash_column)
     row = session.one(
-        "SELECT pg_catalog.array_agg(key::text ORDER BY key) AS keys,"
-        f" pg_catalog.array_agg(si ORDER BY key) AS sis FROM {bucket}"
+        f"SELECT pg_catalog.array_agg({key}::pg_catalog.text ORDER BY {key}) AS keys,"
+        f" pg_catalog.array_agg({fp} ORDER BY {key}) AS sis FROM {enabled.table.qualified}"
+        f" WHERE {fp} IS NOT NULL"
     )
     keys: list[str] = row["keys"] or []
     return keys, np.array(row["sis"] or [], dtype=np.int64)

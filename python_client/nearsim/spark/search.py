@@ -7,7 +7,7 @@ The answers are those of ``nearsim_pairs`` and ``nearsim_pairs_verified``:
    million empty boilerplate documents are one row, not a million squared
    candidates in one task.
 2. The distinct fingerprints are paired by the pigeonhole rule of the
-   bucket index (:mod:`nearsim.core.bands`): the 64 bits are cut into
+   rotation index (:mod:`nearsim.core.bands`): the 64 bits are cut into
    bands; two fingerprints within k bits agree on some band within that
    band's radius.  Each fingerprint's band values (the *index*) are joined
    with the values within the radius of every fingerprint's bands (the

@@ -1,0 +1,290 @@
+"""The default path at scale: enabled empty, filled by COPY, searched (``make bench-10m``).
+
+For each size (by default 1 and 10 million documents), the uniform and the
+text-like sets of sections 4 to 7 (:mod:`benchmarks.docsets`): the table is
+enabled while empty, as ``nearsim init`` does, then filled by one COPY per
+million rows; no rebuild, no tuning.  Measured in the same run:
+
+- the COPY's rate for the first and for the last million rows;
+- bytes per document of the rotation indexes, as loaded and rebuilt;
+- search latency through the index (a prepared statement) for k = 3, 6 and
+  10, every answer checked against numpy, beside the ``hamming()`` scan of
+  the same table (fewer queries: a scan of 10 million rows takes a second);
+- the first search of a fresh connection (new backend, nothing cached in
+  it), over many connections, on the uniform set of 1 million (or the
+  smallest size).
+
+Usage: ``python -m benchmarks.scale --dsn DSN [--sizes N ...] [--results FILE]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import secrets
+import statistics
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import psycopg
+from psycopg import sql
+
+import nearsim
+
+from .common import (
+    PREPARE_WHEN_ASKED,
+    BenchError,
+    Connection,
+    connect,
+    count_rows,
+    cpu_model,
+    ms,
+    percentile_ms,
+    prepare_session,
+    print_table,
+    times,
+    wrap,
+)
+from .docsets import (
+    TARGET_BUCKET_BYTES,
+    UNIFORM,
+    DocSet,
+    check_bucket_api,
+    load_docsets,
+    prewarm_search,
+    shared_buffers,
+)
+from .search import GENERIC, HAMMING, Match, expected_matches, run_search, search_statements, within
+from .throughput import read_corpora
+
+SIZES = (1_000_000, 10_000_000)
+RADII = (3, 6, 10)
+QUERIES = 100
+SCAN_QUERIES = 10
+CONNECTIONS = 50
+# Targets of the default path (enabled empty, loaded, never rebuilt).
+TARGETS = {
+    (10_000_000, 6): (2.0, 300.0),  # p50 ms at most, times the hamming() scan at least
+    (10_000_000, 3): (1.0, None),
+    (1_000_000, 6): (1.0, 50.0),
+}
+TARGET_FRESH_MS = 5.0
+TARGET_LOAD_RATIO = 0.5  # rate of the last million against the first
+
+
+@dataclass
+class SetResult:
+    docset: DocSet
+    p50: dict[int, float] = field(default_factory=dict)  # k -> ms, index search
+    p95: dict[int, float] = field(default_factory=dict)
+    scan_p50: dict[int, float] = field(default_factory=dict)  # k -> ms, hamming() scan
+    found: dict[int, float] = field(default_factory=dict)  # k -> mean rows
+
+
+def time_set(conn: Connection, schema: str, docset: DocSet, queries: int,
+             scan_queries: int) -> SetResult:
+    """Index search and scan latencies on one set, every answer checked against numpy."""
+    result = SetResult(docset)
+    query_values = docset.queries[:queries]
+    expected = expected_matches(docset.fingerprints, query_values, max(RADII))
+    prewarm_search(conn, schema, docset)
+    for k in RADII:
+        statements = search_statements(docset, k)
+        for name, count in ((GENERIC, len(query_values)), (HAMMING, scan_queries)):
+            run_search(conn, statements[name], int(query_values[0]))  # warm-up
+            seconds = []
+            for number, query in enumerate(query_values[:count].tolist()):
+                rows, elapsed = run_search(conn, statements[name], query)
+                wanted: Match = within(expected[number], k)
+                if rows != wanted:
+                    raise BenchError(f"{docset.label}, k = {k}, query {number}: {name} returned"
+                                     f" {len(rows):,} rows, numpy {len(wanted):,}")
+                seconds.append(elapsed)
+            if name == GENERIC:
+                result.p50[k] = percentile_ms(seconds, 50)
+                result.p95[k] = percentile_ms(seconds, 95)
+                result.found[k] = float(np.mean([len(within(e, k)) for e in expected]))
+            else:
+                result.scan_p50[k] = percentile_ms(seconds, 50)
+    return result
+
+
+def fresh_connections(dsn: str, docset: DocSet, count: int) -> tuple[list[float], list[float]]:
+    """Seconds of the first search of each of ``count`` new connections, and of a second one.
+
+    The connection is made (and a trivial statement run, so that the session
+    is set up) before the clock starts; the search is the plain, unprepared
+    statement a user types.
+    """
+    first: list[float] = []
+    second: list[float] = []
+    statement = sql.SQL("SELECT (doc).id, distance FROM {}(%s::bigint, 6)").format(docset.similar)
+    queries = docset.queries.tolist()
+    for number in range(count):
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute("SELECT 1").fetchone()
+            for times_list, query in ((first, queries[number % len(queries)]),
+                                      (second, queries[(number + 1) % len(queries)])):
+                started = time.perf_counter()
+                conn.execute(statement, (query,)).fetchall()
+                times_list.append(time.perf_counter() - started)
+    return first, second
+
+
+def yes_no(met: bool | None) -> str:
+    return "-" if met is None else "yes" if met else "no"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.scale", description=__doc__)
+    parser.add_argument("--dsn", default=os.environ.get("NEARSIM_DSN"), required=False)
+    parser.add_argument("--sizes", type=int, nargs="+", default=list(SIZES), metavar="N")
+    parser.add_argument("--queries", type=int, default=QUERIES)
+    parser.add_argument("--scan-queries", type=int, default=SCAN_QUERIES)
+    parser.add_argument("--connections", type=int, default=CONNECTIONS)
+    parser.add_argument("--results", metavar="FILE")
+    args = parser.parse_args(argv)
+    if not args.dsn:
+        parser.error("--dsn (or NEARSIM_DSN) is required")
+    if min(args.sizes) < 1000 or args.queries < 1 or args.scan_queries < 1:
+        parser.error("--sizes must be at least 1000, --queries and --scan-queries at least 1")
+    try:
+        return run(args.dsn, sorted(args.sizes), args.queries, args.scan_queries,
+                   args.connections, args.results)
+    except BenchError as error:
+        print(f"benchmarks.scale: {error}", file=sys.stderr)
+        return error.status
+
+
+def run(dsn: str, sizes: Sequence[int], queries: int, scan_queries: int, connections: int,
+        results_file: str | None) -> int:
+    started = time.perf_counter()
+    conn = connect(dsn)
+    schema = f"nearsim_scale_{os.getpid()}_{secrets.token_hex(3)}"
+    with conn:
+        version = prepare_session(conn)
+        check_bucket_api(conn)
+        print(f"nearsim at scale: {', '.join(count_rows(n) for n in sizes)} documents,"
+              f" enabled empty, filled by COPY; {queries} queries ({scan_queries} for the scans)")
+        print(f"   nearsim {nearsim.__version__}; PostgreSQL {version}; {cpu_model()},"
+              f" {os.cpu_count()} cores; shared_buffers {shared_buffers(conn)}")
+        wrap("shared_buffers is PostgreSQL's default: at 10 million documents the rotation"
+             " indexes (about 900 MB) do not fit in it, and a search reads the pages it needs"
+             " from the operating system's page cache (the machine's memory holds them)."
+             " Searches: a prepared statement with a generic plan, one backend, after"
+             " pg_prewarm of the indexes (which keeps what fits); scans: the hamming() scan of"
+             " the same table, with max_parallel_workers_per_gather = 0.")
+        conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
+        conn.prepare_threshold = PREPARE_WHEN_ASKED
+        results: list[SetResult] = []
+        fresh: tuple[list[float], list[float]] | None = None
+        try:
+            chapters = read_corpora()[0]
+            for rows in sizes:
+                sets, _ = load_docsets(conn, schema, [rows], queries, chapters)
+                for docset in sets:
+                    results.append(time_set(conn, schema, docset, queries, scan_queries))
+                    if fresh is None and docset.kind == UNIFORM:
+                        fresh = fresh_connections(dsn, docset, connections)
+                for docset in sets:
+                    conn.execute("SELECT nearsim_disable(%s::regclass)", (docset.qualified,))
+                    conn.execute(sql.SQL("DROP TABLE {}").format(docset.table))
+        finally:
+            try:
+                conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
+            except psycopg.Error as error:
+                print(f"could not drop {schema}: {error}", file=sys.stderr)
+    return report(results, fresh, time.perf_counter() - started, version, results_file)
+
+
+def report(results: Sequence[SetResult], fresh: tuple[list[float], list[float]] | None,
+           seconds: float, version: str, results_file: str | None) -> int:
+    print()
+    rows = []
+    for r in results:
+        d = r.docset
+        for k in RADII:
+            rows.append([d.label, str(k), f"{r.found[k]:,.1f}", ms(r.p50[k]), ms(r.p95[k]),
+                         ms(r.scan_p50[k]), times(r.scan_p50[k] / r.p50[k])])
+    print_table(["set", "k", "rows mean", "index p50 ms", "p95", "hamming() scan p50",
+                 "scan / index"], rows, "<>>>>>>")
+    print()
+    rows = []
+    for r in results:
+        d = r.docset
+        assert d.loaded is not None and d.reindexed is not None
+        first, last = d.million_rate(0), d.million_rate(-1)
+        rows.append([d.label, f"{d.load_seconds:.0f}",
+                     f"{first:,.0f}" if first else "-", f"{last:,.0f}" if last else "-",
+                     f"{last / first:.2f}" if first and last and len(d.million_seconds) > 1
+                     else "-",
+                     f"{d.loaded.per_doc(d.rows):.1f}", f"{d.reindexed.per_doc(d.rows):.1f}"])
+    print_table(["set", "COPY s", "rows/s first million", "rows/s last million", "last/first",
+                 "index bytes/doc as loaded", "rebuilt"], rows, "<>>>>>>")
+    summary: list[list[str]] = []
+    for r in results:
+        d = r.docset
+        for k in RADII:
+            limit, speedup = TARGETS.get((d.rows, k), (None, None))
+            ratio = r.scan_p50[k] / r.p50[k]
+            met = None
+            if limit is not None:
+                met = r.p50[k] <= limit and (speedup is None or ratio >= speedup)
+            target = "-" if limit is None else f"<= {limit:g} ms" + (
+                f", >= {speedup:g}x" if speedup else "")
+            summary.append([f"index search k={k}, {d.label}, p50 ms", ms(r.p50[k]),
+                            f"{ms(r.scan_p50[k])} (hamming() scan)", times(ratio), target,
+                            yes_no(met)])
+        assert d.loaded is not None
+        per = d.loaded.per_doc(d.rows)
+        summary.append([f"index storage, {d.label}, bytes/doc as loaded", f"{per:.1f}", "-",
+                        "-", f"<= {TARGET_BUCKET_BYTES:g} at >= 1M",
+                        yes_no(per <= TARGET_BUCKET_BYTES) if d.rows >= 1_000_000 else "-"])
+        first, last = d.million_rate(0), d.million_rate(-1)
+        if first and last and len(d.million_seconds) > 1:
+            summary.append([f"COPY into {d.label}, last million, rows/s", f"{last:,.0f}",
+                            f"{first:,.0f} (first million)", f"{last / first:.2f}",
+                            f">= {TARGET_LOAD_RATIO:g}", yes_no(last / first >= TARGET_LOAD_RATIO)])
+    if fresh is not None:
+        first_ms, second_ms = percentile_ms(fresh[0], 50), percentile_ms(fresh[1], 50)
+        summary.append([f"first search of a new connection k=6 (x{len(fresh[0])}), p50 ms",
+                        ms(first_ms), f"{ms(second_ms)} (its second search)",
+                        times(first_ms / second_ms), f"<= {TARGET_FRESH_MS:g} ms",
+                        yes_no(first_ms <= TARGET_FRESH_MS)])
+    print()
+    print_table(["measurement", "value", "baseline", "ratio", "target", "met?"], summary,
+                "<>>>><")
+    missed = sum(row[5] == "no" for row in summary)
+    print(f"\n   {missed} of {sum(row[5] != '-' for row in summary)} targets missed;"
+          f" total time {seconds:.0f} s")
+    if results_file:
+        data: dict[str, Any] = {
+            "nearsim": nearsim.__version__, "postgresql": version, "cpu": cpu_model(),
+            "cores": os.cpu_count(), "python": platform.python_version(),
+            "seconds": round(seconds, 1), "summary": summary,
+            "sets": [{"set": r.docset.label, "documents": r.docset.rows,
+                      "p50_ms": r.p50, "p95_ms": r.p95, "scan_p50_ms": r.scan_p50,
+                      "copy_million_seconds": list(r.docset.million_seconds),
+                      "loaded_bytes_per_doc": r.docset.loaded.per_doc(r.docset.rows)
+                      if r.docset.loaded else None,
+                      "built_bytes_per_doc": r.docset.reindexed.per_doc(r.docset.rows)
+                      if r.docset.reindexed else None} for r in results],
+            "fresh_connection_ms": None if fresh is None else {
+                "first": [s * 1000 for s in fresh[0]], "second": [s * 1000 for s in fresh[1]],
+                "first_median": statistics.median(fresh[0]) * 1000},
+        }
+        with open(results_file, "w", encoding="utf-8") as file:
+            json.dump(data, file, indent=1)
+            file.write("\n")
+        print(f"   results written to {results_file}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
