@@ -50,6 +50,14 @@ ERRORS: dict[str, str] = {
                            " distance outside 0..64; 54000 if one band would need more than"
                            " 2^20 probes",
     "nearsim_rotate": "none (NULL for a shift outside 0..63)",
+    "nearsim_guard": "22023 for neither max_distance nor min_similarity, a max_distance outside"
+                     " 0..64, a min_similarity outside the calibration without max_distance, an"
+                     " unknown measure or action; 42501 unless the caller has the privileges of"
+                     " the owner of `tbl`; 55000 if it is not enabled",
+    "nearsim_unguard": "42501 unless the caller has the privileges of the owner of `tbl`",
+    "nearsim_guard_check": "23N01 for a near-duplicate (action error), 40001 when one was"
+                           " committed after a REPEATABLE READ or SERIALIZABLE transaction began,"
+                           " 42501 when a role other than the owner sets nearsim.guard = off",
     "nearsim_nearest": "22023 for n below 1 or a max_distance outside 0..64, 42501 without"
                        " SELECT on `tbl`, 55000 if it is not enabled",
     "nearsim_search": "22023 for a max_distance outside 0..64, 42501 without SELECT on `tbl`,"

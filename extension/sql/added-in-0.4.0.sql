@@ -33,3 +33,12 @@ ALTER TABLE nearsim_tables ALTER COLUMN bucket_table DROP NOT NULL,
 
 COMMENT ON TABLE nearsim_tables IS
 'tables enabled for nearsim: their columns, index layout, fingerprint profile and generated objects; bucket_table and bucket_function are NULL unless the table was enabled before 0.4.0 and not rebuilt since';
+
+-- The check-in guard's trigger (src/guard.c); nearsim_guard and
+-- nearsim_unguard come from the install script.
+CREATE FUNCTION nearsim_guard_check() RETURNS trigger
+	AS 'MODULE_PATHNAME', 'nearsim_guard_check'
+	LANGUAGE C;
+
+COMMENT ON FUNCTION nearsim_guard_check() IS
+'the trigger of a check-in guard (nearsim_guard): refuse (SQLSTATE 23N01), skip or record a document with a near-duplicate already in the table';

@@ -708,6 +708,111 @@ $plpgsql$;
 COMMENT ON FUNCTION nearsim_nearest(regclass, bigint, integer, integer) IS
 'the n documents of tbl nearest to the fingerprint query (key as text, distance), exactly those of ORDER BY hamming(si, query), key LIMIT n among the documents within max_distance bits, through the rotation index';
 
+-- The check-in guard: a near-duplicate is refused, skipped or recorded as
+-- it is written (C trigger nearsim_guard_check, src/guard.c).  Its settings
+-- are the arguments of its two triggers, made by the table's owner.
+
+CREATE FUNCTION nearsim_guard_check() RETURNS trigger
+	AS 'MODULE_PATHNAME', 'nearsim_guard_check'
+	LANGUAGE C;
+
+COMMENT ON FUNCTION nearsim_guard_check() IS
+'the trigger of a check-in guard (nearsim_guard): refuse (SQLSTATE 23N01), skip or record a document with a near-duplicate already in the table';
+
+CREATE FUNCTION nearsim_guard(tbl regclass, max_distance integer DEFAULT NULL,
+		min_similarity double precision DEFAULT NULL, measure text DEFAULT 's_r',
+		action text DEFAULT 'error')
+	RETURNS void
+	LANGUAGE plpgsql
+	SET search_path = pg_catalog, pg_temp
+	AS $plpgsql$
+DECLARE
+	entry @extschema@.nearsim_tables;
+	radius integer;
+	links text := '';
+	key_type text;
+	arguments text;
+BEGIN
+	SELECT * INTO entry FROM @extschema@.nearsim_tables r
+		WHERE r.tbl OPERATOR(pg_catalog.=) nearsim_guard.tbl;
+	IF NOT FOUND THEN
+		RAISE EXCEPTION 'table % is not enabled for nearsim', tbl USING ERRCODE = '55000',
+			HINT = 'SELECT nearsim_enable(table, text_column) first.';
+	END IF;
+	IF max_distance IS NULL AND min_similarity IS NULL THEN
+		RAISE EXCEPTION 'give the guard max_distance, min_similarity or both'
+			USING ERRCODE = '22023',
+			HINT = 'max_distance alone refuses by bits; min_similarity measures the texts of the candidates within max_distance (by default the calibrated radius, nearsim_radius).';
+	END IF;
+	IF max_distance OPERATOR(pg_catalog.<) 0 OR max_distance OPERATOR(pg_catalog.>) 64 THEN
+		RAISE EXCEPTION 'max_distance must be between 0 and 64, not %', max_distance
+			USING ERRCODE = '22023';
+	END IF;
+	IF action IS NULL OR action OPERATOR(pg_catalog.<>) ALL (ARRAY['error', 'skip', 'record']) THEN
+		RAISE EXCEPTION 'unknown guard action %', pg_catalog.quote_nullable(action)
+			USING ERRCODE = '22023', HINT = 'The actions are error, skip and record.';
+	END IF;
+	IF measure IS NULL OR measure OPERATOR(pg_catalog.<>) ALL (ARRAY['s_r', 's_l', 's_j',
+			'containment', 'information_s_l', 'information_s_j']) THEN
+		RAISE EXCEPTION 'unknown measure %', pg_catalog.quote_nullable(measure)
+			USING ERRCODE = '22023',
+			HINT = 'The measures are s_r, s_l, s_j, containment, information_s_l and information_s_j.';
+	END IF;
+	-- the radius of a verified guard is that of nearsim_similar_verified
+	radius := COALESCE(max_distance, @extschema@.nearsim_radius(min_similarity, entry.profile));
+	SELECT pg_catalog.format_type(a.atttypid, a.atttypmod) INTO key_type
+		FROM pg_catalog.pg_attribute a
+		WHERE a.attrelid OPERATOR(pg_catalog.=) tbl AND a.attname OPERATOR(pg_catalog.=) entry.key_column;
+	IF action OPERATOR(pg_catalog.=) 'record' THEN
+		links := pg_catalog.format('%I.%I', entry.object_schema,
+			(SELECT c.relname FROM pg_catalog.pg_class c WHERE c.oid OPERATOR(pg_catalog.=) tbl)
+			OPERATOR(pg_catalog.||) '_nearsim_links');
+		PERFORM @extschema@.nearsim_as_owner(tbl, pg_catalog.format(
+			'CREATE TABLE IF NOT EXISTS %s (new_key %s NOT NULL, existing_key %s NOT NULL,'
+			' distance integer NOT NULL, similarity double precision,'
+			' recorded_at timestamptz NOT NULL DEFAULT pg_catalog.now())', links, key_type, key_type));
+		PERFORM @extschema@.nearsim_link(tbl, ARRAY[links::pg_catalog.regclass],
+			'{}'::pg_catalog.regprocedure[]);
+	END IF;
+	arguments := pg_catalog.format('%L, %L, %L, %L, %L, %L, %L, %L, %L', entry.key_column,
+		entry.text_column, entry.hash_column, radius, COALESCE(min_similarity::pg_catalog.text, ''),
+		measure, action, links, entry.profile);
+	PERFORM @extschema@.nearsim_unguard(tbl);
+	-- after the fingerprint triggers (BEFORE triggers fire in name order)
+	PERFORM @extschema@.nearsim_as_owner(tbl, pg_catalog.format(
+		'CREATE TRIGGER zzz_nearsim_guard BEFORE INSERT ON %s FOR EACH ROW'
+		' WHEN (NEW.%I IS NOT NULL) EXECUTE FUNCTION %s.nearsim_guard_check(%s)',
+		tbl, entry.hash_column, '@extschema@', arguments));
+	PERFORM @extschema@.nearsim_as_owner(tbl, pg_catalog.format(
+		'CREATE TRIGGER zzz_nearsim_guard_update BEFORE UPDATE ON %s FOR EACH ROW'
+		' WHEN (NEW.%2$I IS NOT NULL AND NEW.%2$I IS DISTINCT FROM OLD.%2$I)'
+		' EXECUTE FUNCTION %3$s.nearsim_guard_check(%4$s)',
+		tbl, entry.hash_column, '@extschema@', arguments));
+END
+$plpgsql$;
+
+COMMENT ON FUNCTION nearsim_guard(regclass, integer, double precision, text, text) IS
+'guard tbl at check-in: an INSERT or UPDATE whose document has a near-duplicate already in the table (within max_distance bits; or, with min_similarity, at least that similar by measure on the texts among the candidates within max_distance, by default nearsim_radius(min_similarity)) fails with SQLSTATE 23N01 (action error), is not written (skip), or is written and linked in <table>_nearsim_links (record); race-free at every isolation level; for the owner of tbl';
+
+CREATE FUNCTION nearsim_unguard(tbl regclass) RETURNS void
+	LANGUAGE plpgsql
+	SET search_path = pg_catalog, pg_temp
+	AS $plpgsql$
+DECLARE
+	name pg_catalog.name;
+BEGIN
+	FOR name IN SELECT t.tgname FROM pg_catalog.pg_trigger t
+		WHERE t.tgrelid OPERATOR(pg_catalog.=) tbl
+			AND t.tgname OPERATOR(pg_catalog.=) ANY (ARRAY['zzz_nearsim_guard', 'zzz_nearsim_guard_update'])
+	LOOP
+		PERFORM @extschema@.nearsim_as_owner(tbl, pg_catalog.format('DROP TRIGGER %I ON %s', name, tbl));
+	END LOOP;
+END
+$plpgsql$;
+
+COMMENT ON FUNCTION nearsim_unguard(regclass) IS
+'remove the check-in guard of tbl (its table of recorded links stays); for the owner of tbl';
+
 -- Dropping an enabled table (DROP TABLE ... CASCADE) drops its indexes
 -- and functions through their dependencies on it (nearsim_link); this
 -- trigger forgets the table.  Nothing is dropped by name.  @extschema@ is

@@ -547,3 +547,33 @@ def test_similar_nearest_gives_the_scans_first_rows(database: str, tmp_path: Pat
     wrong = run("similar", query, "--nearest", "3", "-s", "0.9", "--dsn", database, "--table",
                 table)  # fmt: skip
     assert wrong.exit_code == 2 and "does not go with it" in wrong.output
+
+
+def test_check_exits_1_and_lists_the_near_duplicates(database: str, tmp_path: Path) -> None:
+    root = tmp_path / "docs"
+    root.mkdir()
+    for ref in ("Genesis 24", "Ruth 1", "Jude 1"):
+        (root / f"{ref}.txt").write_text(CHAPTERS[ref])
+    table = table_name()
+    assert load(database, table, str(root)).exit_code == 0
+    edited = tmp_path / "edited.txt"
+    edited.write_text(CHAPTERS["Genesis 24"].replace("Rebekah", "Rebecca", 1) + "Amen.\n")
+    new = tmp_path / "new.txt"
+    new.write_text(CHAPTERS["Obadiah 1"])
+
+    clean = run("check", str(new), "--dsn", database, "--table", table)
+    assert clean.exit_code == 0, clean.output
+    assert clean.stdout == f"{new}: no near-duplicate\n"
+    found = run("check", str(new), str(edited), "--dsn", database, "--table", table)
+    assert found.exit_code == 1, found.output
+    lines = found.stdout.splitlines()
+    assert lines[1] == f"{edited}: 1 near-duplicate"
+    assert lines[2].endswith("Genesis 24.txt") and "%" in lines[2]
+    as_json = json.loads(run("check", str(edited), "--hamming", "-k", "3", "--json", "--dsn",
+                             database, "--table", table).stdout)
+    assert [Path(m["key"]).name for m in as_json[0]["near_duplicates"]] == ["Genesis 24.txt"]
+    assert as_json[0]["file"] == str(edited)
+    missing = run("check", str(tmp_path / "nothing.txt"), "--dsn", database, "--table", table)
+    assert missing.exit_code == 2 and "nothing.txt" in missing.output
+    # nothing was written
+    assert len(rows(database, table)) == 3

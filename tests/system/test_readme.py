@@ -51,6 +51,14 @@ def test_the_sql_examples_run_and_find_the_planted_copy(database: str) -> None:
                     conn.execute("INSERT INTO docs VALUES (100, 'copy', %s)",
                                  [chapters[0].text + " Amen."])
                 parameters = [query] if "$1" in statement else None
+                if statement.startswith("INSERT INTO docs"):
+                    # the guarded check-in of a near-duplicate is refused, naming the copy
+                    with pytest.raises(psycopg.IntegrityError) as refused:
+                        conn.execute(statement.replace("$1", "%s"), parameters)
+                    assert refused.value.sqlstate == "23N01", refused.value
+                    assert "is a near-duplicate of 1 in table docs" in str(refused.value)
+                    found[statement] = [("refused",)]
+                    continue
                 cursor = conn.execute(statement.replace("$1", "%s"), parameters)
                 found[statement] = cursor.fetchall() if cursor.description else []
     answers = [rows for statement, rows in found.items() if "$1" in statement]

@@ -204,6 +204,62 @@ def similar(
 
 
 @cli.command()
+@click.argument("files", nargs=-1, required=True, metavar="FILE...")
+@search_options
+@database_options
+@json_option
+@click.pass_context
+def check(
+    ctx: click.Context, files: tuple[str, ...], min_similarity: float, measure: str,
+    max_distance: int | None, by_bits: bool, dsn: str | None, table: str, as_json: bool,
+) -> None:  # fmt: skip
+    """Whether the table already holds a near-duplicate of each FILE.
+
+    For a CI job or a pre-commit hook: exit status 1 when any file has a
+    near-duplicate (each listed with the stored documents like it, as
+    `nearsim similar` finds them: at least 0.8 (-s) similar, or within -k bits
+    with --hamming), 0 when none has, 2 on an error. Nothing is written.
+
+    \b
+    Examples:
+        nearsim check contract-v2.pdf memo.docx
+        nearsim check --hamming -k 3 --json drafts/*.txt
+    """
+    search = search_of(ctx)
+    queries = {name: _query_text(None, name) for name in files}
+    found: dict[str, list[dict[str, Any]]] = {}
+    with database_errors():
+        conn, documents = open_table(dsn, table)
+        with conn:
+            for name, query in queries.items():
+                _warn_if_short(query)
+                if search.hamming:
+                    assert search.max_distance is not None
+                    found[name] = [asdict(m) for m in documents.similar(query,
+                                                                        search.max_distance)]
+                else:
+                    found[name] = [asdict(m) for m in documents.similar_verified(
+                        query, search.min_similarity, search.measure, search.max_distance)]
+    if as_json:
+        print_json([{"file": name, "near_duplicates": matches}
+                    for name, matches in found.items()])
+    else:
+        for name, matches in found.items():
+            if not matches:
+                click.echo(f"{name}: no near-duplicate")
+                continue
+            click.echo(f"{name}: {len(matches)} near-duplicate{'s' if len(matches) > 1 else ''}")
+            for match in matches:
+                if search.hamming:
+                    click.echo(f"  {match['distance']:3d} bits  {match['key']}")
+                else:
+                    click.echo(f"  {match['similarity']:7.1%}  {match['distance']:3d} bits"
+                               f"  {match['key']}")
+    if any(found.values()):
+        sys.exit(EXIT_FAILURES)
+
+
+@cli.command()
 @search_options
 @database_options
 @json_option

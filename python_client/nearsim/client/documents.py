@@ -298,6 +298,31 @@ class DocumentTable:
         rows = self.conn.execute(statement, [self.quoted, fingerprint, n, max_distance]).fetchall()
         return [Match(key, distance, None) for key, distance in rows]
 
+    def guard(
+        self, max_distance: int | None = None, min_similarity: float | None = None,
+        measure: str = "s_r", action: str = "error",
+    ) -> None:
+        """Guard the table at check-in (``nearsim_guard``); for its owner.
+
+        From then on an INSERT or UPDATE of a document with a near-duplicate
+        already stored fails with SQLSTATE 23N01 (``error``), is not written
+        (``skip``), or is written and linked in ``<table>_nearsim_links``
+        (``record``).  With ``min_similarity`` the texts decide, among the
+        candidates within ``max_distance`` bits (by default the calibrated
+        radius).
+        """
+        self.require_enabled()
+        self.conn.execute(
+            sql.SQL("SELECT {}.nearsim_guard(%s::regclass, %s, %s, %s, %s)").format(
+                self.extension),
+            [self.quoted, max_distance, min_similarity, measure, action])
+
+    def unguard(self) -> None:
+        """Remove the check-in guard (``nearsim_unguard``); recorded links stay."""
+        self.require_enabled()
+        self.conn.execute(sql.SQL("SELECT {}.nearsim_unguard(%s::regclass)").format(
+            self.extension), [self.quoted])
+
     def similar_verified(
         self, query: str, min_similarity: float = 0.8, measure: str = "s_r",
         max_distance: int | None = None, limit: int | None = None,

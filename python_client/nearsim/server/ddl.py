@@ -36,6 +36,9 @@ FINGERPRINT_TRIGGERS = {
 }
 # They fire always: also when a subscriber applies replicated rows.
 TRIGGER_MODES = dict.fromkeys(FINGERPRINT_TRIGGERS.values(), "A")
+# The check-in guard's triggers (nearsim_guard): kept by nearsim_rebuild,
+# dropped with the table's other objects by nearsim_disable.
+GUARD_TRIGGERS = ("zzz_nearsim_guard", "zzz_nearsim_guard_update")
 # The triggers that kept the bucket table of a table enabled before 0.4.0.
 BUCKET_TRIGGERS = ("nearsim_insert", "nearsim_update", "nearsim_delete", "nearsim_truncate",
                    "nearsim_replica")
@@ -216,7 +219,16 @@ def drop_bucket_table(session: Session, enabled: Enabled) -> None:
 
 
 def drop_all(session: Session, enabled: Enabled) -> None:
-    """Every object of the table: functions, triggers, indexes (and a bucket table)."""
+    """Every object of the table: functions, triggers, indexes (and a bucket table).
+
+    The links a guard recorded stay: they are the user's data.
+    """
+    existing = {r["tgname"] for r in session.execute(
+        "SELECT tgname FROM pg_catalog.pg_trigger"
+        f" WHERE tgrelid = {enabled.table.oid}::pg_catalog.oid")}
+    for name in GUARD_TRIGGERS:
+        if name in existing:
+            session.run(f"DROP TRIGGER {session.ident(name)} ON {enabled.table.qualified}")
     drop_functions_and_triggers(session, enabled)
     drop_bucket_table(session, enabled)
     drop_rotation_indexes(session, enabled)

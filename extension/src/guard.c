@@ -1,0 +1,406 @@
+#include "postgres.h"
+
+#include <math.h>
+
+#include "access/htup_details.h"
+#include "access/xact.h"
+#include "catalog/pg_type.h"
+#include "commands/trigger.h"
+#include "executor/spi.h"
+#include "fmgr.h"
+#include "miscadmin.h"
+#include "utils/acl.h"
+#include "utils/builtins.h"
+#include "utils/guc.h"
+#include "utils/lsyscache.h"
+#include "utils/rel.h"
+#include "utils/snapmgr.h"
+
+#include "nearsim.h"
+
+/*
+ * The check-in guard (nearsim_guard): a BEFORE ROW trigger that looks for a
+ * near-duplicate of the incoming document among those already in the table
+ * and, when it finds one, refuses the row (error), drops it (skip) or writes
+ * it and records the link (record).
+ *
+ * Two sessions that check in near-duplicates of each other at the same
+ * moment must not both pass, as with an exclusion constraint.  The guard
+ * takes a transaction-level lock on the table's guard before it looks, so
+ * guarded writers of one table check one after the other, each seeing what
+ * the previous one committed: at READ COMMITTED each query takes a new
+ * snapshot, after the lock.  At REPEATABLE READ and SERIALIZABLE the
+ * transaction's snapshot is older than the lock; a near-duplicate committed
+ * since then is looked for again with the latest snapshot, and if there is
+ * one the row fails with a serialization failure (40001) to be retried, as
+ * PostgreSQL does for a concurrent update.
+ *
+ * The search runs as the table's owner (whose table it is, whichever role
+ * writes), inside a security-restricted operation with search_path pinned.
+ */
+
+#define GUARD_ARGS 9
+/* The lock's first key: "nsmg"; the second is the table's oid */
+#define GUARD_LOCK_CLASS 0x6E736D67
+#define ERRCODE_NEAR_DUPLICATE MAKE_SQLSTATE('2', '3', 'N', '0', '1')
+
+/* What a trigger was made with (its arguments, from nearsim_guard) */
+typedef struct Guard
+{
+	const char *key_column;
+	const char *text_column;
+	const char *hash_column;
+	int32		max_distance;	/* the search radius, also of a verified guard */
+	double		min_similarity; /* NaN: by bits only */
+	const char *measure;
+	const char *action;			/* error, skip or record */
+	const char *links;			/* qualified table of record, or "" */
+	const char *profile;
+} Guard;
+
+/* An existing document near the incoming one */
+typedef struct NearDuplicate
+{
+	char	   *key;
+	int32		distance;
+	double		similarity;		/* NaN: not measured */
+} NearDuplicate;
+
+static Guard
+guard_of(Trigger *trigger)
+{
+	Guard		guard;
+	char	   *end;
+
+	if (trigger->tgnargs != GUARD_ARGS)
+		ereport(ERROR,
+				(errcode(ERRCODE_TRIGGERED_ACTION_EXCEPTION),
+				 errmsg("trigger %s was not made by nearsim_guard", trigger->tgname),
+				 errhint("SELECT nearsim_guard(table, ...) makes it.")));
+	guard.key_column = trigger->tgargs[0];
+	guard.text_column = trigger->tgargs[1];
+	guard.hash_column = trigger->tgargs[2];
+	guard.max_distance = (int32) strtol(trigger->tgargs[3], &end, 10);
+	guard.min_similarity = trigger->tgargs[4][0] == '\0' ? NAN : strtod(trigger->tgargs[4], NULL);
+	guard.measure = trigger->tgargs[5];
+	guard.action = trigger->tgargs[6];
+	guard.links = trigger->tgargs[7];
+	guard.profile = trigger->tgargs[8];
+	return guard;
+}
+
+/* The value of column name of tuple as text, or NULL */
+static char *
+column_text(HeapTuple tuple, TupleDesc tupdesc, const char *name)
+{
+	int			attnum = SPI_fnumber(tupdesc, name);
+
+	if (attnum <= 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_COLUMN),
+				 errmsg("column %s named by the nearsim guard does not exist", name),
+				 errhint("SELECT nearsim_guard(table, ...) makes the guard again.")));
+	return SPI_getvalue(tuple, tupdesc, attnum);
+}
+
+/*
+ * The nearest existing document within the guard's radius (verified: the
+ * most similar of those at least min_similarity similar), other than the
+ * row itself; false if none.  Under the snapshot the query takes: a new one
+ * at READ COMMITTED, the transaction's otherwise.
+ */
+static bool
+find_near_duplicate(const Guard *guard, const char *schema, Relation rel, int64 fingerprint,
+					const char *text, const char *new_key, const char *old_key,
+					NearDuplicate *found)
+{
+	char	   *table = quote_qualified_identifier(get_namespace_name(RelationGetNamespace(rel)),
+												   RelationGetRelationName(rel));
+	const char *ext = quote_identifier(schema);
+	char	   *query;
+	Oid			types[6] = {INT8OID, REGCLASSOID, NAMEOID, INT4OID, TEXTOID, TEXTOID};
+	Datum		values[6];
+	char		nulls[6] = {' ', ' ', ' ', ' ', new_key ? ' ' : 'n', old_key ? ' ' : 'n'};
+	bool		isnull;
+
+	values[0] = Int64GetDatum(fingerprint);
+	values[1] = ObjectIdGetDatum(RelationGetRelid(rel));
+	values[2] = CStringGetDatum(guard->hash_column);
+	values[3] = Int32GetDatum(guard->max_distance);
+	values[4] = new_key ? CStringGetTextDatum(new_key) : (Datum) 0;
+	values[5] = old_key ? CStringGetTextDatum(old_key) : (Datum) 0;
+	if (isnan(guard->min_similarity))
+	{
+		query = psprintf("SELECT d.%s::pg_catalog.text, %s.hamming(d.%s, $1),"
+						 " NULL::pg_catalog.float8 FROM ONLY %s AS d"
+						 " WHERE d.ctid OPERATOR(pg_catalog.=) ANY (%s.nearsim_search($2, $3, $1, $4))"
+						 " AND %s.hamming(d.%s, $1) OPERATOR(pg_catalog.<=) $4"
+						 " AND d.%s::pg_catalog.text IS DISTINCT FROM $5"
+						 " AND d.%s::pg_catalog.text IS DISTINCT FROM $6"
+						 " ORDER BY 2, 1 LIMIT 1",
+						 quote_identifier(guard->key_column), ext,
+						 quote_identifier(guard->hash_column), table, ext, ext,
+						 quote_identifier(guard->hash_column),
+						 quote_identifier(guard->key_column), quote_identifier(guard->key_column));
+		if (SPI_execute_with_args(query, 6, types, values, nulls, false, 1) != SPI_OK_SELECT)
+			elog(ERROR, "nearsim: the guard's search failed");
+	}
+	else
+	{
+		Oid			vtypes[7] = {REGCLASSOID, TEXTOID, FLOAT8OID, TEXTOID, INT4OID, TEXTOID, TEXTOID};
+		Datum		vvalues[7];
+		char		vnulls[7] = {' ', text ? ' ' : 'n', ' ', ' ', ' ', nulls[4], nulls[5]};
+
+		vvalues[0] = values[1];
+		vvalues[1] = text ? CStringGetTextDatum(text) : (Datum) 0;
+		vvalues[2] = Float8GetDatum(guard->min_similarity);
+		vvalues[3] = CStringGetTextDatum(guard->measure);
+		vvalues[4] = values[3];
+		vvalues[5] = values[4];
+		vvalues[6] = values[5];
+		query = psprintf("SELECT v.key, v.distance, v.similarity"
+						 " FROM %s.nearsim_similar_verified($1, $2, $3, $4, $5) AS v"
+						 " WHERE v.key IS DISTINCT FROM $6 AND v.key IS DISTINCT FROM $7"
+						 " ORDER BY v.similarity DESC, v.distance, v.key LIMIT 1", ext);
+		if (SPI_execute_with_args(query, 7, vtypes, vvalues, vnulls, false, 1) != SPI_OK_SELECT)
+			elog(ERROR, "nearsim: the guard's verified search failed");
+	}
+	if (SPI_processed == 0)
+		return false;
+	found->key = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+	found->distance = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc,
+												  2, &isnull));
+	{
+		Datum		similarity = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3,
+											   &isnull);
+
+		found->similarity = isnull ? NAN : DatumGetFloat8(similarity);
+	}
+	return true;
+}
+
+/*
+ * Keys of the documents within the guard's radius (other than the row
+ * itself) under a new snapshot (latest) or the transaction's: for comparing
+ * what the two see.
+ */
+static List *
+keys_within(const Guard *guard, const char *schema, Relation rel, int64 fingerprint,
+			const char *new_key, const char *old_key, bool latest)
+{
+	char	   *table = quote_qualified_identifier(get_namespace_name(RelationGetNamespace(rel)),
+												   RelationGetRelationName(rel));
+	const char *ext = quote_identifier(schema);
+	Oid			types[6] = {INT8OID, REGCLASSOID, NAMEOID, INT4OID, TEXTOID, TEXTOID};
+	Datum		values[6];
+	char		nulls[6] = {' ', ' ', ' ', ' ', new_key ? ' ' : 'n', old_key ? ' ' : 'n'};
+	char	   *query;
+	List	   *keys = NIL;
+
+	values[0] = Int64GetDatum(fingerprint);
+	values[1] = ObjectIdGetDatum(RelationGetRelid(rel));
+	values[2] = CStringGetDatum(guard->hash_column);
+	values[3] = Int32GetDatum(guard->max_distance);
+	values[4] = new_key ? CStringGetTextDatum(new_key) : (Datum) 0;
+	values[5] = old_key ? CStringGetTextDatum(old_key) : (Datum) 0;
+	query = psprintf("SELECT d.%s::pg_catalog.text FROM ONLY %s AS d"
+					 " WHERE d.ctid OPERATOR(pg_catalog.=) ANY (%s.nearsim_search($2, $3, $1, $4))"
+					 " AND d.%s::pg_catalog.text IS DISTINCT FROM $5"
+					 " AND d.%s::pg_catalog.text IS DISTINCT FROM $6",
+					 quote_identifier(guard->key_column), table, ext,
+					 quote_identifier(guard->key_column), quote_identifier(guard->key_column));
+	if (latest)
+		PushActiveSnapshot(GetLatestSnapshot());
+	if (SPI_execute_with_args(query, 6, types, values, nulls, latest, 0) != SPI_OK_SELECT)
+		elog(ERROR, "nearsim: the guard's search failed");
+	if (latest)
+		PopActiveSnapshot();
+	for (uint64 i = 0; i < SPI_processed; i++)
+		keys = lappend(keys, SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1));
+	return keys;
+}
+
+/* Record the link of a near-duplicate written anyway */
+static void
+record_link(const Guard *guard, const char *new_key, const NearDuplicate *found)
+{
+	Oid			types[2] = {INT4OID, FLOAT8OID};
+	Datum		values[2];
+	char		nulls[2] = {' ', isnan(found->similarity) ? 'n' : ' '};
+	/* the keys as literals, which take the type of the key columns */
+	char	   *query = psprintf("INSERT INTO %s (new_key, existing_key, distance, similarity)"
+								 " VALUES (%s, %s, $1, $2)", guard->links,
+								 quote_literal_cstr(new_key), quote_literal_cstr(found->key));
+
+	values[0] = Int32GetDatum(found->distance);
+	values[1] = Float8GetDatum(isnan(found->similarity) ? 0 : found->similarity);
+	if (SPI_execute_with_args(query, 2, types, values, nulls, false, 0) != SPI_OK_INSERT)
+		elog(ERROR, "nearsim: could not record the near-duplicate in %s", guard->links);
+}
+
+/* Whether a list of keys includes key */
+static bool
+listed(List *keys, const char *key)
+{
+	ListCell   *cell;
+
+	foreach(cell, keys)
+		if (strcmp((const char *) lfirst(cell), key) == 0)
+			return true;
+	return false;
+}
+
+PG_FUNCTION_INFO_V1(nearsim_guard_check);
+/*
+ * The check-in guard's trigger (BEFORE INSERT OR UPDATE, FOR EACH ROW, made
+ * by nearsim_guard): refuse, skip or record a document that has a
+ * near-duplicate already in the table.
+ */
+Datum
+nearsim_guard_check(PG_FUNCTION_ARGS)
+{
+	TriggerData *data = (TriggerData *) fcinfo->context;
+	Guard		guard;
+	Relation	rel;
+	TupleDesc	tupdesc;
+	HeapTuple	row;
+	HeapTuple	old = NULL;
+	Datum		fingerprint;
+	bool		isnull;
+	char	   *new_key;
+	char	   *old_key = NULL;
+	char	   *text = NULL;
+	const char *schema;
+	const char *bypass;
+	Oid			owner;
+	Oid			writer;
+	Oid			save_userid;
+	int			save_sec_context;
+	int			save_nestlevel;
+	bool		near = false;
+	bool		appeared = false;
+	NearDuplicate found = {NULL, 0, NAN};
+	MemoryContext caller = CurrentMemoryContext;
+
+	if (!CALLED_AS_TRIGGER(fcinfo) || !TRIGGER_FIRED_BEFORE(data->tg_event) ||
+		!TRIGGER_FIRED_FOR_ROW(data->tg_event) ||
+		!(TRIGGER_FIRED_BY_INSERT(data->tg_event) || TRIGGER_FIRED_BY_UPDATE(data->tg_event)))
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("nearsim_guard_check must be a BEFORE INSERT OR UPDATE row trigger")));
+	guard = guard_of(data->tg_trigger);
+	rel = data->tg_relation;
+	tupdesc = RelationGetDescr(rel);
+	if (TRIGGER_FIRED_BY_UPDATE(data->tg_event))
+	{
+		row = data->tg_newtuple;
+		old = data->tg_trigtuple;
+	}
+	else
+		row = data->tg_trigtuple;
+
+	fingerprint = heap_getattr(row, SPI_fnumber(tupdesc, guard.hash_column), tupdesc, &isnull);
+	if (isnull)
+		return PointerGetDatum(row);	/* no fingerprint: nothing is near it */
+
+	owner = rel->rd_rel->relowner;
+	writer = GetUserId();
+	bypass = GetConfigOption("nearsim.guard", true, false);
+	if (bypass != NULL && pg_strcasecmp(bypass, "off") == 0)
+	{
+		if (has_privs_of_role(writer, owner))
+			return PointerGetDatum(row);
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("only the owner of table %s may check documents in past its guard",
+						RelationGetRelationName(rel)),
+				 errhint("RESET nearsim.guard, or ask the owner.")));
+	}
+
+	new_key = column_text(row, tupdesc, guard.key_column);
+	if (old != NULL)
+		old_key = column_text(old, tupdesc, guard.key_column);
+	if (!isnan(guard.min_similarity))
+		text = column_text(row, tupdesc, guard.text_column);
+	schema = get_namespace_name(get_func_namespace(fcinfo->flinfo->fn_oid));
+
+	/* guarded writers of this table, one after the other, until commit */
+	DirectFunctionCall2(pg_advisory_xact_lock_int4, Int32GetDatum(GUARD_LOCK_CLASS),
+						Int32GetDatum((int32) RelationGetRelid(rel)));
+
+	GetUserIdAndSecContext(&save_userid, &save_sec_context);
+	SetUserIdAndSecContext(owner, save_sec_context | SECURITY_LOCAL_USERID_CHANGE |
+						   SECURITY_RESTRICTED_OPERATION);
+	save_nestlevel = NewGUCNestLevel();
+	(void) set_config_option("search_path", "pg_catalog, pg_temp", PGC_USERSET,
+							 PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "nearsim: SPI_connect failed");
+	near = find_near_duplicate(&guard, schema, rel, DatumGetInt64(fingerprint), text, new_key,
+							   old_key, &found);
+	if (!near && IsolationUsesXactSnapshot())
+	{
+		/* a near-duplicate committed after this transaction's snapshot */
+		List	   *seen = keys_within(&guard, schema, rel, DatumGetInt64(fingerprint), new_key,
+									   old_key, false);
+		List	   *now = keys_within(&guard, schema, rel, DatumGetInt64(fingerprint), new_key,
+									  old_key, true);
+		ListCell   *cell;
+
+		foreach(cell, now)
+			appeared |= !listed(seen, (const char *) lfirst(cell));
+	}
+	if (near && strcmp(guard.action, "record") == 0)
+		record_link(&guard, new_key, &found);
+	if (near)
+	{
+		MemoryContext spi = MemoryContextSwitchTo(caller);
+
+		found.key = pstrdup(found.key);
+		MemoryContextSwitchTo(spi);
+	}
+	SPI_finish();
+	AtEOXact_GUC(false, save_nestlevel);
+	SetUserIdAndSecContext(save_userid, save_sec_context);
+
+	if (appeared)
+		ereport(ERROR,
+				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+				 errmsg("could not serialize access due to a concurrent check-in into table %s",
+						RelationGetRelationName(rel)),
+				 errdetail("A document within %d bits of this one was committed after this"
+						   " transaction began.", guard.max_distance),
+				 errhint("Retry the transaction: the guard then sees that document.")));
+	if (!near || strcmp(guard.action, "record") == 0)
+		return PointerGetDatum(row);
+	if (strcmp(guard.action, "skip") == 0)
+		return PointerGetDatum(NULL);
+	if (pg_class_aclcheck(RelationGetRelid(rel), writer, ACL_SELECT) != ACLCHECK_OK)
+		ereport(ERROR,
+				(errcode(ERRCODE_NEAR_DUPLICATE),
+				 errmsg("near-duplicate document in table %s", RelationGetRelationName(rel)),
+				 errdetail("A document within %d bits is already there; the writer may not read"
+						   " the table, so it is not named.", guard.max_distance)));
+	if (isnan(found.similarity))
+		ereport(ERROR,
+				(errcode(ERRCODE_NEAR_DUPLICATE),
+				 errmsg("document %s is a near-duplicate of %s in table %s", new_key, found.key,
+						RelationGetRelationName(rel)),
+				 errdetail("Key (%s)=(%s) is %d bits from existing key %s (the guard refuses"
+						   " documents within %d bits).",
+						   guard.key_column, new_key, found.distance, found.key,
+						   guard.max_distance),
+				 errhint("The table's owner checks one in anyway with SET LOCAL nearsim.guard ="
+						 " off.")));
+	ereport(ERROR,
+			(errcode(ERRCODE_NEAR_DUPLICATE),
+			 errmsg("document %s is a near-duplicate of %s in table %s", new_key, found.key,
+					RelationGetRelationName(rel)),
+			 errdetail("Key (%s)=(%s) is %.3f similar (%s) to existing key %s, %d bits apart"
+					   " (the guard refuses %.3f and more).",
+					   guard.key_column, new_key, found.similarity, guard.measure, found.key,
+					   found.distance, guard.min_similarity),
+			 errhint("The table's owner checks one in anyway with SET LOCAL nearsim.guard ="
+					 " off.")));
+	PG_RETURN_NULL();			/* not reached */
+}
