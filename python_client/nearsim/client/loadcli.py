@@ -140,6 +140,9 @@ def _summary_line(summary: LoadSummary) -> str:
     ]  # fmt: skip
     line = (f"{', '.join(parts)}: {human_bytes(summary.bytes)} in {summary.seconds:.1f} s"
             f" ({rate} docs/s)")  # fmt: skip
+    if summary.skipped or summary.recorded:
+        line += (f"\nnear-duplicates: {summary.skipped:,} skipped,"
+                 f" {summary.recorded:,} written and recorded")
     if summary.failed:
         line += "\nfailed: " + ", ".join(
             f"{reason} {count:,}" for reason, count in sorted(summary.failed.items())
@@ -241,6 +244,18 @@ def _summary_line(summary: LoadSummary) -> str:
     callback=lambda _ctx, _param, values: tuple(map(_field_column, values)),
     help="A table of your own: load record field FIELD into COLUMN; repeatable.",
 )
+@click.option(
+    "--on-near-duplicate",
+    type=click.Choice(["error", "skip", "record"]),
+    help="A document within --near-distance bits of a stored one (or of an earlier one of"
+    " this load): a near-duplicate failure (error), left out and counted (skip), or written"
+    " and linked in <table>_nearsim_links (record). Checked one loader or guarded writer at a"
+    " time, as nearsim_guard checks.",
+)
+@click.option(
+    "--near-distance", type=click.IntRange(0, 64), default=3, show_default=True, metavar="K",
+    help="Bits within which --on-near-duplicate counts a document a near-duplicate.",
+)
 @profile_option(
     "Fingerprint profile [default: the table's; default/1 for a table --create"
     " makes]; an existing table's must be this one."
@@ -253,7 +268,8 @@ def load_command(
     id_field: str, text_field: str, encoding: str, max_bytes: int, server_side: bool,
     workers: int | None, batch_rows: int, errors_file: IO[str] | None, bands: int | None,
     replace_stored: bool, key_column: str | None, text_column: str | None,
-    columns: tuple[tuple[str, str], ...], profile: str | None, quiet: bool, as_json: bool,
+    columns: tuple[tuple[str, str], ...], on_near_duplicate: str | None, near_distance: int,
+    profile: str | None, quiet: bool, as_json: bool,
 ) -> None:  # fmt: skip
     """Load documents from files, directories, JSON Lines or CSV.
 
@@ -277,6 +293,7 @@ def load_command(
         find /srv/docs -name '*.pdf' | nearsim-load -
         nearsim-load --format jsonl --id-field url --text-field body crawl.jsonl
         nearsim-load --table articles --column title=title articles.jsonl
+        nearsim-load --on-near-duplicate skip --near-distance 3 inbox/
     """
     try:
         check_encoding(encoding)
@@ -296,7 +313,8 @@ def load_command(
     options = LoadOptions(
         max_bytes=max_bytes, encoding=encoding, batch_rows=batch_rows, workers=workers,
         server_side=server_side, profile=profile, replace=replace_stored, key_column=key_column,
-        text_column=text_column, columns=columns,
+        text_column=text_column, columns=columns, on_near_duplicate=on_near_duplicate,
+        near_distance=near_distance,
     )  # fmt: skip
     show_progress = not quiet and sys.stderr.isatty()
     loading = partial(
@@ -332,6 +350,7 @@ def load_command(
         summary.loaded
         or summary.updated
         or summary.unchanged
+        or summary.skipped
         or summary.failures
         or summary.interrupted
         or summary.error

@@ -44,10 +44,12 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import IO, Any, NamedTuple
 
+import numpy as np
 import psycopg
 from psycopg import sql
 
 from ..core.fingerprint import PROFILE
+from ..core.pairs import all_pairs
 from ..core.profiles import Profile, ProfileError, canonical, simhash_many
 from ..core.registry import Registration
 from .connect import ProfileMismatch, connect, ensure_extension
@@ -66,6 +68,9 @@ from .sources import (
 
 DEFAULT_MAX_BYTES = 64 * 1024 * 1024
 COLUMNS = ("key", "source", "content_hash", "body", FINGERPRINT_COLUMN)
+# The first key of the lock nearsim_guard's trigger takes ("nsmg"; the
+# second is the table's oid as an int4): see extension/src/guard.c.
+GUARD_LOCK_CLASS = 0x6E736D67
 
 SEND_BYTES = 256 * 1024  # rows are sent to the server in pieces of about this size
 
@@ -84,6 +89,7 @@ KEY_REASONS = {
     "invalid-key": "a key the table's key column cannot hold (not a number for an integer"
                    " key, not a UUID for a uuid key)",
     "refused": "a row the table refused: a value its column cannot hold, or a constraint",
+    "near-duplicate": "a near-duplicate of a stored document (--on-near-duplicate error)",
 }
 
 
@@ -102,6 +108,12 @@ class LoadOptions:
     key_column: str | None = None
     text_column: str | None = None
     columns: tuple[tuple[str, str], ...] = ()
+    # Near-duplicates of stored documents (or of earlier ones of the same
+    # load) within near_distance bits: None (written as any other), "error"
+    # (a near-duplicate failure), "skip" (left out, counted) or "record"
+    # (written, and linked in <table>_nearsim_links).
+    on_near_duplicate: str | None = None
+    near_distance: int = 3
 
 
 @dataclass
@@ -109,6 +121,8 @@ class LoadSummary:
     loaded: int = 0
     updated: int = 0
     unchanged: int = 0
+    skipped: int = 0  # near-duplicates left out (--on-near-duplicate skip)
+    recorded: int = 0  # near-duplicates written and linked (--on-near-duplicate record)
     failed: Counter[str] = field(default_factory=Counter)
     bytes: int = 0
     seconds: float = 0.0
@@ -122,11 +136,12 @@ class LoadSummary:
     @property
     def documents(self) -> int:
         """Inputs done, whatever became of them."""
-        return self.loaded + self.updated + self.unchanged + self.failures
+        return self.loaded + self.updated + self.unchanged + self.skipped + self.failures
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "loaded": self.loaded, "updated": self.updated, "unchanged": self.unchanged,
+            "skipped_near_duplicates": self.skipped, "recorded_near_duplicates": self.recorded,
             "failed": self.failures, "failed_by_reason": dict(sorted(self.failed.items())),
             "bytes": self.bytes, "seconds": round(self.seconds, 3),
             "interrupted": self.interrupted,
@@ -474,6 +489,14 @@ class _Written(NamedTuple):
     inserted: set[str]
     updated: set[str]
     refused: dict[str, Failure]
+    skipped: frozenset[str] = frozenset()  # near-duplicates left out
+    recorded: frozenset[str] = frozenset()  # near-duplicates written and linked
+
+
+class _Screened(NamedTuple):
+    """Near-duplicates a batch holds: key -> (its near-duplicate's key, distance)."""
+
+    near: dict[str, tuple[str, int]]
 
 
 def _taken(key: str, stored: str, source: str) -> Failure:
@@ -809,6 +832,11 @@ class Loader:
                            f" document from {source} is skipped"))  # fmt: skip
         return False
 
+    def _streams(self) -> bool:
+        """Whether the batch goes straight into the table by COPY (no staging table)."""
+        return (not self.options.server_side and not self.merging and self.user is None
+                and self.options.on_near_duplicate is None)
+
     def _add(self, documents: list[Prepared], rows: bytes) -> None:
         """Put documents in the batch, ending batches where they are full."""
         while documents:
@@ -819,7 +847,7 @@ class Loader:
             self.batch.append((taken, rows[:cut]))
             self.batch_count += len(taken)
             self.batch_bytes += sum(document.size for document in taken)
-            if not self.options.server_side and not self.merging and self.user is None:
+            if self._streams():
                 self._stream(rows[:cut])
             documents, rows = documents[len(taken):], rows[cut:]
             if (self.batch_count >= self.options.batch_rows
@@ -869,7 +897,7 @@ class Loader:
         merging, self.merging = self.merging, False
         if self.user is not None:
             written = self._merge(self.user, batch, rows)
-        elif self.options.server_side or merging:
+        elif not self._streams() or merging:
             written = self._upsert(batch, rows)
         else:
             try:
@@ -889,6 +917,10 @@ class Loader:
             if refused is not None:
                 self._fail(refused)  # (its progress was counted when it was prepared)
                 continue
+            if document.key in written.skipped:
+                self.summary.skipped += 1
+                continue
+            self.summary.recorded += document.key in written.recorded
             if document.key in written.inserted:
                 self.summary.loaded += 1
             elif document.key in written.updated:
@@ -933,6 +965,7 @@ class Loader:
                 ).format(staging)
             )
             self._copy(staging, rows)
+            screened = self._screen(staging, batch, "key", FINGERPRINT_COLUMN)
             written = self.conn.execute(
                 sql.SQL(
                     """INSERT INTO {table} AS t (key, source, content_hash, body, si)
@@ -963,7 +996,110 @@ class Loader:
                     [unwritten],
                 ).fetchall()  # fmt: skip
                 refused = {key: _taken(key, stored, sources[key]) for key, stored in taken}
-        return _Written(inserted, updated, refused)
+            return self._screened(screened, batch, _Written(inserted, updated, refused))
+
+    def _screen(self, staging: sql.Identifier, batch: list[Prepared], key_column: str,
+                fingerprint_column: str) -> _Screened:
+        """Find the batch's near-duplicates and take those to leave out off the staging table.
+
+        A near-duplicate is within ``near_distance`` bits of a stored document
+        (another key) or of an earlier document of the batch that is written.
+        The check takes the lock of the table's check-in guard (nearsim_guard)
+        first, so that concurrent loaders and guarded writers check one after
+        the other, each seeing what the previous one committed.
+        """
+        action = self.options.on_near_duplicate
+        if action is None:
+            return _Screened({})
+        ext, table = self.table.extension, self.table.identifier
+        key, fp = sql.Identifier(key_column), sql.Identifier(fingerprint_column)
+        self.conn.execute(
+            "SELECT pg_catalog.pg_advisory_xact_lock(%s, (CASE WHEN o >= 2147483648"
+            " THEN o - 4294967296 ELSE o END)::pg_catalog.int4)"
+            " FROM (SELECT %s::pg_catalog.regclass::pg_catalog.oid::pg_catalog.int8 AS o) AS r",
+            [GUARD_LOCK_CLASS, self.table.quoted])
+        profile = sql.Literal(self.options.profile or PROFILE)
+        stored = self.conn.execute(sql.SQL(
+            """SELECT s.key, n.key, n.distance
+               FROM (SELECT key, COALESCE(si, {ext}.simhash(body, {profile})) AS si
+                     FROM {staging}) AS s
+               CROSS JOIN LATERAL (
+                   SELECT t.{key}::pg_catalog.text AS key, {ext}.hamming(t.{fp}, s.si) AS distance
+                   FROM {table} AS t
+                   WHERE t.ctid = ANY ({ext}.nearsim_search(%s::pg_catalog.regclass, %s, s.si, %s))
+                     AND t.{key}::pg_catalog.text <> s.key
+                   ORDER BY 2, 1 LIMIT 1) AS n
+               WHERE s.si IS NOT NULL""").format(
+            ext=ext, profile=profile, staging=staging, key=key, fp=fp, table=table),
+            [self.table.quoted, fingerprint_column, self.options.near_distance]).fetchall()
+        near = {new: (existing, int(distance)) for new, existing, distance in stored}
+        # within the batch: a later document near an earlier one that is written
+        fingerprints = [(d.key, d.fingerprint) for d in batch if d.fingerprint is not None]
+        if self.options.server_side and fingerprints == []:
+            fingerprints = [(k, int(v)) for k, v in self.conn.execute(sql.SQL(
+                "SELECT key, {ext}.simhash(body, {profile}) FROM {staging}").format(
+                    ext=ext, profile=profile, staging=staging)) if v is not None]
+        if len(fingerprints) > 1:
+            values = np.array([value for _, value in fingerprints], dtype=np.int64)
+            first, second, distance = all_pairs(values, self.options.near_distance)
+            for i, j, bits in zip(first.tolist(), second.tolist(), distance.tolist(),
+                                  strict=True):
+                earlier, later = fingerprints[i][0], fingerprints[j][0]
+                if later in near or (action != "record" and earlier in near):
+                    continue  # already one, or the earlier one is not written
+                near[later] = (earlier, int(bits))
+        leave_out = list(near) if action in ("error", "skip") else []
+        if leave_out:
+            self.conn.execute(sql.SQL("DELETE FROM {} WHERE key = ANY (%s)").format(staging),
+                              [leave_out])
+        return _Screened(near)
+
+    def _screened(self, screened: _Screened, batch: list[Prepared],
+                  written: _Written) -> _Written:
+        """The batch's outcome with its near-duplicates: failures, left out, or linked."""
+        if not screened.near:
+            return written
+        action = self.options.on_near_duplicate
+        if action == "record":
+            recorded = {k: v for k, v in screened.near.items()
+                        if k in written.inserted or k in written.updated}
+            if recorded:
+                self._record_links(recorded)
+            return written._replace(recorded=frozenset(recorded))
+        if action == "skip":
+            return written._replace(skipped=frozenset(screened.near))
+        sources = {document.key: document.source for document in batch}
+        refused = dict(written.refused)
+        for new, (existing, distance) in screened.near.items():
+            refused[new] = Failure(
+                sources[new], "near-duplicate",
+                f"key {new!r} is within {distance} bits of {existing!r} in {self.table}:"
+                " not written (--on-near-duplicate error)")
+        return written._replace(refused=refused)
+
+    def _record_links(self, links: dict[str, tuple[str, int]]) -> None:
+        """Link written near-duplicates in <table>_nearsim_links, as nearsim_guard records."""
+        registration = self.table.registration()
+        assert registration is not None
+        relname = self.conn.execute(
+            "SELECT c.relname FROM pg_catalog.pg_class c WHERE c.oid = %s::pg_catalog.regclass",
+            [self.table.quoted]).fetchone()
+        assert relname is not None
+        name = sql.Identifier(registration.object_schema, f"{relname[0]}_nearsim_links")
+        key_type = self.conn.execute(
+            "SELECT pg_catalog.format_type(a.atttypid, a.atttypmod) FROM pg_catalog.pg_attribute a"
+            " WHERE a.attrelid = %s::pg_catalog.regclass AND a.attname = %s",
+            [self.table.quoted, registration.key_column]).fetchone()
+        assert key_type is not None
+        self.conn.execute(sql.SQL(
+            "CREATE TABLE IF NOT EXISTS {} (new_key {type} NOT NULL, existing_key {type} NOT NULL,"
+            " distance integer NOT NULL, similarity double precision,"
+            " recorded_at timestamptz NOT NULL DEFAULT pg_catalog.now())").format(
+                name, type=sql.SQL(key_type[0])))
+        with self.conn.cursor().copy(sql.SQL(
+                "COPY {} (new_key, existing_key, distance) FROM STDIN").format(name)) as copy:
+            for new, (existing, distance) in links.items():
+                copy.write_row((new, existing, distance))
 
     def _merge(self, user: UserLayout, batch: list[Prepared], rows: bytes) -> _Written:
         """Write a batch into a table of the user's own, through a staging table.
@@ -984,6 +1120,7 @@ class Loader:
             ).format(staging, sql.SQL("").join(
                 sql.SQL(", {} text").format(sql.Identifier(field)) for field in fields)))
             self._copy(staging, rows, (*STAGED, *fields))
+            screened = self._screen(staging, batch, user.key, user.fingerprint)
             try:
                 with self.conn.transaction():  # a savepoint: the batch goes on without it
                     written = self.conn.execute(user.merge_statement(
@@ -1006,7 +1143,7 @@ class Loader:
                         f"key {key!r} is stored in {self.table} with other values, and the"
                         f" table has no source column to tell whether they came from"
                         f" {sources[key]}: not replaced (load with --replace to replace it)")
-        return _Written(inserted, updated, refused)
+            return self._screened(screened, batch, _Written(inserted, updated, refused))
 
     def _merge_one_by_one(
         self, user: UserLayout, staging: sql.Identifier, batch: list[Prepared]
