@@ -242,7 +242,16 @@ BEGIN
 				NEW.fingerprint_function)),
 			CASE WHEN NEW.bucket_function IS NOT NULL THEN
 				pg_catalog.to_regprocedure(pg_catalog.format('%I.%I()', NEW.object_schema,
-					NEW.bucket_function)) END]::pg_catalog.regprocedure[]);
+					NEW.bucket_function)) END]::pg_catalog.regprocedure[]
+		-- the functions in the table's key type: <prefix>_pairs and the others
+		OPERATOR(pg_catalog.||) ARRAY(
+			SELECT pg_catalog.to_regprocedure(pg_catalog.format('%I.%I%s', NEW.object_schema,
+				pg_catalog.left(NEW.similar_function, -8) OPERATOR(pg_catalog.||) f.kind, f.arguments))
+			FROM (VALUES ('_pairs', '(pg_catalog.int4)'),
+				('_pairs_verified', '(pg_catalog.float8, pg_catalog.text, pg_catalog.int4)'),
+				('_clusters', '(pg_catalog.int4, pg_catalog.text, pg_catalog.int4)'),
+				('_clusters_verified', '(pg_catalog.float8, pg_catalog.text, pg_catalog.int4, pg_catalog.text, pg_catalog.int4)'))
+				AS f (kind, arguments)));
 	RETURN NULL;
 END
 $plpgsql$;
@@ -873,7 +882,11 @@ BEGIN
 			SELECT 'pg_catalog.pg_proc'::pg_catalog.regclass::pg_catalog.oid, p.oid, p.proowner
 			FROM pg_catalog.pg_proc p
 			WHERE p.pronamespace OPERATOR(pg_catalog.=) c.relnamespace
-				AND p.proname OPERATOR(pg_catalog.=) ANY (ARRAY[r.similar_function, r.fingerprint_function, r.bucket_function])
+				AND p.proname OPERATOR(pg_catalog.=) ANY (ARRAY[r.similar_function, r.fingerprint_function, r.bucket_function,
+					pg_catalog.left(r.similar_function, -8) OPERATOR(pg_catalog.||) '_pairs',
+					pg_catalog.left(r.similar_function, -8) OPERATOR(pg_catalog.||) '_pairs_verified',
+					pg_catalog.left(r.similar_function, -8) OPERATOR(pg_catalog.||) '_clusters',
+					pg_catalog.left(r.similar_function, -8) OPERATOR(pg_catalog.||) '_clusters_verified'])
 		) o
 		WHERE cmd.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass
 			AND d.classid OPERATOR(pg_catalog.=) o.classid AND d.objid OPERATOR(pg_catalog.=) o.objid

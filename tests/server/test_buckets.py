@@ -838,3 +838,37 @@ def test_one_layout_serves_every_size(conn: psycopg.Connection) -> None:
         for query in [*rng.sample(fingerprints, 5), 0, -1, -(1 << 63), (1 << 63) - 1]:
             for k in (0, 3, 6, 10, 64):
                 assert bucket_search(conn, query, k) == brute_force(conn, query, k)
+
+
+@pytest.mark.parametrize(("key_type", "keys"), [
+    ("integer", ["1", "2", "3"]), ("bigint", ["10000000000", "2", "3"]),
+    ("text", ["a'1", "b", "c"]),
+    ("uuid", [str(uuid.UUID(int=n)) for n in (1, 2, 3)]),
+])
+def test_pairs_and_groups_in_the_tables_key_type(conn: psycopg.Connection, key_type: str,
+                                                  keys: list[str]) -> None:
+    text = "the fool hath said in his heart there is no god they are corrupt"
+    conn.execute(sql.SQL("CREATE TABLE docs (id {} PRIMARY KEY, body text)").format(
+        sql.SQL(key_type)))
+    conn.cursor().executemany("INSERT INTO docs VALUES (%s, %s)", [
+        (keys[0], text), (keys[1], text + " and abominable"), (keys[2], "in the beginning")])
+    conn.execute("SELECT nearsim_enable('docs', 'body')")
+    expected = conn.execute("SELECT a, b, distance FROM nearsim_pairs('docs', 12)").fetchall()
+    assert len(expected) == 1
+    typed = conn.execute(
+        "SELECT pg_typeof(p.a)::text, p.a::text, p.b::text, p.distance, d.body"
+        " FROM docs_pairs(12) p JOIN docs d ON d.id = p.b").fetchall()
+    bodies = dict(zip(keys, (text, text + " and abominable"), strict=False))
+    assert typed == [(key_type, *expected[0], bodies[expected[0][1]])]
+    verified = conn.execute(
+        "SELECT pg_typeof(p.a)::text, p.a::text, p.b::text FROM docs_pairs_verified(0.5) p"
+        " JOIN docs d ON d.id = p.a").fetchall()
+    assert verified == [(key_type, *expected[0][:2])]
+    clusters = conn.execute(
+        "SELECT pg_typeof(c.cluster)::text, c.key::text, c.cluster::text FROM docs_clusters(12) c"
+        " JOIN docs d ON d.id = c.key ORDER BY 2").fetchall()
+    assert clusters == [(key_type, k, r[1]) for k, r in zip(
+        sorted(expected[0][:2]), conn.execute(
+            "SELECT key, cluster FROM nearsim_clusters('docs', 12) ORDER BY key"), strict=True)]
+    assert conn.execute("SELECT count(*) FROM docs_clusters_verified(0.5) c"
+                        " JOIN docs d ON d.id = c.key").fetchone() == (2,)

@@ -74,3 +74,23 @@ def object_names(prefix: str) -> dict[str, str]:
         "fingerprint_function": f"{prefix}_nearsim_fingerprint",
         "similar_function": f"{prefix}_similar",
     }
+
+
+SIMILAR_SUFFIX = "_similar"
+
+TYPED_FUNCTIONS = {
+    "pairs": "(pg_catalog.int4)",
+    "pairs_verified": "(pg_catalog.float8, pg_catalog.text, pg_catalog.int4)",
+    "clusters": "(pg_catalog.int4, pg_catalog.text, pg_catalog.int4)",
+    "clusters_verified": "(pg_catalog.float8, pg_catalog.text, pg_catalog.int4, pg_catalog.text,"
+                         " pg_catalog.int4)",
+}
+"""The per-table functions that give pairs and groups in the table's key type,
+by name after the prefix, with their argument types (as the registry's
+trigger links them: ``extension/sql/nearsim.sql``)."""
+
+
+def typed_function_names(similar_function: str) -> dict[str, str]:
+    """``<prefix>_pairs`` and the others, from the name of ``<prefix>_similar``."""
+    prefix = similar_function.removesuffix(SIMILAR_SUFFIX)
+    return {kind: f"{prefix}_{kind}" for kind in TYPED_FUNCTIONS}

@@ -26,6 +26,7 @@ its schema.
 from __future__ import annotations
 
 from ..core.bands import band_start
+from ..core.registry import TYPED_FUNCTIONS, typed_function_names
 from .catalog import Enabled, rotation_indexes, simhash_sql
 from .database import Session
 
@@ -66,9 +67,65 @@ def drop_rotation_indexes(session: Session, enabled: Enabled) -> None:
 
 
 def create_functions(session: Session, enabled: Enabled) -> None:
-    """The fingerprint trigger function and the two search functions."""
+    """The fingerprint trigger function, the search functions and the typed ones."""
     _create_fingerprint_function(session, enabled)
     _create_search_functions(session, enabled)
+    _create_typed_functions(session, enabled)
+
+
+# The SQL name of each key type nearsim accepts, qualified.
+_KEY_TYPES = {"integer": "pg_catalog.int4", "bigint": "pg_catalog.int8",
+              "text": "pg_catalog.text", "uuid": "pg_catalog.uuid"}
+
+
+def _create_typed_functions(session: Session, enabled: Enabled) -> None:
+    """``<prefix>_pairs``, ``_pairs_verified``, ``_clusters``, ``_clusters_verified``.
+
+    The same rows as the extension's functions, with the keys in the table's
+    own key type, so that they join the table without a cast.
+    """
+    table, reg, ext = enabled.table, enabled.registration, session.ext
+    key = _KEY_TYPES[table.key_type.split(" COLLATE ")[0]]
+    names = typed_function_names(reg.similar_function)
+    tbl = f"{session.literal(table.qualified)}::pg_catalog.regclass"
+    bodies = {
+        "pairs": (
+            "max_distance pg_catalog.int4 DEFAULT 6",
+            f"a {key}, b {key}, distance pg_catalog.int4",
+            f"SELECT p.a::{key}, p.b::{key}, p.distance FROM {ext}.nearsim_pairs({tbl},"
+            " max_distance) AS p"),
+        "pairs_verified": (
+            "min_similarity pg_catalog.float8 DEFAULT 0.8, measure pg_catalog.text DEFAULT"
+            " 's_r', max_distance pg_catalog.int4 DEFAULT NULL",
+            f"a {key}, b {key}, distance pg_catalog.int4, similarity pg_catalog.float8,"
+            " short pg_catalog.bool",
+            f"SELECT p.a::{key}, p.b::{key}, p.distance, p.similarity, p.short FROM"
+            f" {ext}.nearsim_pairs_verified({tbl}, min_similarity, measure, max_distance) AS p"),
+        "clusters": (
+            "max_distance pg_catalog.int4 DEFAULT 6, method pg_catalog.text DEFAULT"
+            " 'components', min_size pg_catalog.int4 DEFAULT 2",
+            f"key {key}, cluster {key}, pivot {key}",
+            f"SELECT c.key::{key}, c.cluster::{key}, c.pivot::{key} FROM"
+            f" {ext}.nearsim_clusters({tbl}, max_distance, method, min_size) AS c"),
+        "clusters_verified": (
+            "min_similarity pg_catalog.float8 DEFAULT 0.8, measure pg_catalog.text DEFAULT"
+            " 's_r', max_distance pg_catalog.int4 DEFAULT NULL, method pg_catalog.text DEFAULT"
+            " 'components', min_size pg_catalog.int4 DEFAULT 2",
+            f"key {key}, cluster {key}, pivot {key}",
+            f"SELECT c.key::{key}, c.cluster::{key}, c.pivot::{key} FROM"
+            f" {ext}.nearsim_clusters_verified({tbl}, min_similarity, measure, max_distance,"
+            " method, min_size) AS c"),
+    }
+    for kind, (arguments, columns, body) in bodies.items():
+        function = enabled.qualify(session, names[kind])
+        session.run(f"""CREATE FUNCTION {function}({arguments})
+RETURNS TABLE ({columns}) LANGUAGE sql STABLE {PINNED} AS $nearsim$
+    {body}
+$nearsim$""")
+        comment = (f"nearsim_{kind}({table.qualified}, ...) with the keys in the table's key"
+                   f" type ({table.key_type}), to join the table without a cast")
+        session.run(f"COMMENT ON FUNCTION {function}{TYPED_FUNCTIONS[kind]}"
+                    f" IS {session.literal(comment)}")
 
 
 def _create_fingerprint_function(session: Session, enabled: Enabled) -> None:
@@ -200,6 +257,9 @@ def drop_functions_and_triggers(session: Session, enabled: Enabled) -> None:
     similar = enabled.qualify(session, reg.similar_function)
     session.run(f"DROP FUNCTION IF EXISTS {similar}(text, integer)")
     session.run(f"DROP FUNCTION IF EXISTS {similar}(bigint, integer)")
+    for kind, name in typed_function_names(reg.similar_function).items():
+        session.run(f"DROP FUNCTION IF EXISTS {enabled.qualify(session, name)}"
+                    f"{TYPED_FUNCTIONS[kind]}")
     existing = {r["tgname"] for r in session.execute(
         "SELECT tgname FROM pg_catalog.pg_trigger"
         f" WHERE tgrelid = {enabled.table.oid}::pg_catalog.oid")}

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..core.bands import BandsError, band_start, check_bands, default_bands
-from ..core.registry import Registration, object_names
+from ..core.registry import Registration, object_names, typed_function_names
 from . import ddl
 from .catalog import (
     MAX_IDENTIFIER,
@@ -71,7 +71,8 @@ def enable(session: Session, tbl: str, text_column: str, hash_column: str, bands
                      f" type {hash_type}; a fingerprint column is bigint", sqlstate="42804")
 
     names = object_names(documents.name if prefix is None else prefix)
-    for name in names.values():
+    every_name = [*names.values(), *typed_function_names(names["similar_function"]).values()]
+    for name in every_name:
         if len(name.encode()) > MAX_IDENTIFIER:
             session.fail(f"name {session.ident(name)} is longer than {MAX_IDENTIFIER} bytes",
                          hint="Pass a shorter prefix => 'name'.", sqlstate="42622")
@@ -80,7 +81,7 @@ def enable(session: Session, tbl: str, text_column: str, hash_column: str, bands
         "SELECT p.proname AS name FROM pg_catalog.pg_proc p"
         " WHERE p.pronamespace = (SELECT n.oid FROM pg_catalog.pg_namespace n"
         f" WHERE n.nspname = {schema})"
-        f" AND p.proname IN ({', '.join(session.literal(n) for n in names.values())})"
+        f" AND p.proname IN ({', '.join(session.literal(n) for n in every_name)})"
     )
     if clash:
         session.fail(f"{session.ident(documents.schema)}.{session.ident(clash[0]['name'])}"
