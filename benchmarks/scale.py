@@ -12,7 +12,10 @@ million rows; no rebuild, no tuning.  Measured in the same run:
   the same table (fewer queries: a scan of 10 million rows takes a second);
 - the first search of a fresh connection (new backend, nothing cached in
   it), over many connections, on the uniform set of 1 million (or the
-  smallest size).
+  smallest size);
+- at the smallest size: the exact k-nearest search (``nearsim_nearest``)
+  for n = 1, 10 and 100 beside ``ORDER BY hamming(si, q), id LIMIT n``, and
+  single-row INSERTs per second with and without a check-in guard.
 
 Usage: ``python -m benchmarks.scale --dsn DSN [--sizes N ...] [--results FILE]``.
 """
@@ -76,6 +79,11 @@ TARGETS = {
 }
 TARGET_FRESH_MS = 5.0
 TARGET_LOAD_RATIO = 0.5  # rate of the last million against the first
+NEAREST = (1, 10, 100)
+NEAREST_QUERIES = 30
+NEAREST_SCAN_QUERIES = 3
+GUARD_INSERTS = 2000
+GUARD_DISTANCE = 3
 
 
 @dataclass
@@ -85,6 +93,59 @@ class SetResult:
     p95: dict[int, float] = field(default_factory=dict)
     scan_p50: dict[int, float] = field(default_factory=dict)  # k -> ms, hamming() scan
     found: dict[int, float] = field(default_factory=dict)  # k -> mean rows
+    nearest: dict[int, float] = field(default_factory=dict)  # n -> p50 ms, nearsim_nearest
+    nearest_scan: dict[int, float] = field(default_factory=dict)  # n -> p50 ms, ORDER BY scan
+    inserts: dict[str, float] = field(default_factory=dict)  # guard or not -> rows/s
+
+
+def time_nearest(conn: Connection, result: SetResult) -> None:
+    """nearsim_nearest for n = 1, 10, 100 against the scan it equals, every answer checked."""
+    docset = result.docset
+    for n in NEAREST:
+        index_sql = sql.SQL("SELECT n.key::bigint, n.distance FROM nearsim_nearest(%s::regclass,"
+                            " %s::bigint, %s) AS n")
+        scan_sql = sql.SQL("SELECT id, hamming(si, %s::bigint) FROM {} ORDER BY"
+                           " hamming(si, %s::bigint), id LIMIT %s").format(docset.table)
+        queries = docset.queries[:NEAREST_QUERIES].tolist()
+        conn.execute(index_sql, (docset.qualified, queries[0], n)).fetchall()  # warm-up
+        index_seconds, scan_seconds = [], []
+        for number, query in enumerate(queries):
+            started = time.perf_counter()
+            found = conn.execute(index_sql, (docset.qualified, query, n)).fetchall()
+            index_seconds.append(time.perf_counter() - started)
+            if number < NEAREST_SCAN_QUERIES:
+                started = time.perf_counter()
+                scanned = conn.execute(scan_sql, (query, query, n)).fetchall()
+                scan_seconds.append(time.perf_counter() - started)
+                if found != scanned:
+                    raise BenchError(f"{docset.label}: nearsim_nearest(n = {n}) differs from"
+                                     f" the scan for query {number}")
+        result.nearest[n] = percentile_ms(index_seconds, 50)
+        result.nearest_scan[n] = percentile_ms(scan_seconds, 50)
+
+
+def time_guard(conn: Connection, result: SetResult) -> None:
+    """Single-row INSERTs per second into the set's table without and with a guard."""
+    docset = result.docset
+    loop = sql.SQL(
+        "DO $$BEGIN FOR i IN 1..{count} LOOP INSERT INTO {table} (id, body, si) VALUES"
+        " ({start} + i, 'guarded ' || i, (pg_catalog.random() * 18446744073709551615::numeric"
+        " - 9223372036854775808::numeric)::bigint); END LOOP; END$$")
+    conn.execute("SELECT set_config('nearsim.profile', 'default/1', false)")
+    try:
+        for number, guarded in enumerate((False, True)):
+            if guarded:
+                conn.execute("SELECT nearsim_guard(%s::regclass, max_distance => %s)",
+                             (docset.qualified, GUARD_DISTANCE))
+            start = docset.rows + 1 + number * GUARD_INSERTS
+            started = time.perf_counter()
+            conn.execute(loop.format(count=sql.Literal(GUARD_INSERTS), table=docset.table,
+                                     start=sql.Literal(start)))
+            result.inserts["guarded" if guarded else "plain"] = (
+                GUARD_INSERTS / (time.perf_counter() - started))
+        conn.execute("SELECT nearsim_unguard(%s::regclass)", (docset.qualified,))
+    finally:
+        conn.execute("SELECT set_config('nearsim.profile', '', false)")
 
 
 def time_set(conn: Connection, schema: str, docset: DocSet, queries: int,
@@ -190,6 +251,9 @@ def run(dsn: str, sizes: Sequence[int], queries: int, scan_queries: int, connect
                 sets, _ = load_docsets(conn, schema, [rows], queries, chapters)
                 for docset in sets:
                     results.append(time_set(conn, schema, docset, queries, scan_queries))
+                    if rows == sizes[0]:
+                        time_nearest(conn, results[-1])
+                        time_guard(conn, results[-1])
                     if fresh is None and docset.kind == UNIFORM:
                         fresh = fresh_connections(dsn, docset, connections)
                 for docset in sets:
@@ -251,6 +315,16 @@ def report(results: Sequence[SetResult], fresh: tuple[list[float], list[float]] 
             summary.append([f"COPY into {d.label}, last million, rows/s", f"{last:,.0f}",
                             f"{first:,.0f} (first million)", f"{last / first:.2f}",
                             f">= {TARGET_LOAD_RATIO:g}", yes_no(last / first >= TARGET_LOAD_RATIO)])
+    for r in results:
+        for n in r.nearest:
+            summary.append([f"nearsim_nearest n={n}, {r.docset.label}, p50 ms",
+                            ms(r.nearest[n]), f"{ms(r.nearest_scan[n])} (ORDER BY scan)",
+                            times(r.nearest_scan[n] / r.nearest[n]), "-", "-"])
+        if r.inserts:
+            plain, guarded = r.inserts["plain"], r.inserts["guarded"]
+            summary.append([f"single-row INSERTs, guard k={GUARD_DISTANCE}, {r.docset.label},"
+                            " rows/s", f"{guarded:,.0f}", f"{plain:,.0f} (no guard)",
+                            f"{guarded / plain:.2f}", "-", "-"])
     if fresh is not None:
         first_ms, second_ms = percentile_ms(fresh[0], 50), percentile_ms(fresh[1], 50)
         summary.append([f"first search of a new connection k=6 (x{len(fresh[0])}), p50 ms",
@@ -270,6 +344,8 @@ def report(results: Sequence[SetResult], fresh: tuple[list[float], list[float]] 
             "seconds": round(seconds, 1), "summary": summary,
             "sets": [{"set": r.docset.label, "documents": r.docset.rows,
                       "p50_ms": r.p50, "p95_ms": r.p95, "scan_p50_ms": r.scan_p50,
+                      "nearest_p50_ms": r.nearest, "nearest_scan_p50_ms": r.nearest_scan,
+                      "inserts_per_second": r.inserts,
                       "copy_million_seconds": list(r.docset.million_seconds),
                       "loaded_bytes_per_doc": r.docset.loaded.per_doc(r.docset.rows)
                       if r.docset.loaded else None,
