@@ -110,35 +110,41 @@ def test_parquet_in_and_out(spark: SparkSession, tmp_path: Path) -> None:
                                    "content")) == {"not-text": 1}  # fmt: skip
 
 
-@pytest.mark.parametrize("by_bits", [True, False])
+@pytest.mark.parametrize(("by_bits", "method"), [(True, "components"), (False, "components"),
+                                                 (True, "pivot"), (False, "pivot")])  # fmt: skip
 def test_dedup_command_is_nearsim_clusters(database: str, corpus: Corpus, tmp_path: Path,
-                                           spark: SparkSession, by_bits: bool) -> None:
+                                           spark: SparkSession, by_bits: bool,
+                                           method: str) -> None:  # fmt: skip
     source = tmp_path / "corpus.jsonl"
     with source.open("w") as out:
         for key, body in corpus.bodies.items():
             out.write(json.dumps({"id": key, "body": body}) + "\n")
     output = tmp_path / "groups.parquet"
     options = ["--hamming", "-k", "6"] if by_bits else ["-s", "0.8"]
+    options += ["--method", method]
     result = CliRunner().invoke(cli, [
         "spark", "dedup", str(source), "--key-column", "id", "--text-column", "body", *options,
         "--output", str(output), "--master", "local[2]", "--json"])  # fmt: skip
     assert result.exit_code == 0, result.output
     summary = json.loads(result.stdout)
-    function = ("nearsim_clusters(%s, 6, 'components')" if by_bits
-                else "nearsim_clusters_verified(%s, 0.8)")  # fmt: skip
+    function = (f"nearsim_clusters(%s, 6, '{method}')" if by_bits
+                else f"nearsim_clusters_verified(%s, 0.8, 's_r', NULL, '{method}')")  # fmt: skip
     with psycopg.connect(database) as conn:
         expected = sorted(conn.execute(sql.SQL(f"SELECT key, cluster, pivot FROM {function}"),
                                        [corpus.table]).fetchall())  # fmt: skip
     found = spark.read.parquet(str(output))
     assert found.columns == ["id", "cluster", "pivot"]
     assert dict(found.dtypes)["id"] == "bigint"
-    got = sorted((str(r["id"]), str(r["cluster"]), r["pivot"]) for r in found.collect())
+    got = sorted((str(r["id"]), str(r["cluster"]), None if r["pivot"] is None else str(r["pivot"]))
+                 for r in found.collect())  # fmt: skip
+    assert dict(found.dtypes)["pivot"] == "bigint"
     assert got == expected
     assert summary["documents"] == len(corpus.bodies) - 2  # punctuation alone is a text
     assert summary["bad_rows_by_reason"] == {"empty": 2}
     assert summary["fingerprinted"] == len(corpus.bodies) - 3
     assert summary["grouped_documents"] == len(expected)
     assert summary["groups"] == len({cluster for _, cluster, _ in expected})
+    assert (method == "pivot") == any(pivot is not None for _, _, pivot in expected)
     again = CliRunner().invoke(cli, ["spark", "dedup", str(source), "--key-column", "id",
                                      "--text-column", "body", "-o", str(output)])  # fmt: skip
     assert again.exit_code == 2 and "already exists" in again.output

@@ -15,10 +15,13 @@ from nearsim.spark import (
     fingerprints,
     hamming_groups,
     pairs,
+    pivots,
     verified_clusters,
+    verified_groups,
     verified_pairs,
 )
 from nearsim.spark import search as spark_search
+from nearsim.spark.pivots import group_pivots
 
 
 def query(database: str, text: str, *args: Any) -> list[tuple[Any, ...]]:
@@ -99,6 +102,70 @@ def test_components_are_nearsim_clusters(database: str, corpus: Corpus, fingerpr
     assert as_text(by_pairs, "key", "cluster", "pivot") == expected
     collapsed = clusters(fingerprinted, "id", max_distance)
     assert as_text(collapsed, "key", "cluster", "pivot") == expected
+
+
+@pytest.mark.parametrize(("max_distance", "rounds"), [(0, 10), (3, 0), (6, 10), (12, 1)])
+def test_pivots_are_nearsim_clusters_pivot(database: str, corpus: Corpus, fingerprinted: DataFrame,
+                                           max_distance: int, rounds: int) -> None:  # fmt: skip
+    """Rounds on DataFrames, the rest finished component by component: the same pivots."""
+    expected = sorted(query(database, f"SELECT key, cluster, pivot FROM nearsim_clusters("
+                                      f"'{corpus.table}', {max_distance}, 'pivot')"))
+    collapsed = group_pivots(hamming_groups(fingerprinted, "id", max_distance), rounds=rounds)
+    assert as_text(collapsed, "key", "cluster", "pivot") == expected
+    if max_distance == 12:
+        by_pairs = pivots(pairs(fingerprinted, "id", max_distance), rounds=rounds)
+        assert as_text(by_pairs, "key", "cluster", "pivot") == expected
+        assert as_text(clusters(fingerprinted, "id", max_distance, method="pivot"), "key",
+                       "cluster", "pivot") == expected  # fmt: skip
+        # Not the components under another name: some groups are split.
+        components = sorted(query(database, f"SELECT key, cluster FROM nearsim_clusters("
+                                            f"'{corpus.table}', {max_distance})"))  # fmt: skip
+        assert [(key, cluster) for key, cluster, _ in expected] != components
+        assert any(pivot != cluster for _, cluster, pivot in expected)
+
+
+def test_pivots_min_size(database: str, corpus: Corpus, fingerprinted: DataFrame) -> None:
+    expected = sorted(query(database, f"SELECT key, cluster, pivot FROM nearsim_clusters("
+                                      f"'{corpus.table}', 8, 'pivot', 3)"))  # fmt: skip
+    found = clusters(fingerprinted, "id", 8, min_size=3, method="pivot")
+    assert as_text(found, "key", "cluster", "pivot") == expected
+
+
+@pytest.mark.parametrize(("minimum", "measure", "radius"),
+                         [(0.8, "s_r", None), (0.5, "s_r", 12), (0.9, "containment", None)])
+def test_verified_pivots_are_nearsim_clusters_verified(
+    database: str, corpus: Corpus, minimum: float, measure: str, radius: int | None
+) -> None:
+    expected = sorted(query(
+        database, "SELECT key, cluster, pivot FROM nearsim_clusters_verified(%s, %s, %s, %s,"
+        " 'pivot')", corpus.table, minimum, measure, radius))  # fmt: skip
+    found = verified_clusters(corpus.frame, "id", "body", minimum, measure, radius,
+                              method="pivot")  # fmt: skip
+    assert as_text(found, "key", "cluster", "pivot") == expected
+    assert any(pivot != cluster for _, cluster, pivot in expected)
+
+
+def test_verified_pivots_of_a_one_way_link(database: str, spark: Any) -> None:
+    """Containment passes from the group {2, 5} of one text into 3, not back: 2 and 3 are
+    paired (2 < 3), 3 and 5 are not (3 < 5); the pivots come from the pairs of documents."""
+    short = "the quick brown fox jumps over the lazy dog near the river bank today"
+    longer = short + " and then it runs far away into the deep dark forest beyond the hills"
+    other = "a completely different sentence about ships sailing on the wide open sea"
+    rows = [(2, short), (3, longer), (5, short), (7, other), (8, other + " again")]
+    with psycopg.connect(database, autocommit=True) as conn:
+        conn.execute("CREATE TABLE one_way (id bigint PRIMARY KEY, body text)")
+        conn.execute("SELECT nearsim_enable('one_way', 'body')")
+        for row in rows:
+            conn.execute("INSERT INTO one_way VALUES (%s, %s)", row)
+    frame = spark.createDataFrame(rows, "id long, body string")
+    for method in ("pivot", "components"):
+        expected = sorted(query(database, "SELECT key, cluster, pivot FROM"
+                                " nearsim_clusters_verified('one_way', 0.9, 'containment', 64,"
+                                " %s)", method))  # fmt: skip
+        found = verified_clusters(frame, "id", "body", 0.9, "containment", 64, method=method)
+        assert as_text(found, "key", "cluster", "pivot") == expected
+    grouped = verified_groups(frame, "id", "body", 0.9, "containment", 64)
+    assert as_text(grouped.expand(), "a", "b") == [("2", "3"), ("2", "5"), ("7", "8")]
 
 
 def test_components_min_size(database: str, corpus: Corpus, fingerprinted: DataFrame) -> None:

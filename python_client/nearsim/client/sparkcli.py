@@ -52,6 +52,10 @@ def spark_group() -> None:
 @click.option("--hamming", "by_bits", is_flag=True,
               help=f"Unverified: by fingerprint distance only, within -k bits [default:"
               f" {DEFAULT_MAX_DISTANCE}].")
+@click.option("--method", type=click.Choice(["components", "pivot"]), default="components",
+              show_default=True,
+              help="components: linked through any chain of pairs; pivot: every member "
+              "paired with the group's pivot.")
 @click.option("--profile", "-p", type=ProfileName(), default="default/1", show_default=True,
               metavar="PROFILE", help="The fingerprint profile.")
 @click.option("--output", "-o", required=True, metavar="PATH",
@@ -63,13 +67,15 @@ def spark_group() -> None:
 @click.pass_context
 def dedup_command(ctx: click.Context, inputs: tuple[str, ...], input_format: str | None,
                   key_column: str | None, text_column: str | None, min_similarity: float,
-                  measure: str, max_distance: int | None, by_bits: bool, profile: str,
+                  measure: str, max_distance: int | None, by_bits: bool, method: str,
+                  profile: str,
                   output: str, overwrite: bool, master: str | None, as_json: bool) -> None:
     """Group the near-duplicates among INPUT files (Parquet, JSON Lines, CSV or text).
 
     Writes one row per document that has a near-duplicate: its key (under
     the key column's name and type), cluster (the group's smallest key) and
-    pivot (NULL: groups are connected components).  Bad rows (no key, a
+    pivot (the key of the group's pivot with --method pivot, else NULL), the
+    groups of nearsim clusters with the same options.  Bad rows (no key, a
     duplicate key, no text, a text that is not a string, a broken record)
     are counted in the summary and left out.
 
@@ -77,7 +83,7 @@ def dedup_command(ctx: click.Context, inputs: tuple[str, ...], input_format: str
     Examples:
       nearsim spark dedup crawl.jsonl --key-column url --text-column body -o groups.parquet
       nearsim spark dedup mail.parquet --key-column id --text-column body --hamming -k 3 \\
-          -o groups.parquet --master local[2]
+          --method pivot -o groups.parquet --master local[2]
     """
     search = search_of(ctx)
     try:
@@ -91,7 +97,7 @@ def dedup_command(ctx: click.Context, inputs: tuple[str, ...], input_format: str
             spark, list(inputs), output, key_column=key_column, text_column=text_column,
             format=input_format, min_similarity=None if search.hamming else search.min_similarity,
             max_distance=search.max_distance, measure=search.measure, profile=profile,
-            overwrite=overwrite)  # fmt: skip
+            overwrite=overwrite, method=method)  # fmt: skip
     except (DocumentsError, ValueError) as error:
         raise Fatal(str(error)) from error
     except Exception as error:  # Spark's own: one line, not a Java stack trace

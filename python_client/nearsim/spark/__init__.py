@@ -3,7 +3,8 @@
 ``fingerprints`` adds SQL ``simhash(text, profile)`` to a DataFrame,
 ``pairs`` and ``verified_pairs`` are ``nearsim_pairs`` and
 ``nearsim_pairs_verified``, ``components`` and ``clusters`` are
-``nearsim_clusters(tbl, k, 'components')``; ``read_documents`` and
+``nearsim_clusters(tbl, k, 'components')``, ``pivots`` and ``clusters(...,
+method="pivot")`` ``nearsim_clusters(tbl, k, 'pivot')``; ``read_documents`` and
 ``write_parquet`` read and write files.  docs/SPARK.md tells how to run it.
 Needs ``pip install 'nearsim[spark]'`` and a Java runtime.
 """
@@ -13,12 +14,14 @@ from __future__ import annotations
 from .documents import FORMATS, good_documents, read_documents, write_parquet
 from .fingerprinting import fingerprints, simhash_column
 from .graph import components, group_components, star_components
-from .grouping import Summary, clusters, dedup, verified_clusters
+from .grouping import METHODS, Summary, clusters, dedup, verified_clusters
+from .pivots import group_pivots, pivots
 from .runtime import session
 from .search import GroupPairs, hamming_groups, pairs, verified_groups, verified_pairs
 
 __all__ = [
     "FORMATS",
+    "METHODS",
     "GroupPairs",
     "Summary",
     "clusters",
@@ -27,8 +30,10 @@ __all__ = [
     "fingerprints",
     "good_documents",
     "group_components",
+    "group_pivots",
     "hamming_groups",
     "pairs",
+    "pivots",
     "read_documents",
     "session",
     "simhash_column",

@@ -27,38 +27,54 @@ from .documents import (
 )
 from .fingerprinting import DEFAULT_PROFILE, simhash_column
 from .graph import group_components
+from .pivots import group_pivots
 from .search import GroupPairs, hamming_groups, verified_groups
 
-__all__ = ["Summary", "clusters", "dedup", "verified_clusters"]
+__all__ = ["METHODS", "Summary", "clusters", "dedup", "verified_clusters"]
+
+METHODS = ("components", "pivot")
+
+
+def _grouped(grouped: GroupPairs, method: str, min_size: int, order: str) -> DataFrame:
+    """The groups of ``method`` over ``grouped``."""
+    if method not in METHODS:
+        raise ValueError(f"unknown clustering method {method!r}: use one of {', '.join(METHODS)}")
+    if method == "pivot":
+        return group_pivots(grouped, min_size, order)
+    return group_components(grouped, min_size, order)
 
 
 def clusters(df: DataFrame, key_column: str, max_distance: int = 6,
              fingerprint_column: str = "si", min_size: int = 2,
-             bands: int | None = None) -> DataFrame:  # fmt: skip
-    """``(key, cluster, pivot)``: ``nearsim_clusters(tbl, max_distance, 'components', min_size)``.
+             bands: int | None = None, method: str = "components") -> DataFrame:  # fmt: skip
+    """``(key, cluster, pivot)``: ``nearsim_clusters(tbl, max_distance, method, min_size)``.
 
-    Documents within ``max_distance`` bits of each other, chained, one row
-    per document of a group of at least ``min_size``; ``cluster`` is the
-    group's smallest key, ``pivot`` NULL.
+    One row per document of a group of at least ``min_size``; ``cluster``
+    is the group's smallest key.  ``components``: documents within
+    ``max_distance`` bits of each other, chained, ``pivot`` NULL;
+    ``pivot``: every member within ``max_distance`` of the group's
+    ``pivot`` (:mod:`nearsim.spark.pivots`).
     """
     grouped = hamming_groups(df, key_column, max_distance, fingerprint_column, bands)
-    return group_components(grouped, min_size)
+    return _grouped(grouped, method, min_size, "key")
 
 
 def verified_clusters(df: DataFrame, key_column: str, text_column: str,
                       min_similarity: float = 0.8, measure: str = "s_r",
                       max_distance: int | None = None, profile: str = DEFAULT_PROFILE,
                       fingerprint_column: str = "si", min_size: int = 2,
-                      bands: int | None = None) -> DataFrame:  # fmt: skip
+                      bands: int | None = None,
+                      method: str = "components") -> DataFrame:  # fmt: skip
     """``(key, cluster, pivot)``: ``nearsim_clusters_verified(tbl, min_similarity, measure,
-    max_distance, 'components', min_size)``.
+    max_distance, method, min_size)``.
 
     As that function does, a group is named after its smallest key *as
-    text* (for integer keys, 10 comes before 9).
+    text* (for integer keys, 10 comes before 9), and pivot groups take
+    documents of equal degree in that order.
     """
     grouped = verified_groups(df, key_column, text_column, min_similarity, measure,
                               max_distance, profile, fingerprint_column, bands)  # fmt: skip
-    return group_components(grouped, min_size, order="text")
+    return _grouped(grouped, method, min_size, "text")
 
 
 @dataclass
@@ -102,7 +118,8 @@ def dedup(spark: SparkSession, paths: str | list[str], output: str | None,
           key_column: str | None = None, text_column: str | None = None,
           format: str | None = None, min_similarity: float | None = 0.8,
           max_distance: int | None = None, measure: str = "s_r",
-          profile: str = DEFAULT_PROFILE, overwrite: bool = False) -> tuple[DataFrame, Summary]:
+          profile: str = DEFAULT_PROFILE, overwrite: bool = False,
+          method: str = "components") -> tuple[DataFrame, Summary]:
     """Read ``paths``, group their near-duplicates, write the groups to ``output`` (Parquet).
 
     Verified (``min_similarity`` given: candidates within ``max_distance``
@@ -110,10 +127,14 @@ def dedup(spark: SparkSession, paths: str | list[str], output: str | None,
     (``min_similarity`` None: within ``max_distance``, 6 by default).  The
     groups are one row per document that has a near-duplicate: the key
     under its own column name and type, ``cluster`` (the group's smallest
-    key) and ``pivot`` (NULL: connected components).  Bad rows are counted
-    by reason in the summary and left out.
+    key) and ``pivot`` (``method`` ``"components"``: NULL, connected
+    components; ``"pivot"``: the key of the group's pivot, as
+    ``nearsim_clusters`` gives it).  Bad rows are counted by reason in the
+    summary and left out.
     """
     started = time.monotonic()
+    if method not in METHODS:
+        raise ValueError(f"unknown clustering method {method!r}: use one of {', '.join(METHODS)}")
     if output is not None and not overwrite and output_exists(spark, output):
         raise DocumentsError(f"the output {output} already exists: remove it, or overwrite"
                              " it (--overwrite)")
@@ -143,7 +164,7 @@ def dedup(spark: SparkSession, paths: str | list[str], output: str | None,
         pairs = grouped.pairs.persist(StorageLevel.MEMORY_AND_DISK)
         grouped = GroupPairs(grouped.members, grouped.sizes, pairs, grouped.min_similarity)
         summary.pairs = grouped.count()
-        found = group_components(grouped, order=order)
+        found = _grouped(grouped, method, 2, order)
         result = found.select(F.col("key").alias(key_name), "cluster", "pivot")
         if output is not None:
             write_parquet(result, output, overwrite)
