@@ -243,14 +243,16 @@ BEGIN
 			CASE WHEN NEW.bucket_function IS NOT NULL THEN
 				pg_catalog.to_regprocedure(pg_catalog.format('%I.%I()', NEW.object_schema,
 					NEW.bucket_function)) END]::pg_catalog.regprocedure[]
-		-- the functions in the table's key type: <prefix>_pairs and the others
+		-- the functions in the table's key or row type: <prefix>_pairs and the others
 		OPERATOR(pg_catalog.||) ARRAY(
 			SELECT pg_catalog.to_regprocedure(pg_catalog.format('%I.%I%s', NEW.object_schema,
 				pg_catalog.left(NEW.similar_function, -8) OPERATOR(pg_catalog.||) f.kind, f.arguments))
 			FROM (VALUES ('_pairs', '(pg_catalog.int4)'),
 				('_pairs_verified', '(pg_catalog.float8, pg_catalog.text, pg_catalog.int4)'),
 				('_clusters', '(pg_catalog.int4, pg_catalog.text, pg_catalog.int4)'),
-				('_clusters_verified', '(pg_catalog.float8, pg_catalog.text, pg_catalog.int4, pg_catalog.text, pg_catalog.int4)'))
+				('_clusters_verified', '(pg_catalog.float8, pg_catalog.text, pg_catalog.int4, pg_catalog.text, pg_catalog.int4)'),
+				('_nearest', '(pg_catalog.int8, pg_catalog.int4, pg_catalog.int4)'),
+				('_nearest', '(pg_catalog.text, pg_catalog.int4, pg_catalog.int4)'))
 				AS f (kind, arguments)));
 	RETURN NULL;
 END
@@ -886,7 +888,8 @@ BEGIN
 					pg_catalog.left(r.similar_function, -8) OPERATOR(pg_catalog.||) '_pairs',
 					pg_catalog.left(r.similar_function, -8) OPERATOR(pg_catalog.||) '_pairs_verified',
 					pg_catalog.left(r.similar_function, -8) OPERATOR(pg_catalog.||) '_clusters',
-					pg_catalog.left(r.similar_function, -8) OPERATOR(pg_catalog.||) '_clusters_verified'])
+					pg_catalog.left(r.similar_function, -8) OPERATOR(pg_catalog.||) '_clusters_verified',
+					pg_catalog.left(r.similar_function, -8) OPERATOR(pg_catalog.||) '_nearest'])
 		) o
 		WHERE cmd.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass
 			AND d.classid OPERATOR(pg_catalog.=) o.classid AND d.objid OPERATOR(pg_catalog.=) o.objid

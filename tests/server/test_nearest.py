@@ -105,3 +105,31 @@ def test_bad_arguments_are_refused(tables: str) -> None:
             with pytest.raises(psycopg.Error) as caught:
                 conn.execute(f"SELECT * FROM {call}")
             assert caught.value.diag.sqlstate == state, call
+
+
+@pytest.mark.parametrize("name", ["numbers", "words", "equal"])
+def test_the_tables_own_nearest_gives_its_rows(tables: str, name: str) -> None:
+    """<table>_nearest(query, n): the rows themselves, in the scan's order."""
+    rng = random.Random(9)
+    with psycopg.connect(tables, autocommit=True) as conn:
+        fingerprints = [r[0] for r in conn.execute(
+            sql.SQL("SELECT si FROM {} ORDER BY id LIMIT 500").format(sql.Identifier(name)))]
+        function = sql.Identifier(f"{name}_nearest")
+        for query in [*rng.sample(fingerprints, 3), *EXTREMES]:
+            for n in (1, 7, 300):
+                rows = conn.execute(sql.SQL(
+                    "SELECT (f.doc).id::text, (f.doc).si, f.distance FROM {}(%s::bigint, %s) f")
+                    .format(function), [query, n]).fetchall()
+                assert [(key, distance) for key, _, distance in rows] == scan(conn, name, query,
+                                                                                n)
+                assert all(bin((si ^ query) & ((1 << 64) - 1)).count("1") == distance
+                           for _, si, distance in rows)
+        # a text query is fingerprinted with the table's profile; no words, no rows
+        text = "the nearest document to this text"
+        by_text = conn.execute(sql.SQL("SELECT (f.doc).id::text, f.distance FROM {}(%s, 3) f")
+                               .format(function), [text]).fetchall()
+        fingerprint = conn.execute("SELECT simhash(%s)", [text]).fetchone()
+        assert fingerprint is not None
+        assert by_text == scan(conn, name, fingerprint[0], 3)
+        assert conn.execute(sql.SQL("SELECT count(*) FROM {}('...', 3)").format(function)
+                            ).fetchone() == (0,)

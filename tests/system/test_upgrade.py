@@ -186,14 +186,14 @@ def test_drop_extension_with_enabled_tables(scratch_databases: Callable[[str], s
                     AND relkind IN ('r', 'i') AND relname NOT LIKE 'nearsim_tables%'),
                    (SELECT count(*) FROM pg_proc WHERE proname LIKE 'docs%'
                     OR proname LIKE 'mail%')"""
-        assert conn.execute(owned).fetchone() == (4, 6, 14)  # 3 rotation indexes, 7 functions
+        assert conn.execute(owned).fetchone() == (4, 6, 18)  # 3 rotation indexes, 9 functions
         # plain DROP EXTENSION: a clear error naming the tables, nothing changed
         with pytest.raises(psycopg.errors.DependentObjectsStillExist) as refused:
             conn.execute("DROP EXTENSION nearsim")
         assert "because 2 tables are enabled for it" in str(refused.value)
         assert refused.value.diag.message_detail == "Enabled: archive.mail, public.docs."
         assert "DROP EXTENSION nearsim CASCADE" in (refused.value.diag.message_hint or "")
-        assert conn.execute(owned).fetchone() == (4, 6, 14)
+        assert conn.execute(owned).fetchone() == (4, 6, 18)
         # with CASCADE: no trigger, index or function of nearsim is left
         notices: list[str] = []
         conn.add_notice_handler(lambda d: notices.append(d.message_primary or ""))

@@ -79,15 +79,18 @@ def object_names(prefix: str) -> dict[str, str]:
 SIMILAR_SUFFIX = "_similar"
 
 TYPED_FUNCTIONS = {
-    "pairs": "(pg_catalog.int4)",
-    "pairs_verified": "(pg_catalog.float8, pg_catalog.text, pg_catalog.int4)",
-    "clusters": "(pg_catalog.int4, pg_catalog.text, pg_catalog.int4)",
-    "clusters_verified": "(pg_catalog.float8, pg_catalog.text, pg_catalog.int4, pg_catalog.text,"
-                         " pg_catalog.int4)",
+    "pairs": ("(pg_catalog.int4)",),
+    "pairs_verified": ("(pg_catalog.float8, pg_catalog.text, pg_catalog.int4)",),
+    "clusters": ("(pg_catalog.int4, pg_catalog.text, pg_catalog.int4)",),
+    "clusters_verified": ("(pg_catalog.float8, pg_catalog.text, pg_catalog.int4, pg_catalog.text,"
+                          " pg_catalog.int4)",),
+    "nearest": ("(pg_catalog.int8, pg_catalog.int4, pg_catalog.int4)",
+                "(pg_catalog.text, pg_catalog.int4, pg_catalog.int4)"),
 }
-"""The per-table functions that give pairs and groups in the table's key type,
-by name after the prefix, with their argument types (as the registry's
-trigger links them: ``extension/sql/nearsim.sql``)."""
+"""The per-table functions that give pairs, groups and the nearest documents
+in the table's key type or row type, by name after the prefix, with the
+argument types of each overload (as the registry's trigger links them:
+``extension/sql/nearsim.sql``)."""
 
 
 def typed_function_names(similar_function: str) -> dict[str, str]:

@@ -124,8 +124,34 @@ RETURNS TABLE ({columns}) LANGUAGE sql STABLE {PINNED} AS $nearsim$
 $nearsim$""")
         comment = (f"nearsim_{kind}({table.qualified}, ...) with the keys in the table's key"
                    f" type ({table.key_type}), to join the table without a cast")
-        session.run(f"COMMENT ON FUNCTION {function}{TYPED_FUNCTIONS[kind]}"
+        session.run(f"COMMENT ON FUNCTION {function}{TYPED_FUNCTIONS[kind][0]}"
                     f" IS {session.literal(comment)}")
+    # The n nearest rows, exactly those of ORDER BY hamming(si, query), key
+    # LIMIT n (nearsim_nearest finds their keys through the rotation index).
+    fp = session.ident(reg.hash_column)
+    key_column = session.ident(table.key_column)
+    nearest = enabled.qualify(session, names["nearest"])
+    session.run(f"""CREATE FUNCTION {nearest}(query pg_catalog.int8, n pg_catalog.int4,
+        max_distance pg_catalog.int4 DEFAULT 64)
+RETURNS TABLE (doc {table.qualified}, distance pg_catalog.int4)
+LANGUAGE sql STABLE {PINNED} AS $nearsim$
+    SELECT d, {ext}.hamming(d.{fp}, query) FROM {table.qualified} AS d
+    WHERE d.{key_column} OPERATOR(pg_catalog.=) ANY (ARRAY(
+        SELECT f.key::{key} FROM {ext}.nearsim_nearest({tbl}, query, n, max_distance) AS f))
+    ORDER BY 2, d.{key_column}
+$nearsim$""")
+    session.run(f"""CREATE FUNCTION {nearest}(query pg_catalog.text, n pg_catalog.int4,
+        max_distance pg_catalog.int4 DEFAULT 64)
+RETURNS TABLE (doc {table.qualified}, distance pg_catalog.int4)
+LANGUAGE sql STABLE {PINNED} AS $nearsim$
+    SELECT f.doc, f.distance FROM {nearest}({simhash_sql(session, "query", reg.profile)}, n,
+                                            max_distance) AS f
+$nearsim$""")
+    for signature in TYPED_FUNCTIONS["nearest"]:
+        comment = (f"the n rows of {table.qualified} nearest to the query ({reg.profile}"
+                   " fingerprint), with the distance: exactly those of ORDER BY hamming(si,"
+                   " query), key LIMIT n among the rows within max_distance bits")
+        session.run(f"COMMENT ON FUNCTION {nearest}{signature} IS {session.literal(comment)}")
 
 
 def _create_fingerprint_function(session: Session, enabled: Enabled) -> None:
@@ -258,8 +284,8 @@ def drop_functions_and_triggers(session: Session, enabled: Enabled) -> None:
     session.run(f"DROP FUNCTION IF EXISTS {similar}(text, integer)")
     session.run(f"DROP FUNCTION IF EXISTS {similar}(bigint, integer)")
     for kind, name in typed_function_names(reg.similar_function).items():
-        session.run(f"DROP FUNCTION IF EXISTS {enabled.qualify(session, name)}"
-                    f"{TYPED_FUNCTIONS[kind]}")
+        for signature in TYPED_FUNCTIONS[kind]:
+            session.run(f"DROP FUNCTION IF EXISTS {enabled.qualify(session, name)}{signature}")
     existing = {r["tgname"] for r in session.execute(
         "SELECT tgname FROM pg_catalog.pg_trigger"
         f" WHERE tgrelid = {enabled.table.oid}::pg_catalog.oid")}
