@@ -16,6 +16,7 @@ from .clitools import (
     print_json,
     search_of,
 )
+from .connect import ConnectionFailed, resolve_dsn
 
 FORMATS = ("parquet", "jsonl", "csv", "text")
 
@@ -58,8 +59,15 @@ def spark_group() -> None:
               "paired with the group's pivot.")
 @click.option("--profile", "-p", type=ProfileName(), default="default/1", show_default=True,
               metavar="PROFILE", help="The fingerprint profile.")
-@click.option("--output", "-o", required=True, metavar="PATH",
+@click.option("--output", "-o", metavar="PATH",
               help="Where to write the groups (a Parquet directory).")
+@click.option("--into-table", metavar="TABLE",
+              help="Also write the survivors (each group's cluster document and every document"
+              " without a near-duplicate) with their fingerprints into this nearsim-enabled"
+              " table, by COPY from the executors.")
+@click.option("--dsn", metavar="DSN", envvar="NEARSIM_DSN", show_envvar=True,
+              help="PostgreSQL connection string for --into-table, used by the executors as"
+              " given. Default: NEARSIM_DSN, then the PG* environment variables.")
 @click.option("--overwrite", is_flag=True, help="Replace the output if it exists.")
 @click.option("--master", metavar="URL",
               help="Spark master [default: spark-submit's, else local[*]].")
@@ -69,7 +77,8 @@ def dedup_command(ctx: click.Context, inputs: tuple[str, ...], input_format: str
                   key_column: str | None, text_column: str | None, min_similarity: float,
                   measure: str, max_distance: int | None, by_bits: bool, method: str,
                   profile: str,
-                  output: str, overwrite: bool, master: str | None, as_json: bool) -> None:
+                  output: str | None, into_table: str | None, dsn: str | None,
+                  overwrite: bool, master: str | None, as_json: bool) -> None:
     """Group the near-duplicates among INPUT files (Parquet, JSON Lines, CSV or text).
 
     Writes one row per document that has a near-duplicate: its key (under
@@ -77,7 +86,8 @@ def dedup_command(ctx: click.Context, inputs: tuple[str, ...], input_format: str
     pivot (the key of the group's pivot with --method pivot, else NULL), the
     groups of nearsim clusters with the same options.  Bad rows (no key, a
     duplicate key, no text, a text that is not a string, a broken record)
-    are counted in the summary and left out.
+    are counted in the summary and left out.  With --into-table, the
+    survivors go into a nearsim-enabled table with their fingerprints.
 
     \b
     Examples:
@@ -86,19 +96,28 @@ def dedup_command(ctx: click.Context, inputs: tuple[str, ...], input_format: str
           --method pivot -o groups.parquet --master local[2]
     """
     search = search_of(ctx)
+    if output is None and into_table is None:
+        raise click.UsageError("give --output, --into-table or both")
     try:
         from ..spark import dedup, session
+        from ..spark.database import WriteError
         from ..spark.documents import DocumentsError
     except ImportError as error:
         raise Fatal(f"{error}: install the Spark extra: pip install 'nearsim[spark]'") from error
+    resolved = None
+    if into_table is not None:
+        try:
+            resolved = resolve_dsn(dsn)
+        except ConnectionFailed as error:
+            raise Fatal(str(error)) from error
     spark = session(master)
     try:
         _, summary = dedup(
             spark, list(inputs), output, key_column=key_column, text_column=text_column,
             format=input_format, min_similarity=None if search.hamming else search.min_similarity,
             max_distance=search.max_distance, measure=search.measure, profile=profile,
-            overwrite=overwrite, method=method)  # fmt: skip
-    except (DocumentsError, ValueError) as error:
+            overwrite=overwrite, method=method, into_table=into_table, dsn=resolved)  # fmt: skip
+    except (DocumentsError, ValueError, WriteError) as error:
         raise Fatal(str(error)) from error
     except Exception as error:  # Spark's own: one line, not a Java stack trace
         if type(error).__module__.startswith(("pyspark", "py4j")):

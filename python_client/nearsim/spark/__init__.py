@@ -5,12 +5,15 @@
 ``nearsim_pairs_verified``, ``components`` and ``clusters`` are
 ``nearsim_clusters(tbl, k, 'components')``, ``pivots`` and ``clusters(...,
 method="pivot")`` ``nearsim_clusters(tbl, k, 'pivot')``; ``read_documents`` and
-``write_parquet`` read and write files.  docs/SPARK.md tells how to run it.
+``write_parquet`` read and write files, ``write_table`` writes rows with
+their fingerprints into a nearsim-enabled table by COPY from the executors.
+docs/SPARK.md tells how to run it.
 Needs ``pip install 'nearsim[spark]'`` and a Java runtime.
 """
 
 from __future__ import annotations
 
+from .database import WriteError, write_table
 from .documents import FORMATS, good_documents, read_documents, write_parquet
 from .fingerprinting import fingerprints, simhash_column
 from .graph import components, group_components, star_components
@@ -24,6 +27,7 @@ __all__ = [
     "METHODS",
     "GroupPairs",
     "Summary",
+    "WriteError",
     "clusters",
     "components",
     "dedup",
@@ -42,4 +46,5 @@ __all__ = [
     "verified_groups",
     "verified_pairs",
     "write_parquet",
+    "write_table",
 ]

@@ -18,6 +18,7 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from .database import target_table, write_table
 from .documents import (
     DocumentsError,
     good_documents,
@@ -90,13 +91,16 @@ class Summary:
     bad: dict[str, int] = field(default_factory=dict)
     seconds: float = 0.0
     output: str = ""
+    table: str = ""
+    written: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         return {"rows": self.rows, "documents": self.documents,
                 "fingerprinted": self.fingerprinted, "pairs": self.pairs,
                 "groups": self.groups, "grouped_documents": self.grouped,
                 "bad_rows": sum(self.bad.values()), "bad_rows_by_reason": dict(self.bad),
-                "seconds": round(self.seconds, 3), "output": self.output}  # fmt: skip
+                "seconds": round(self.seconds, 3), "output": self.output,
+                "table": self.table, "written": self.written}  # fmt: skip
 
     def lines(self) -> list[str]:
         bad = sum(self.bad.values())
@@ -111,6 +115,9 @@ class Summary:
                 f"{reason} {count:,}" for reason, count in sorted(self.bad.items())))
         if self.output:
             lines.append(f"written to {self.output}")
+        if self.table:
+            lines.append(f"{self.written:,} documents (one per group and every other) written"
+                         f" into {self.table}")
         return lines
 
 
@@ -119,7 +126,8 @@ def dedup(spark: SparkSession, paths: str | list[str], output: str | None,
           format: str | None = None, min_similarity: float | None = 0.8,
           max_distance: int | None = None, measure: str = "s_r",
           profile: str = DEFAULT_PROFILE, overwrite: bool = False,
-          method: str = "components") -> tuple[DataFrame, Summary]:
+          method: str = "components", into_table: str | None = None,
+          dsn: str | None = None) -> tuple[DataFrame, Summary]:
     """Read ``paths``, group their near-duplicates, write the groups to ``output`` (Parquet).
 
     Verified (``min_similarity`` given: candidates within ``max_distance``
@@ -131,10 +139,20 @@ def dedup(spark: SparkSession, paths: str | list[str], output: str | None,
     components; ``"pivot"``: the key of the group's pivot, as
     ``nearsim_clusters`` gives it).  Bad rows are counted by reason in the
     summary and left out.
+
+    With ``into_table`` (a nearsim-enabled table of the database ``dsn``
+    reaches, of the same ``profile``), the documents that survive the
+    dedup are written into it with their fingerprints
+    (:func:`nearsim.spark.write_table`): each group's ``cluster`` document
+    and every good document without a near-duplicate.
     """
     started = time.monotonic()
     if method not in METHODS:
         raise ValueError(f"unknown clustering method {method!r}: use one of {', '.join(METHODS)}")
+    if output is None and into_table is None:
+        raise ValueError("nothing to write: give an output, or a table to write into")
+    if into_table is not None:
+        target = target_table(dsn or "", into_table, profile)
     if output is not None and not overwrite and output_exists(spark, output):
         raise DocumentsError(f"the output {output} already exists: remove it, or overwrite"
                              " it (--overwrite)")
@@ -172,6 +190,12 @@ def dedup(spark: SparkSession, paths: str | list[str], output: str | None,
             summary.output = output
         else:
             written = result.persist(StorageLevel.MEMORY_AND_DISK)
+        if into_table is not None:
+            dropped = written.where(F.col(key_name) != F.col("cluster")).select(key_name)
+            survivors = good.join(dropped, key_name, "left_anti")
+            summary.written = write_table(survivors, dsn or "", into_table, key_name, text_name,
+                                          profile)  # fmt: skip
+            summary.table = target.name
         totals = written.agg(F.count("*").alias("rows"),
                              F.countDistinct("cluster").alias("groups")).first()  # fmt: skip
         if totals is not None:
