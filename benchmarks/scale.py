@@ -131,6 +131,8 @@ def time_guard(conn: Connection, result: SetResult) -> None:
         "DO $$BEGIN FOR i IN 1..{count} LOOP INSERT INTO {table} (id, body, si) VALUES"
         " ({start} + i, 'guarded ' || i, (pg_catalog.random() * 18446744073709551615::numeric"
         " - 9223372036854775808::numeric)::bigint); END LOOP; END$$")
+    row = conn.execute("SELECT current_setting('nearsim.profile', true)").fetchone()
+    before = row[0] if row and row[0] is not None else ""
     conn.execute("SELECT set_config('nearsim.profile', 'default/1', false)")
     try:
         for number, guarded in enumerate((False, True)):
@@ -145,7 +147,7 @@ def time_guard(conn: Connection, result: SetResult) -> None:
                 GUARD_INSERTS / (time.perf_counter() - started))
         conn.execute("SELECT nearsim_unguard(%s::regclass)", (docset.qualified,))
     finally:
-        conn.execute("SELECT set_config('nearsim.profile', '', false)")
+        conn.execute("SELECT set_config('nearsim.profile', %s, false)", (before,))
 
 
 def time_set(conn: Connection, schema: str, docset: DocSet, queries: int,

@@ -35,8 +35,8 @@ def trigger_table(conn: Connection, schema: str, kind: str, rows: int) -> sql.Id
     if kind != "plain table":
         conn.execute("SELECT nearsim_enable(%s::regclass, 'body', bands => %s)",
                      (table.as_string(conn), default_bands(rows)))
-        # The loader's declaration: the supplied fingerprints are the profile's.
-        conn.execute("SELECT set_config('nearsim.profile', 'default/1', false)")
+        # The session declares the supplied fingerprints the profile's, as the
+        # loader does (common.connect: SET nearsim.profile).
     return table
 
 
@@ -80,7 +80,6 @@ def trigger_round(conn: Connection, schema: str, kind: str, rows: int, statement
                              f" buckets, missing, extra, wrong) = {row}, expected"
                              f" ({statements}, {statements}, 0, 0, 0)")
         conn.execute("SELECT nearsim_disable(%s::regclass)", (table.as_string(conn),))
-        conn.execute("SELECT set_config('nearsim.profile', '', false)")
     conn.execute(sql.SQL("DROP TABLE {}").format(table))
     return seconds
 
