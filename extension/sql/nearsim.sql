@@ -644,9 +644,12 @@ CREATE FUNCTION nearsim_clusters(tbl regclass, max_distance integer DEFAULT 6,
 COMMENT ON FUNCTION nearsim_clusters(regclass, integer, text, integer) IS
 'groups of near-duplicates of tbl with at least min_size members: method components (pairs chained) or pivot (each member within max_distance of the pivot); cluster is the smallest key of the group';
 
--- The n nearest documents, exactly: the radius widens (0, 1, 2, 4, ...)
--- until the rotation index holds at least n documents within it; every
--- document nearer than the n-th is then among them, ties included.  A
+-- The n nearest documents, exactly: the radius widens (0, 1, 2, 4, 6, ...
+-- 12) until the rotation index holds at least n documents within it; every
+-- document nearer than the n-th is then among them, ties included.  Past 12
+-- bits an index search reads more than a scan of the fingerprints (at a
+-- million documents, 16 bits hold about one random neighbour and 32 half of
+-- them), so the documents are then read in distance order by a scan.  A
 -- table enabled before 0.4.0 and not rebuilt since is searched through its
 -- bucket table.
 CREATE FUNCTION nearsim_nearest(tbl regclass, query bigint, n integer,
@@ -661,6 +664,7 @@ DECLARE
 	column_name pg_catalog.name;
 	radius integer := 0;
 	nearby pg_catalog.tid[];
+	scan boolean := false;
 BEGIN
 	IF n OPERATOR(pg_catalog.<) 1 THEN
 		RAISE EXCEPTION 'n must be positive, not %', n USING ERRCODE = '22023';
@@ -691,11 +695,23 @@ BEGIN
 		nearby := @extschema@.nearsim_search(indexed, column_name, query, radius);
 		EXIT WHEN radius OPERATOR(pg_catalog.>=) max_distance
 			OR pg_catalog.cardinality(nearby) OPERATOR(pg_catalog.>=) n;
-		radius := LEAST(max_distance, GREATEST(1, radius OPERATOR(pg_catalog.*) 2));
+		IF radius OPERATOR(pg_catalog.>=) 12 THEN
+			scan := true;
+			EXIT;
+		END IF;
+		radius := LEAST(max_distance, CASE WHEN radius OPERATOR(pg_catalog.<) 4
+			THEN GREATEST(1, radius OPERATOR(pg_catalog.*) 2) ELSE radius OPERATOR(pg_catalog.+) 2 END);
 	END LOOP;
 	-- the documents' own fingerprints decide; ties in key order, as
 	-- ORDER BY hamming(si, query), key LIMIT n
-	IF entry.bucket_table IS NULL THEN
+	IF scan THEN
+		RETURN QUERY EXECUTE pg_catalog.format(
+			'SELECT d.%1$I::pg_catalog.text, @extschema@.hamming(d.%2$I, $1) FROM %3$s AS d'
+			' WHERE @extschema@.hamming(d.%2$I, $1) OPERATOR(pg_catalog.<=) $2'
+			' ORDER BY 2, d.%1$I LIMIT $3',
+			entry.key_column, entry.hash_column, tbl)
+			USING query, max_distance, n;
+	ELSIF entry.bucket_table IS NULL THEN
 		RETURN QUERY EXECUTE pg_catalog.format(
 			'SELECT d.%1$I::pg_catalog.text, @extschema@.hamming(d.%2$I, $1) FROM %3$s AS d'
 			' WHERE d.ctid OPERATOR(pg_catalog.=) ANY ($2)'
@@ -717,7 +733,7 @@ END
 $plpgsql$;
 
 COMMENT ON FUNCTION nearsim_nearest(regclass, bigint, integer, integer) IS
-'the n documents of tbl nearest to the fingerprint query (key as text, distance), exactly those of ORDER BY hamming(si, query), key LIMIT n among the documents within max_distance bits, through the rotation index';
+'the n documents of tbl nearest to the fingerprint query (key as text, distance), exactly those of ORDER BY hamming(si, query), key LIMIT n among the documents within max_distance bits: through the rotation index while they are within 12 bits, else by a scan';
 
 -- The check-in guard: a near-duplicate is refused, skipped or recorded as
 -- it is written (C trigger nearsim_guard_check, src/guard.c).  Its settings
