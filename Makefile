@@ -15,7 +15,7 @@ LOCAL_DSN := host=$(abspath $(CLUSTER_DIR))/run port=$(CLUSTER_PORT) user=postgr
 NEARSIM_DSN ?=
 DSN = $(or $(NEARSIM_DSN),$(LOCAL_DSN) dbname=nearsim)
 
-.PHONY: all install uninstall system setup venv cluster database demo test installcheck pytest bench bench-10m lint stop clean dist
+.PHONY: all install uninstall system setup venv cluster database demo test installcheck pytest bench bench-10m bench-spark lint stop clean dist
 
 # `make` and `make install` build and install the extension alone, as PGXN
 # clients expect (they pass PG_CONFIG); the packages it needs must be there.
@@ -90,6 +90,15 @@ bench: database
 bench-10m: database
 	mkdir -p $(BENCH_RESULTS)
 	$(VENV_PYTHON) -m benchmarks.scale --dsn "$(DSN)" --results $(BENCH_RESULTS)/scale.json
+
+# All pairs on Spark local[1] and local[2] against nearsim_pairs in PostgreSQL,
+# on the same 1 million synthetic fingerprints (SPARK_SIZES="1000000 10000000"
+# for 10 million as well); figures in docs/SPARK.md.  Not part of `make test`.
+SPARK_SIZES ?= 1000000
+bench-spark: database
+	mkdir -p $(BENCH_RESULTS)
+	$(VENV_PYTHON) -m benchmarks.spark --dsn "$(DSN)" --sizes $(SPARK_SIZES) \
+		--results $(BENCH_RESULTS)/spark.json
 
 # ruff on every Python file; mypy --strict on the package (core, server and
 # client) and on the benchmarks.  Part of `make test`: a finding fails it.

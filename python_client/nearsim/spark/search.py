@@ -54,8 +54,8 @@ from ..core.bits import BITS
 from ..core.profiles import canonical
 from .fingerprinting import DEFAULT_PROFILE, simhash_column
 
-__all__ = ["BLOCK_SIZE", "GroupPairs", "choose_bands", "near_fingerprints", "pairs",
-           "verified_pairs"]  # fmt: skip
+__all__ = ["BLOCK_SIZE", "GroupPairs", "band_candidates", "choose_bands", "near_fingerprints",
+           "pairs", "verified_pairs"]  # fmt: skip
 
 BLOCK_SIZE = 1000
 """Members of a group are paired in blocks of about this many keys (at most
@@ -168,17 +168,13 @@ def _empty_pairs(spark: SparkSession) -> DataFrame:
     return spark.createDataFrame([], schema)
 
 
-def near_fingerprints(values: DataFrame, max_distance: int, bands: int | None = None,
-                      column: str = "si") -> DataFrame:  # fmt: skip
-    """``(x, y, distance)``: every pair of the distinct fingerprints ``values``
-    within ``max_distance`` bits, ``x < y`` (as signed ``bigint``), each once.
+def band_candidates(values: DataFrame, max_distance: int, bands: int | None = None,
+                    column: str = "si") -> tuple[DataFrame, list[_Band]]:  # fmt: skip
+    """``(band, value, x, y)``: the rows of the join of probes and index, ``x < y``,
+    before their distance is checked; and the layout of the bands.
 
-    ``values`` must hold each fingerprint once (no NULL).  ``bands`` chooses
-    the layout; by default :func:`choose_bands` does, from their number.
+    Their number is the work of the search (``max_distance`` at least 1).
     """
-    _check_distance(max_distance)
-    if max_distance == 0:
-        return _empty_pairs(_session(values))
     if bands is None:
         bands = choose_bands(values.count(), max_distance)
     if not 1 <= bands <= MAX_BANDS:
@@ -199,7 +195,21 @@ def near_fingerprints(values: DataFrame, max_distance: int, bands: int | None = 
         probe_frames.append(values.select(F.lit(band.number).alias("band"), value.alias("value"),
                                           fingerprint.alias("x")))  # fmt: skip
     probes = reduce(DataFrame.unionAll, probe_frames)
-    candidates = probes.join(index, ["band", "value"]).where(F.col("x") < F.col("y"))
+    return probes.join(index, ["band", "value"]).where(F.col("x") < F.col("y")), layout
+
+
+def near_fingerprints(values: DataFrame, max_distance: int, bands: int | None = None,
+                      column: str = "si") -> DataFrame:  # fmt: skip
+    """``(x, y, distance)``: every pair of the distinct fingerprints ``values``
+    within ``max_distance`` bits, ``x < y`` (as signed ``bigint``), each once.
+
+    ``values`` must hold each fingerprint once (no NULL).  ``bands`` chooses
+    the layout; by default :func:`choose_bands` does, from their number.
+    """
+    _check_distance(max_distance)
+    if max_distance == 0:
+        return _empty_pairs(_session(values))
+    candidates, layout = band_candidates(values, max_distance, bands, column)
     xor = F.col("x").bitwiseXOR(F.col("y"))
     first: Column | None = None
     for band in reversed(layout):
