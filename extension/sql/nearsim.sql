@@ -794,10 +794,12 @@ BEGIN
 		links := pg_catalog.format('%I.%I', entry.object_schema,
 			(SELECT c.relname FROM pg_catalog.pg_class c WHERE c.oid OPERATOR(pg_catalog.=) tbl)
 			OPERATOR(pg_catalog.||) '_nearsim_links');
-		PERFORM @extschema@.nearsim_as_owner(tbl, pg_catalog.format(
-			'CREATE TABLE IF NOT EXISTS %s (new_key %s NOT NULL, existing_key %s NOT NULL,'
-			' distance integer NOT NULL, similarity double precision,'
-			' recorded_at timestamptz NOT NULL DEFAULT pg_catalog.now())', links, key_type, key_type));
+		IF pg_catalog.to_regclass(links) IS NULL THEN
+			PERFORM @extschema@.nearsim_as_owner(tbl, pg_catalog.format(
+				'CREATE TABLE %s (new_key %s NOT NULL, existing_key %s NOT NULL,'
+				' distance integer NOT NULL, similarity double precision,'
+				' recorded_at timestamptz NOT NULL DEFAULT pg_catalog.now())', links, key_type, key_type));
+		END IF;
 		PERFORM @extschema@.nearsim_link(tbl, ARRAY[links::pg_catalog.regclass],
 			'{}'::pg_catalog.regprocedure[]);
 	END IF;

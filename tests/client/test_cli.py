@@ -184,6 +184,7 @@ def test_loading_again_adds_nothing_and_changed_files_are_updated(
     assert again.exit_code == 0
     assert json.loads(again.stdout) | {"seconds": 0} == {
         "loaded": 0, "updated": 0, "unchanged": len(CHAPTERS), "failed": 0,
+        "skipped_near_duplicates": 0, "recorded_near_duplicates": 0,
         "failed_by_reason": {}, "bytes": json.loads(first.stdout)["bytes"], "seconds": 0,
         "interrupted": False}
     assert rows(database, table) == before

@@ -68,6 +68,8 @@ def test_a_key_stored_from_another_file_is_refused_and_named(database: str, tmp_
     assert summary(second) | {"seconds": 0, "bytes": 0} == {
         "loaded": 1,
         "updated": 0,
+        "skipped_near_duplicates": 0,
+        "recorded_near_duplicates": 0,
         "unchanged": 0,
         "failed": 1,
         "failed_by_reason": {"duplicate-key": 1},

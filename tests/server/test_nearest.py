@@ -133,3 +133,21 @@ def test_the_tables_own_nearest_gives_its_rows(tables: str, name: str) -> None:
         assert by_text == scan(conn, name, fingerprint[0], 3)
         assert conn.execute(sql.SQL("SELECT count(*) FROM {}('...', 3)").format(function)
                             ).fetchone() == (0,)
+
+
+def test_documents_without_fingerprints_are_never_among_the_nearest(database: str) -> None:
+    """NULL fingerprints (no text, no words) are not near anything; a NULL query finds nothing."""
+    with psycopg.connect(database, autocommit=True) as conn:
+        conn.execute("DROP TABLE IF EXISTS sparse CASCADE")
+        make_table(conn, "sparse", "integer", [(i, 1000 + i) for i in range(5)])
+        conn.execute("INSERT INTO sparse (id, body, si) VALUES (10, NULL, NULL), (11, '...', NULL)")
+        assert conn.execute("SELECT count(*) FROM sparse WHERE si IS NULL").fetchone() == (2,)
+        for n in (1, 5, 100):  # 100: more than there are, through the scan
+            assert nearest(conn, "sparse", 1000, n) == scan(conn, "sparse", 1000, n)
+            assert all(key not in ("10", "11") for key, _ in nearest(conn, "sparse", 1000, n))
+        assert len(nearest(conn, "sparse", 1000, 100)) == 5
+        assert conn.execute("SELECT count(*) FROM nearsim_nearest('sparse', NULL, 3)"
+                            ).fetchone() == (0,)
+        assert conn.execute("SELECT count(*) FROM sparse_nearest(NULL::bigint, 3)"
+                            ).fetchone() == (0,)
+        conn.execute("DROP TABLE sparse CASCADE")
