@@ -70,7 +70,6 @@ static Guard
 guard_of(Trigger *trigger)
 {
 	Guard		guard;
-	char	   *end;
 
 	if (trigger->tgnargs != GUARD_ARGS)
 		ereport(ERROR,
@@ -80,7 +79,7 @@ guard_of(Trigger *trigger)
 	guard.key_column = trigger->tgargs[0];
 	guard.text_column = trigger->tgargs[1];
 	guard.hash_column = trigger->tgargs[2];
-	guard.max_distance = (int32) strtol(trigger->tgargs[3], &end, 10);
+	guard.max_distance = (int32) strtol(trigger->tgargs[3], NULL, 10);
 	guard.min_similarity = trigger->tgargs[4][0] == '\0' ? NAN : strtod(trigger->tgargs[4], NULL);
 	guard.measure = trigger->tgargs[5];
 	guard.action = trigger->tgargs[6];
@@ -109,55 +108,85 @@ column_text(HeapTuple tuple, TupleDesc tupdesc, const char *name)
  * row itself; false if none.  Under the snapshot the query takes: a new one
  * at READ COMMITTED, the transaction's otherwise.
  */
+/* The parameters of a search around fingerprint, the row's own keys left out */
+typedef struct GuardSearch
+{
+	Oid			types[6];
+	Datum		values[6];
+	char		nulls[6];
+} GuardSearch;
+
+/*
+ * $1 fingerprint, $2 table, $3 fingerprint column, $4 radius, $5 and $6 the
+ * row's new and old keys as text (NULL when there is none).
+ */
+static GuardSearch
+search_parameters(const Guard *guard, Relation rel, int64 fingerprint, const char *new_key,
+				  const char *old_key)
+{
+	GuardSearch search = {
+		{INT8OID, REGCLASSOID, NAMEOID, INT4OID, TEXTOID, TEXTOID},
+		{Int64GetDatum(fingerprint), ObjectIdGetDatum(RelationGetRelid(rel)),
+		 CStringGetDatum(guard->hash_column), Int32GetDatum(guard->max_distance),
+		 new_key ? CStringGetTextDatum(new_key) : (Datum) 0,
+		 old_key ? CStringGetTextDatum(old_key) : (Datum) 0},
+		{' ', ' ', ' ', ' ', new_key ? ' ' : 'n', old_key ? ' ' : 'n'},
+	};
+
+	return search;
+}
+
+/* The documents within the guard's radius, the row itself left out: FROM and WHERE */
+static char *
+within_radius(const Guard *guard, const char *ext, Relation rel)
+{
+	const char *key = quote_identifier(guard->key_column);
+
+	return psprintf("FROM ONLY %s AS d"
+					" WHERE d.ctid OPERATOR(pg_catalog.=) ANY (%s.nearsim_search($2, $3, $1, $4))"
+					" AND %s.hamming(d.%s, $1) OPERATOR(pg_catalog.<=) $4"
+					" AND d.%s::pg_catalog.text IS DISTINCT FROM $5"
+					" AND d.%s::pg_catalog.text IS DISTINCT FROM $6",
+					quote_qualified_identifier(get_namespace_name(RelationGetNamespace(rel)),
+											   RelationGetRelationName(rel)),
+					ext, ext, quote_identifier(guard->hash_column), key, key);
+}
+
+/*
+ * The nearest existing document within the guard's radius (verified: the
+ * most similar of those at least min_similarity similar), other than the
+ * row itself; false if none.  Under the snapshot the query takes: a new one
+ * at READ COMMITTED, the transaction's otherwise.
+ */
 static bool
 find_near_duplicate(const Guard *guard, const char *schema, Relation rel, int64 fingerprint,
 					const char *text, const char *new_key, const char *old_key,
 					NearDuplicate *found)
 {
-	char	   *table = quote_qualified_identifier(get_namespace_name(RelationGetNamespace(rel)),
-												   RelationGetRelationName(rel));
 	const char *ext = quote_identifier(schema);
+	GuardSearch search = search_parameters(guard, rel, fingerprint, new_key, old_key);
 	char	   *query;
-	Oid			types[6] = {INT8OID, REGCLASSOID, NAMEOID, INT4OID, TEXTOID, TEXTOID};
-	Datum		values[6];
-	char		nulls[6] = {' ', ' ', ' ', ' ', new_key ? ' ' : 'n', old_key ? ' ' : 'n'};
 	bool		isnull;
 
-	values[0] = Int64GetDatum(fingerprint);
-	values[1] = ObjectIdGetDatum(RelationGetRelid(rel));
-	values[2] = CStringGetDatum(guard->hash_column);
-	values[3] = Int32GetDatum(guard->max_distance);
-	values[4] = new_key ? CStringGetTextDatum(new_key) : (Datum) 0;
-	values[5] = old_key ? CStringGetTextDatum(old_key) : (Datum) 0;
 	if (isnan(guard->min_similarity))
 	{
 		query = psprintf("SELECT d.%s::pg_catalog.text, %s.hamming(d.%s, $1),"
-						 " NULL::pg_catalog.float8 FROM ONLY %s AS d"
-						 " WHERE d.ctid OPERATOR(pg_catalog.=) ANY (%s.nearsim_search($2, $3, $1, $4))"
-						 " AND %s.hamming(d.%s, $1) OPERATOR(pg_catalog.<=) $4"
-						 " AND d.%s::pg_catalog.text IS DISTINCT FROM $5"
-						 " AND d.%s::pg_catalog.text IS DISTINCT FROM $6"
-						 " ORDER BY 2, 1 LIMIT 1",
+						 " NULL::pg_catalog.float8 %s ORDER BY 2, 1 LIMIT 1",
 						 quote_identifier(guard->key_column), ext,
-						 quote_identifier(guard->hash_column), table, ext, ext,
-						 quote_identifier(guard->hash_column),
-						 quote_identifier(guard->key_column), quote_identifier(guard->key_column));
-		if (SPI_execute_with_args(query, 6, types, values, nulls, false, 1) != SPI_OK_SELECT)
+						 quote_identifier(guard->hash_column), within_radius(guard, ext, rel));
+		if (SPI_execute_with_args(query, 6, search.types, search.values, search.nulls, false,
+								  1) != SPI_OK_SELECT)
 			elog(ERROR, "nearsim: the guard's search failed");
 	}
 	else
 	{
 		Oid			vtypes[7] = {REGCLASSOID, TEXTOID, FLOAT8OID, TEXTOID, INT4OID, TEXTOID, TEXTOID};
-		Datum		vvalues[7];
-		char		vnulls[7] = {' ', text ? ' ' : 'n', ' ', ' ', ' ', nulls[4], nulls[5]};
+		Datum		vvalues[7] = {search.values[1], text ? CStringGetTextDatum(text) : (Datum) 0,
+			Float8GetDatum(guard->min_similarity), CStringGetTextDatum(guard->measure),
+		search.values[3], search.values[4], search.values[5]};
+		char		vnulls[7] = {' ', text ? ' ' : 'n', ' ', ' ', ' ', search.nulls[4],
+		search.nulls[5]};
 
-		vvalues[0] = values[1];
-		vvalues[1] = text ? CStringGetTextDatum(text) : (Datum) 0;
-		vvalues[2] = Float8GetDatum(guard->min_similarity);
-		vvalues[3] = CStringGetTextDatum(guard->measure);
-		vvalues[4] = values[3];
-		vvalues[5] = values[4];
-		vvalues[6] = values[5];
 		query = psprintf("SELECT v.key, v.distance, v.similarity"
 						 " FROM %s.nearsim_similar_verified($1, $2, $3, $4, $5) AS v"
 						 " WHERE v.key IS DISTINCT FROM $6 AND v.key IS DISTINCT FROM $7"
@@ -188,30 +217,17 @@ static List *
 keys_within(const Guard *guard, const char *schema, Relation rel, int64 fingerprint,
 			const char *new_key, const char *old_key, bool latest)
 {
-	char	   *table = quote_qualified_identifier(get_namespace_name(RelationGetNamespace(rel)),
-												   RelationGetRelationName(rel));
 	const char *ext = quote_identifier(schema);
-	Oid			types[6] = {INT8OID, REGCLASSOID, NAMEOID, INT4OID, TEXTOID, TEXTOID};
-	Datum		values[6];
-	char		nulls[6] = {' ', ' ', ' ', ' ', new_key ? ' ' : 'n', old_key ? ' ' : 'n'};
-	char	   *query;
+	GuardSearch search = search_parameters(guard, rel, fingerprint, new_key, old_key);
+	char	   *query = psprintf("SELECT d.%s::pg_catalog.text %s",
+								 quote_identifier(guard->key_column),
+								 within_radius(guard, ext, rel));
 	List	   *keys = NIL;
 
-	values[0] = Int64GetDatum(fingerprint);
-	values[1] = ObjectIdGetDatum(RelationGetRelid(rel));
-	values[2] = CStringGetDatum(guard->hash_column);
-	values[3] = Int32GetDatum(guard->max_distance);
-	values[4] = new_key ? CStringGetTextDatum(new_key) : (Datum) 0;
-	values[5] = old_key ? CStringGetTextDatum(old_key) : (Datum) 0;
-	query = psprintf("SELECT d.%s::pg_catalog.text FROM ONLY %s AS d"
-					 " WHERE d.ctid OPERATOR(pg_catalog.=) ANY (%s.nearsim_search($2, $3, $1, $4))"
-					 " AND d.%s::pg_catalog.text IS DISTINCT FROM $5"
-					 " AND d.%s::pg_catalog.text IS DISTINCT FROM $6",
-					 quote_identifier(guard->key_column), table, ext,
-					 quote_identifier(guard->key_column), quote_identifier(guard->key_column));
 	if (latest)
 		PushActiveSnapshot(GetLatestSnapshot());
-	if (SPI_execute_with_args(query, 6, types, values, nulls, latest, 0) != SPI_OK_SELECT)
+	if (SPI_execute_with_args(query, 6, search.types, search.values, search.nulls, latest,
+							  0) != SPI_OK_SELECT)
 		elog(ERROR, "nearsim: the guard's search failed");
 	if (latest)
 		PopActiveSnapshot();
@@ -274,9 +290,7 @@ nearsim_guard_check(PG_FUNCTION_ARGS)
 	const char *bypass;
 	Oid			owner;
 	Oid			writer;
-	Oid			save_userid;
-	int			save_sec_context;
-	int			save_nestlevel;
+	NearsimOwnerState saved;
 	bool		near = false;
 	bool		appeared = false;
 	NearDuplicate found = {NULL, 0, NAN};
@@ -328,12 +342,7 @@ nearsim_guard_check(PG_FUNCTION_ARGS)
 	DirectFunctionCall2(pg_advisory_xact_lock_int4, Int32GetDatum(GUARD_LOCK_CLASS),
 						Int32GetDatum((int32) RelationGetRelid(rel)));
 
-	GetUserIdAndSecContext(&save_userid, &save_sec_context);
-	SetUserIdAndSecContext(owner, save_sec_context | SECURITY_LOCAL_USERID_CHANGE |
-						   SECURITY_RESTRICTED_OPERATION);
-	save_nestlevel = NewGUCNestLevel();
-	(void) set_config_option("search_path", "pg_catalog, pg_temp", PGC_USERSET,
-							 PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+	nearsim_begin_as_owner(owner, &saved);
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "nearsim: SPI_connect failed");
 	near = find_near_duplicate(&guard, schema, rel, DatumGetInt64(fingerprint), text, new_key,
@@ -360,8 +369,7 @@ nearsim_guard_check(PG_FUNCTION_ARGS)
 		MemoryContextSwitchTo(spi);
 	}
 	SPI_finish();
-	AtEOXact_GUC(false, save_nestlevel);
-	SetUserIdAndSecContext(save_userid, save_sec_context);
+	nearsim_end_as_owner(&saved);
 
 	if (appeared)
 		ereport(ERROR,

@@ -51,4 +51,15 @@ extern char *nearsim_registry_name(void);
 extern Oid	nearsim_relation_owner(Oid relid);
 extern void nearsim_check_owner_rights(Oid owner, Oid relid);
 
+/* What acting as a table's owner saved, to be restored (src/owner.c) */
+typedef struct NearsimOwnerState
+{
+	Oid			userid;
+	int			sec_context;
+	int			nestlevel;
+} NearsimOwnerState;
+
+extern void nearsim_begin_as_owner(Oid owner, NearsimOwnerState *saved);
+extern void nearsim_end_as_owner(const NearsimOwnerState *saved);
+
 #endif							/* NEARSIM_H */

@@ -56,6 +56,26 @@ nearsim_check_owner_rights(Oid owner, Oid relid)
 						   GetUserNameFromId(owner, false))));
 }
 
+/* Act as owner inside a security-restricted operation, search_path pinned */
+void
+nearsim_begin_as_owner(Oid owner, NearsimOwnerState *saved)
+{
+	GetUserIdAndSecContext(&saved->userid, &saved->sec_context);
+	SetUserIdAndSecContext(owner, saved->sec_context | SECURITY_LOCAL_USERID_CHANGE |
+						   SECURITY_RESTRICTED_OPERATION);
+	saved->nestlevel = NewGUCNestLevel();
+	(void) set_config_option("search_path", "pg_catalog, pg_temp", PGC_USERSET,
+							 PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+}
+
+/* Back to the user and settings nearsim_begin_as_owner saved */
+void
+nearsim_end_as_owner(const NearsimOwnerState *saved)
+{
+	AtEOXact_GUC(false, saved->nestlevel);
+	SetUserIdAndSecContext(saved->userid, saved->sec_context);
+}
+
 PG_FUNCTION_INFO_V1(nearsim_as_owner);
 /*
  * Run one statement as the owner of a table, security-restricted; the first
@@ -68,19 +88,12 @@ nearsim_as_owner(PG_FUNCTION_ARGS)
 	Oid			relid = PG_GETARG_OID(0);
 	char	   *statement = text_to_cstring(PG_GETARG_TEXT_PP(1));
 	Oid			owner = nearsim_relation_owner(relid);
-	Oid			save_userid;
-	int			save_sec_context;
-	int			save_nestlevel;
+	NearsimOwnerState saved;
 	text	   *result = NULL;
 
 	nearsim_check_owner_rights(owner, relid);
 
-	GetUserIdAndSecContext(&save_userid, &save_sec_context);
-	SetUserIdAndSecContext(owner, save_sec_context | SECURITY_LOCAL_USERID_CHANGE |
-						   SECURITY_RESTRICTED_OPERATION);
-	save_nestlevel = NewGUCNestLevel();
-	(void) set_config_option("search_path", "pg_catalog, pg_temp", PGC_USERSET,
-							 PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+	nearsim_begin_as_owner(owner, &saved);
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "nearsim: SPI_connect failed");
@@ -97,8 +110,7 @@ nearsim_as_owner(PG_FUNCTION_ARGS)
 	}
 	SPI_finish();
 
-	AtEOXact_GUC(false, save_nestlevel);
-	SetUserIdAndSecContext(save_userid, save_sec_context);
+	nearsim_end_as_owner(&saved);
 
 	if (result == NULL)
 		PG_RETURN_NULL();

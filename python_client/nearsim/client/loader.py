@@ -965,7 +965,7 @@ class Loader:
                 ).format(staging)
             )
             self._copy(staging, rows)
-            screened = self._screen(staging, batch, "key", FINGERPRINT_COLUMN)
+            screened = self._screen(staging, "key", FINGERPRINT_COLUMN)
             written = self.conn.execute(
                 sql.SQL(
                     """INSERT INTO {table} AS t (key, source, content_hash, body, si)
@@ -998,7 +998,7 @@ class Loader:
                 refused = {key: _taken(key, stored, sources[key]) for key, stored in taken}
             return self._screened(screened, batch, _Written(inserted, updated, refused))
 
-    def _screen(self, staging: sql.Identifier, batch: list[Prepared], key_column: str,
+    def _screen(self, staging: sql.Identifier, key_column: str,
                 fingerprint_column: str) -> _Screened:
         """Find the batch's near-duplicates and take those to leave out off the staging table.
 
@@ -1018,33 +1018,33 @@ class Loader:
             " THEN o - 4294967296 ELSE o END)::pg_catalog.int4)"
             " FROM (SELECT %s::pg_catalog.regclass::pg_catalog.oid::pg_catalog.int8 AS o) AS r",
             [GUARD_LOCK_CLASS, self.table.quoted])
-        profile = sql.Literal(self.options.profile or PROFILE)
+        # The batch's fingerprints, once: computed here when the server computes them.
+        staged = [(key, int(value)) for key, value in self.conn.execute(sql.SQL(
+            "SELECT key, COALESCE(si, {ext}.simhash(body, {profile})) FROM {staging}").format(
+                ext=ext, profile=sql.Literal(self.options.profile or PROFILE), staging=staging))
+            if value is not None]
+        if not staged:
+            return _Screened({})
         stored = self.conn.execute(sql.SQL(
             """SELECT s.key, n.key, n.distance
-               FROM (SELECT key, COALESCE(si, {ext}.simhash(body, {profile})) AS si
-                     FROM {staging}) AS s
+               FROM ROWS FROM (pg_catalog.unnest(%s::pg_catalog.text[]),
+                               pg_catalog.unnest(%s::pg_catalog.int8[])) AS s (key, si)
                CROSS JOIN LATERAL (
                    SELECT t.{key}::pg_catalog.text AS key, {ext}.hamming(t.{fp}, s.si) AS distance
                    FROM {table} AS t
                    WHERE t.ctid = ANY ({ext}.nearsim_search(%s::pg_catalog.regclass, %s, s.si, %s))
                      AND t.{key}::pg_catalog.text <> s.key
-                   ORDER BY 2, 1 LIMIT 1) AS n
-               WHERE s.si IS NOT NULL""").format(
-            ext=ext, profile=profile, staging=staging, key=key, fp=fp, table=table),
-            [self.table.quoted, fingerprint_column, self.options.near_distance]).fetchall()
+                   ORDER BY 2, 1 LIMIT 1) AS n""").format(ext=ext, key=key, fp=fp, table=table),
+            [[k for k, _ in staged], [v for _, v in staged], self.table.quoted,
+             fingerprint_column, self.options.near_distance]).fetchall()
         near = {new: (existing, int(distance)) for new, existing, distance in stored}
         # within the batch: a later document near an earlier one that is written
-        fingerprints = [(d.key, d.fingerprint) for d in batch if d.fingerprint is not None]
-        if self.options.server_side and fingerprints == []:
-            fingerprints = [(k, int(v)) for k, v in self.conn.execute(sql.SQL(
-                "SELECT key, {ext}.simhash(body, {profile}) FROM {staging}").format(
-                    ext=ext, profile=profile, staging=staging)) if v is not None]
-        if len(fingerprints) > 1:
-            values = np.array([value for _, value in fingerprints], dtype=np.int64)
+        if len(staged) > 1:
+            values = np.array([value for _, value in staged], dtype=np.int64)
             first, second, distance = all_pairs(values, self.options.near_distance)
             for i, j, bits in zip(first.tolist(), second.tolist(), distance.tolist(),
                                   strict=True):
-                earlier, later = fingerprints[i][0], fingerprints[j][0]
+                earlier, later = staged[i][0], staged[j][0]
                 if later in near or (action != "record" and earlier in near):
                     continue  # already one, or the earlier one is not written
                 near[later] = (earlier, int(bits))
@@ -1120,7 +1120,7 @@ class Loader:
             ).format(staging, sql.SQL("").join(
                 sql.SQL(", {} text").format(sql.Identifier(field)) for field in fields)))
             self._copy(staging, rows, (*STAGED, *fields))
-            screened = self._screen(staging, batch, user.key, user.fingerprint)
+            screened = self._screen(staging, user.key, user.fingerprint)
             try:
                 with self.conn.transaction():  # a savepoint: the batch goes on without it
                     written = self.conn.execute(user.merge_statement(

@@ -195,34 +195,34 @@ def simhash_sql(session: Session, text: str, profile: str) -> str:
             f" {session.literal(profile)}::pg_catalog.text)")
 
 
-def rotation_indexes(session: Session, enabled: Enabled) -> dict[str, str]:
-    """The table's indexes over ``nearsim_rotate``: qualified name -> definition.
+@dataclass(frozen=True)
+class RotationIndex:
+    """One of a table's indexes over ``nearsim_rotate``."""
 
-    Valid or not (a failed ``CREATE INDEX CONCURRENTLY`` leaves an invalid
-    one), so that they can be counted and dropped.
-    """
+    name: str  # qualified, quoted
+    definition: str  # as pg_get_indexdef prints it
+    valid: bool  # false for one PostgreSQL does not use (a failed CREATE INDEX CONCURRENTLY)
+
+
+def rotation_indexes(session: Session, enabled: Enabled) -> list[RotationIndex]:
+    """The table's indexes over ``nearsim_rotate``, valid or not (to count and drop them)."""
     rows = session.execute(
         "SELECT pg_catalog.quote_ident(n.nspname) || '.' || pg_catalog.quote_ident(c.relname)"
-        " AS name, pg_catalog.pg_get_indexdef(i.indexrelid) AS definition"
+        " AS name, pg_catalog.pg_get_indexdef(i.indexrelid) AS definition,"
+        " i.indisvalid AND i.indisready AS valid"
         " FROM pg_catalog.pg_index i JOIN pg_catalog.pg_class c ON c.oid = i.indexrelid"
         " JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
         f" WHERE i.indrelid = {enabled.table.oid}::pg_catalog.oid AND i.indexprs IS NOT NULL"
         " AND pg_catalog.pg_get_indexdef(i.indexrelid) LIKE '%nearsim_rotate(%'"
     )
-    return {r["name"]: r["definition"] for r in rows}
+    return [RotationIndex(r["name"], r["definition"], bool(r["valid"])) for r in rows]
 
 
-def invalid_indexes(session: Session, enabled: Enabled) -> list[str]:
-    """Those of the table's rotation indexes PostgreSQL does not use (invalid, not ready)."""
-    rows = session.execute(
-        "SELECT pg_catalog.quote_ident(n.nspname) || '.' || pg_catalog.quote_ident(c.relname)"
-        " AS name FROM pg_catalog.pg_index i JOIN pg_catalog.pg_class c ON c.oid = i.indexrelid"
-        " JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
-        f" WHERE i.indrelid = {enabled.table.oid}::pg_catalog.oid AND i.indexprs IS NOT NULL"
-        " AND pg_catalog.pg_get_indexdef(i.indexrelid) LIKE '%nearsim_rotate(%'"
-        " AND NOT (i.indisvalid AND i.indisready)"
-    )
-    return [r["name"] for r in rows]
+def trigger_names(session: Session, table: Table) -> set[str]:
+    """The names of the table's triggers."""
+    return {r["tgname"] for r in session.execute(
+        "SELECT t.tgname FROM pg_catalog.pg_trigger t"
+        f" WHERE t.tgrelid = {table.oid}::pg_catalog.oid")}
 
 
 @contextmanager

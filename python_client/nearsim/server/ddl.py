@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from ..core.bands import band_start
 from ..core.registry import TYPED_FUNCTIONS, typed_function_names
-from .catalog import Enabled, rotation_indexes, simhash_sql
+from .catalog import Enabled, rotation_indexes, simhash_sql, trigger_names
 from .database import Session
 
 # The fingerprint triggers sort after the table's other BEFORE triggers.
@@ -63,7 +63,7 @@ def create_rotation_indexes(session: Session, enabled: Enabled) -> None:
 def drop_rotation_indexes(session: Session, enabled: Enabled) -> None:
     """The table's rotation indexes (of any layout) go."""
     for index in rotation_indexes(session, enabled):
-        session.run(f"DROP INDEX {index}")
+        session.run(f"DROP INDEX {index.name}")
 
 
 def create_functions(session: Session, enabled: Enabled) -> None:
@@ -250,9 +250,7 @@ $nearsim$""")
 def create_triggers(session: Session, enabled: Enabled) -> None:
     """The fingerprint triggers that are missing, all of them enabled."""
     table, reg = enabled.table, enabled.registration
-    existing = {r["tgname"] for r in session.execute(
-        f"SELECT tgname FROM pg_catalog.pg_trigger WHERE tgrelid = {table.oid}::oid"
-    )}
+    existing = trigger_names(session, table)
     fingerprint_fn = enabled.qualify(session, reg.fingerprint_function)
     # The conditions are those under which the function changes the row,
     # tested without calling it: a bulk load that brings its fingerprints
@@ -277,8 +275,10 @@ def create_triggers(session: Session, enabled: Enabled) -> None:
         session.run(f"ALTER TABLE {table.qualified} ENABLE ALWAYS TRIGGER {session.ident(name)}")
 
 
-def drop_functions_and_triggers(session: Session, enabled: Enabled) -> None:
-    """The table's functions and triggers, and those of a bucket table kept from before."""
+def drop_functions_and_triggers(session: Session, enabled: Enabled,
+                                guard: bool = False) -> None:
+    """The table's functions and triggers, and those of a bucket table kept from before;
+    with ``guard``, its check-in guard too."""
     reg = enabled.registration
     similar = enabled.qualify(session, reg.similar_function)
     session.run(f"DROP FUNCTION IF EXISTS {similar}(text, integer)")
@@ -286,10 +286,9 @@ def drop_functions_and_triggers(session: Session, enabled: Enabled) -> None:
     for kind, name in typed_function_names(reg.similar_function).items():
         for signature in TYPED_FUNCTIONS[kind]:
             session.run(f"DROP FUNCTION IF EXISTS {enabled.qualify(session, name)}{signature}")
-    existing = {r["tgname"] for r in session.execute(
-        "SELECT tgname FROM pg_catalog.pg_trigger"
-        f" WHERE tgrelid = {enabled.table.oid}::pg_catalog.oid")}
-    for name in (*FINGERPRINT_TRIGGERS.values(), *BUCKET_TRIGGERS):
+    existing = trigger_names(session, enabled.table)
+    for name in (*FINGERPRINT_TRIGGERS.values(), *BUCKET_TRIGGERS,
+                 *(GUARD_TRIGGERS if guard else ())):
         if name in existing:
             session.run(f"DROP TRIGGER {session.ident(name)} ON {enabled.table.qualified}")
     for function in (reg.fingerprint_function, reg.bucket_function):
@@ -309,12 +308,6 @@ def drop_all(session: Session, enabled: Enabled) -> None:
 
     The links a guard recorded stay: they are the user's data.
     """
-    existing = {r["tgname"] for r in session.execute(
-        "SELECT tgname FROM pg_catalog.pg_trigger"
-        f" WHERE tgrelid = {enabled.table.oid}::pg_catalog.oid")}
-    for name in GUARD_TRIGGERS:
-        if name in existing:
-            session.run(f"DROP TRIGGER {session.ident(name)} ON {enabled.table.qualified}")
-    drop_functions_and_triggers(session, enabled)
+    drop_functions_and_triggers(session, enabled, guard=True)
     drop_bucket_table(session, enabled)
     drop_rotation_indexes(session, enabled)

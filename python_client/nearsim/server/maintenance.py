@@ -20,7 +20,6 @@ from .catalog import (
     check_table_profile,
     column_type,
     computable,
-    invalid_indexes,
     is_registered,
     lookup,
     named_profile,
@@ -281,7 +280,7 @@ def verify(session: Session, tbl: str, fingerprints: bool | None) -> dict[str, A
     report["bands"] = reg.bands
     report["band_indexes_ok"] = _rotation_indexes_ok(session, enabled, reg.bands)
     if not report["band_indexes_ok"]:
-        for index in invalid_indexes(session, enabled):
+        for index in (i.name for i in rotation_indexes(session, enabled) if not i.valid):
             session.warning(f"nearsim: index {index} of table {documents.qualified} is not valid",
                             hint=f"SELECT nearsim_rebuild({session.literal(tbl)}) re-creates"
                             " the rotation indexes.")
@@ -331,9 +330,10 @@ def _rotation_indexes_ok(session: Session, enabled: Enabled, bands: int) -> bool
     A table enabled before 0.4.0 has its index on a bucket table instead:
     nearsim_rebuild moves it onto the table.
     """
-    if enabled.registration.bucket_table is not None or invalid_indexes(session, enabled):
+    indexes = rotation_indexes(session, enabled)
+    if enabled.registration.bucket_table is not None or not all(i.valid for i in indexes):
         return False
-    definitions = list(rotation_indexes(session, enabled).values())
+    definitions = [i.definition for i in indexes]
     fp = session.ident(enabled.registration.hash_column)
     keys = [f"nearsim_rotate({fp}, {band_start(bands, band)}))" for band in range(bands)]
     return len(definitions) == bands and all(
