@@ -599,7 +599,7 @@ COMMENT ON FUNCTION nearsim_clusters_verified(regclass, double precision, text, 
 -- All pairs and clusters (PL/Python, nearsim.server.search)
 
 CREATE FUNCTION nearsim_pairs_python(tbl regclass, max_distance integer DEFAULT 6)
-	RETURNS TABLE (a text, b text, distance integer)
+	RETURNS TABLE (keys text[], first bytea, second bytea, distance bytea)
 	LANGUAGE plpython3u STABLE STRICT
 	SET search_path = pg_catalog, pg_temp
 	AS $python$
@@ -610,11 +610,11 @@ $python$;
 REVOKE ALL ON FUNCTION nearsim_pairs_python(regclass, integer) FROM PUBLIC;
 
 COMMENT ON FUNCTION nearsim_pairs_python(regclass, integer) IS
-'the PL/Python body of nearsim_pairs(regclass, integer), which calls it and reports its errors without a Python traceback';
+'the PL/Python body of nearsim_pairs(regclass, integer): the keys of tbl, then its pairs as positions into them, packed; nearsim_pairs makes the rows';
 
 CREATE FUNCTION nearsim_pairs(tbl regclass, max_distance integer DEFAULT 6)
 	RETURNS TABLE (a text, b text, distance integer)
-	AS 'MODULE_PATHNAME', 'nearsim_python_call'
+	AS 'MODULE_PATHNAME', 'nearsim_pairs'
 	LANGUAGE C STABLE STRICT;
 
 COMMENT ON FUNCTION nearsim_pairs(regclass, integer) IS

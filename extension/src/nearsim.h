@@ -51,6 +51,10 @@ extern char *nearsim_registry_name(void);
 extern Oid	nearsim_relation_owner(Oid relid);
 extern void nearsim_check_owner_rights(Oid owner, Oid relid);
 
+/* python_call.c: the PL/Python body <name>_python of a C function, its errors */
+extern Oid	nearsim_python_body(Oid outer);
+extern void nearsim_rethrow_python_error(MemoryContext caller_context) pg_attribute_noreturn();
+
 /* What acting as a table's owner saved, to be restored (src/owner.c) */
 typedef struct NearsimOwnerState
 {

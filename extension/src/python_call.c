@@ -35,8 +35,8 @@ typedef struct PythonBody
 #define PYTHON_BODY_SUFFIX "_python"
 
 /* The PL/Python body of function outer: same schema, name + suffix, same arguments */
-static Oid
-python_body_of(Oid outer)
+Oid
+nearsim_python_body(Oid outer)
 {
 	HeapTuple	tuple = SearchSysCache1(PROCOID, ObjectIdGetDatum(outer));
 	Form_pg_proc proc;
@@ -88,6 +88,29 @@ without_python_prefix(char *message)
 }
 
 /*
+ * Report the error being handled in a PG_CATCH block around a call of a
+ * PL/Python body again, without the body's context: message, detail, hint
+ * and SQLSTATE as the body raised them, in caller_context.
+ */
+void
+nearsim_rethrow_python_error(MemoryContext caller_context)
+{
+	ErrorData  *error;
+
+	MemoryContextSwitchTo(caller_context);
+	error = CopyErrorData();
+	FlushErrorState();
+	error->message = without_python_prefix(error->message);
+	error->context = NULL;
+	error->internalquery = NULL;
+	error->internalpos = 0;
+	/* reported again here, so the caller's context callbacks add theirs */
+	ThrowErrorData(error);
+	/* ThrowErrorData returns only for levels below ERROR */
+	pg_unreachable();
+}
+
+/*
  * Call the PL/Python body of the function being called with the same
  * arguments, result info and context; set-returning bodies keep their
  * state between calls in the FmgrInfo kept here.  An error is reported
@@ -104,7 +127,7 @@ call_python_body(FunctionCallInfo fcinfo)
 	if (body == NULL)
 	{
 		body = MemoryContextAllocZero(fcinfo->flinfo->fn_mcxt, sizeof(PythonBody));
-		fmgr_info_cxt(python_body_of(fcinfo->flinfo->fn_oid), &body->flinfo,
+		fmgr_info_cxt(nearsim_python_body(fcinfo->flinfo->fn_oid), &body->flinfo,
 					  fcinfo->flinfo->fn_mcxt);
 		body->flinfo.fn_expr = fcinfo->flinfo->fn_expr;
 		fcinfo->flinfo->fn_extra = body;
@@ -119,19 +142,7 @@ call_python_body(FunctionCallInfo fcinfo)
 	}
 	PG_CATCH();
 	{
-		ErrorData  *error;
-
-		MemoryContextSwitchTo(caller_context);
-		error = CopyErrorData();
-		FlushErrorState();
-		error->message = without_python_prefix(error->message);
-		error->context = NULL;
-		error->internalquery = NULL;
-		error->internalpos = 0;
-		/* reported again here, so the caller's context callbacks add theirs */
-		ThrowErrorData(error);
-		/* ThrowErrorData returns only for levels below ERROR */
-		pg_unreachable();
+		nearsim_rethrow_python_error(caller_context);
 	}
 	PG_END_TRY();
 

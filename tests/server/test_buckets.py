@@ -711,6 +711,28 @@ def test_pairs_are_exactly_the_brute_force_pairs(conn: psycopg.Connection) -> No
         "SELECT * FROM nearsim_pairs('docs', 64)").fetchall()
 
 
+def test_pairs_of_many_pieces(conn: psycopg.Connection) -> None:
+    # 800 copies of one fingerprint and 200 at 1 bit from it: 499,500 pairs,
+    # which the search hands to the C function that makes the rows in
+    # several pieces; every pair once, with its distance, and the keys of
+    # the rows that share the fingerprint.
+    block = [0x1234_5678_9ABC_DEF0] * 800
+    near = [flip(block[0], [i % 64]) for i in range(200)]
+    make_docs(conn, block + near)
+    found = conn.execute("SELECT a::int, b::int, distance FROM nearsim_pairs('docs', 2)"
+                         ).fetchall()
+    expected = {
+        (i, j, hamming(a, b))
+        for i, a in enumerate(block + near) for j, b in enumerate(block + near)
+        if i < j and hamming(a, b) <= 2
+    }
+    assert len(found) == len(expected) == 499_500
+    assert set(found) == expected
+    identical = sum(1 for i, j, d in expected if d == 0)
+    assert conn.execute("SELECT count(*), count(DISTINCT (a, b)) FROM nearsim_pairs('docs', 0)"
+                        ).fetchone() == (identical, identical)
+
+
 def test_clusters(conn: psycopg.Connection) -> None:
     # a chain A ~ B ~ C with A and C 8 bits apart, a pair D ~ E, a loner F
     a = 0

@@ -168,7 +168,7 @@ def nearsim_clusters_verified(plpy: Any, tbl: str, min_similarity: float, measur
                                          max_distance, method, min_size))
 
 
-def nearsim_pairs(plpy: Any, tbl: str, max_distance: int) -> Iterator[tuple[str, str, int]]:
+def nearsim_pairs(plpy: Any, tbl: str, max_distance: int) -> Iterator[search.PairsPiece]:
     return search.pairs(_session(plpy), tbl, max_distance)
 
 

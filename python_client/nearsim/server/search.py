@@ -68,19 +68,32 @@ def named_groups(
     )
 
 
-def pairs(session: Session, tbl: str, max_distance: int) -> Iterator[tuple[str, str, int]]:
-    """``nearsim_pairs``: every pair within ``max_distance`` bits, streamed."""
+# One piece of nearsim_pairs_python: the keys of the table first (the other
+# columns NULL), then pieces of pairs (keys NULL): positions into the keys
+# as int32 and distances as uint8, packed in the machine's byte order.
+PairsPiece = tuple[list[str] | None, bytes | None, bytes | None, bytes | None]
+
+
+def pairs(session: Session, tbl: str, max_distance: int) -> Iterator[PairsPiece]:
+    """``nearsim_pairs``: every pair within ``max_distance`` bits, packed for the C caller.
+
+    The C function ``nearsim_pairs`` makes the rows: tens of millions of
+    pairs (a corpus with thousands of identical documents) are made there
+    in seconds, where making each row in Python took minutes.
+    """
     # Errors are raised here, not inside the generator, where PL/Python
     # would hide them behind "error fetching next item from iterator".
     check_distance(session, max_distance)
     keys, sis = fingerprints(session, lookup(session, tbl))
-    # Pairs are streamed a piece at a time: a corpus with thousands of
-    # identical documents has tens of millions of them.
-    return (
-        (keys[i], keys[j], d)
-        for first, second, distance in iter_pairs(sis, max_distance)
-        for i, j, d in zip(first.tolist(), second.tolist(), distance.tolist(), strict=True)
-    )
+    found = iter_pairs(sis, max_distance)
+
+    def pieces() -> Iterator[PairsPiece]:
+        yield keys, None, None, None
+        for first, second, distance in found:
+            yield (None, first.astype(np.int32).tobytes(), second.astype(np.int32).tobytes(),
+                   distance.astype(np.uint8).tobytes())
+
+    return pieces()
 
 
 def clusters(session: Session, tbl: str, max_distance: int, method: str,
