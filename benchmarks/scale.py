@@ -6,6 +6,9 @@ enabled while empty, as ``nearsim init`` does, then filled by one COPY per
 million rows; no rebuild, no tuning.  Measured in the same run:
 
 - the COPY's rate for the first and for the last million rows;
+- at the largest size, ``nearsim-load`` of a million more documents (JSON
+  Lines of KJV verses) into the full uniform table, beside the same load
+  into an empty enabled table of the same shape;
 - bytes per document of the rotation indexes, as loaded and rebuilt;
 - search latency through the index (a prepared statement) for k = 3, 6 and
   10, every answer checked against numpy, beside the ``hamming()`` scan of
@@ -26,12 +29,16 @@ import argparse
 import json
 import os
 import platform
+import random
 import secrets
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -84,6 +91,7 @@ NEAREST_QUERIES = 30
 NEAREST_SCAN_QUERIES = 3
 GUARD_INSERTS = 2000
 GUARD_DISTANCE = 3
+LOADER_DOCUMENTS = int(os.environ.get("NEARSIM_BENCH_LOADER_DOCUMENTS", 1_000_000))
 
 
 @dataclass
@@ -96,6 +104,7 @@ class SetResult:
     nearest: dict[int, float] = field(default_factory=dict)  # n -> p50 ms, nearsim_nearest
     nearest_scan: dict[int, float] = field(default_factory=dict)  # n -> p50 ms, ORDER BY scan
     inserts: dict[str, float] = field(default_factory=dict)  # guard or not -> rows/s
+    loader: dict[str, float] = field(default_factory=dict)  # empty or full table -> rows/s
 
 
 def time_nearest(conn: Connection, result: SetResult) -> None:
@@ -178,6 +187,54 @@ def time_set(conn: Connection, schema: str, docset: DocSet, queries: int,
     return result
 
 
+def loader_documents(chapters: Sequence[str], count: int, first_id: int, path: Path) -> None:
+    """JSON Lines of ``count`` documents: two KJV verses and a number, ids from ``first_id``."""
+    verses = [v for text in chapters for v in text.splitlines() if v.strip()]
+    rng = random.Random(7)
+    with path.open("w", encoding="utf-8") as file:
+        for i in range(count):
+            text = f"{rng.choice(verses)} {rng.choice(verses)} ({i})"
+            file.write(json.dumps({"id": first_id + i, "text": text}) + "\n")
+
+
+def run_loader(dsn: str, table: str, path: Path, documents: int) -> float:
+    """Rows per second of ``nearsim-load`` of ``path`` into ``table``, timed to its exit."""
+    command = [sys.executable, "-m", "nearsim.client.cli", "load", "--dsn", dsn, "--table", table,
+               "--format", "jsonl", "--quiet", "--json", str(path)]
+    started = time.perf_counter()
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    seconds = time.perf_counter() - started
+    if done.returncode != 0:
+        raise BenchError(f"nearsim-load into {table}: exit {done.returncode}:"
+                         f" {done.stderr.strip()[-500:]}")
+    loaded = json.loads(done.stdout).get("loaded")
+    if loaded != documents:
+        raise BenchError(f"nearsim-load into {table} loaded {loaded} of {documents}")
+    return documents / seconds
+
+
+def time_loader(dsn: str, conn: Connection, schema: str, result: SetResult,
+                chapters: Sequence[str]) -> None:
+    """``nearsim-load`` of a million documents into the full table and into an empty one."""
+    docset = result.docset
+    empty = sql.Identifier(schema, "loader_empty")
+    conn.execute(sql.SQL("CREATE TABLE {} (id bigint PRIMARY KEY, body text, si bigint)"
+                         " WITH (autovacuum_enabled = off)").format(empty))
+    conn.execute("SELECT nearsim_enable(%s::regclass, 'body')", (empty.as_string(conn),))
+    with tempfile.TemporaryDirectory(prefix="nearsim-scale-") as directory:
+        path = Path(directory) / "documents.jsonl"
+        row = conn.execute(sql.SQL("SELECT max(id) FROM {}").format(docset.table)).fetchone()
+        loader_documents(chapters, LOADER_DOCUMENTS, (row[0] if row else 0) + 1, path)
+        conn.execute("CHECKPOINT")
+        result.loader["empty"] = run_loader(dsn, empty.as_string(conn), path, LOADER_DOCUMENTS)
+        conn.execute("CHECKPOINT")
+        result.loader["full"] = run_loader(dsn, docset.qualified, path, LOADER_DOCUMENTS)
+    print(f"   nearsim-load of {LOADER_DOCUMENTS:,} documents: {result.loader['empty']:,.0f}"
+          f" rows/s into an empty table, {result.loader['full']:,.0f} into {docset.label}")
+    conn.execute("SELECT nearsim_disable(%s::regclass)", (empty.as_string(conn),))
+    conn.execute(sql.SQL("DROP TABLE {}").format(empty))
+
+
 def fresh_connections(dsn: str, docset: DocSet, count: int) -> tuple[list[float], list[float]]:
     """Seconds of the first search of each of ``count`` new connections, and of a second one.
 
@@ -258,6 +315,8 @@ def run(dsn: str, sizes: Sequence[int], queries: int, scan_queries: int, connect
                         time_guard(conn, results[-1])
                     if fresh is None and docset.kind == UNIFORM:
                         fresh = fresh_connections(dsn, docset, connections)
+                    if rows == sizes[-1] and docset.kind == UNIFORM:
+                        time_loader(dsn, conn, schema, results[-1], chapters.texts)
                 for docset in sets:
                     conn.execute("SELECT nearsim_disable(%s::regclass)", (docset.qualified,))
                     conn.execute(sql.SQL("DROP TABLE {}").format(docset.table))
@@ -318,6 +377,13 @@ def report(results: Sequence[SetResult], fresh: tuple[list[float], list[float]] 
                             f"{first:,.0f} (first million)", f"{last / first:.2f}",
                             f">= {TARGET_LOAD_RATIO:g}", yes_no(last / first >= TARGET_LOAD_RATIO)])
     for r in results:
+        if r.loader:
+            empty, full = r.loader["empty"], r.loader["full"]
+            summary.append([f"nearsim-load into {r.docset.label}"
+                            f" ({count_rows(LOADER_DOCUMENTS)} more), rows/s",
+                            f"{full:,.0f}", f"{empty:,.0f} (into an empty table)",
+                            f"{full / empty:.2f}", f">= {TARGET_LOAD_RATIO:g}",
+                            yes_no(full / empty >= TARGET_LOAD_RATIO)])
         for n in r.nearest:
             summary.append([f"nearsim_nearest n={n}, {r.docset.label}, p50 ms",
                             ms(r.nearest[n]), f"{ms(r.nearest_scan[n])} (ORDER BY scan)",
@@ -348,6 +414,7 @@ def report(results: Sequence[SetResult], fresh: tuple[list[float], list[float]] 
                       "p50_ms": r.p50, "p95_ms": r.p95, "scan_p50_ms": r.scan_p50,
                       "nearest_p50_ms": r.nearest, "nearest_scan_p50_ms": r.nearest_scan,
                       "inserts_per_second": r.inserts,
+                      "loader_rows_per_second": r.loader,
                       "copy_million_seconds": list(r.docset.million_seconds),
                       "loaded_bytes_per_doc": r.docset.loaded.per_doc(r.docset.rows)
                       if r.docset.loaded else None,
