@@ -35,6 +35,18 @@ Everything is drawn from one ``random.Random(seed)`` in a fixed order over
 inputs listed in a machine-independent order, so the same seed gives the same
 corpus on any Debian 12 machine with the same package versions (the corpus
 records them).
+
+Sizes are nested.  ``large`` (100,000 documents) has the originals of
+``full`` and is built the same way, only with more filling edits (so more
+copies, and copies of copies, per original).  The draws never depend on the
+size wanted, which only says when to stop, so the first N documents of a
+larger corpus are exactly the corpus built with ``documents=N`` and the same
+seed: ``full`` is the first 20,500 documents of ``large``, and the cost
+curve's sizes (:data:`CURVE_SIZES`) are prefixes of it.  A prefix never cuts
+a family below its ancestors: every document comes after its parent and its
+original, so each holds every document's parent and original; a family only
+has fewer copies at a smaller size, as it would have if the corpus were built
+at that size.  :func:`nested_corpus` builds them.
 """
 
 from __future__ import annotations
@@ -56,6 +68,7 @@ from pathlib import Path
 from nearsim.client.samples import kjv_chapters
 
 __all__ = [
+    "CURVE_SIZES",
     "EDIT_KINDS",
     "SEED_003_KINDS",
     "SIZES",
@@ -63,6 +76,7 @@ __all__ = [
     "build_corpus",
     "license_sections",
     "manpage_sections",
+    "nested_corpus",
     "original_documents",
     "read_jsonl",
     "write_jsonl",
@@ -85,8 +99,12 @@ SECTION_CHARS = 8000
 MIN_WORDS = 40
 """Shorter sections (a title, a stub page) are left out."""
 
-SIZES = {"small": 400, "full": 20_500}
-"""Documents in each corpus size; ``full`` is about seed 003's 20,476 files."""
+SIZES = {"small": 400, "full": 20_500, "large": 100_000}
+"""Documents in each corpus size; ``full`` is about seed 003's 20,476 files,
+``large`` the same originals with about five times as many edited copies."""
+
+CURVE_SIZES = (10_000, SIZES["full"], 50_000, SIZES["large"])
+"""The sizes of the cost curve: prefixes of ``large``, ``full`` among them."""
 
 # ``small`` uses every SMALL_KJV_STEP-th chapter and the licenses: a few
 # hundred documents, built in a second, for the test suite.
@@ -265,7 +283,7 @@ def original_documents(size: str) -> list[Document]:
         chapters = chapters[::SMALL_KJV_STEP]
     originals = [Document(f"kjv:{c.ref}", c.text, None, source="kjv") for c in chapters]
     originals += [Document(i, t, None, source="license") for i, t in license_sections()]
-    if size == "full":
+    if size in ("full", "large"):
         originals += [Document(i, t, None, source="man") for i, t in manpage_sections()]
     return originals
 
@@ -471,6 +489,27 @@ def build_corpus(size: str = "small", seed: int = 3,
             parent = rng.choice(base)
         derived.append(builder.derive(parent, rng.choice(EDIT_KINDS)))
     return builder.documents
+
+
+def nested_corpus(size: str = "large", sizes: Sequence[int] = CURVE_SIZES,
+                  seed: int = 3) -> tuple[list[Document], list[int]]:
+    """The corpus of the largest of ``sizes`` and the sizes, ascending.
+
+    Its first ``n`` documents are ``build_corpus(size, seed, documents=n)``
+    for each ``n`` of ``sizes`` (see the module's docstring); ``size`` says
+    which originals (``small`` or the others').
+    """
+    ordered = sorted(set(sizes))
+    if not ordered:
+        raise ValueError("no sizes")
+    documents = build_corpus(size, seed, documents=ordered[-1])
+    originals = [d for d in documents if d.origin is None]
+    # The originals and seed 003's first pass are made whatever the size.
+    smallest = len(build_corpus(originals=originals, documents=0, seed=seed))
+    if ordered[0] < smallest:
+        raise ValueError(f"sizes start at {smallest:,} documents (the originals and seed"
+                         f" 003's first pass), not {ordered[0]:,}")
+    return documents, ordered
 
 
 def write_jsonl(documents: Iterable[Document], path: Path) -> None:
