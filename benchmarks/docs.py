@@ -4,9 +4,12 @@
 
 RESULTS_DIR holds ``run.json`` (``python -m benchmarks.run --results``) and
 what ``python -m benchmarks.quality --output-dir`` wrote (``quality.md`` and
-its PNG figures); DOCS_DIR receives ``BENCHMARKS.md`` and the figures.  Nothing is
-measured here: every number comes from those files, so the page always shows
-one run.
+its PNG figures), and, when they were run, ``scale.json`` (``make bench-10m``)
+and ``verified.json`` and ``verified.md`` (``make bench-verified``: verified
+search against MinHashLSH on real near-duplicates, at 100,000 documents and
+along the cost curve); DOCS_DIR receives ``BENCHMARKS.md`` and the figures.
+Nothing is measured here: every number comes from those files, so each
+section shows one run.
 """
 
 from __future__ import annotations
@@ -153,11 +156,13 @@ def other_sections(run: dict[str, Any]) -> str:
             f"### Bulk loading\n\n{loads}")
 
 
-def missed_section(run: dict[str, Any], scale: dict[str, Any] | None = None) -> str:
+def missed_section(run: dict[str, Any], scale: dict[str, Any] | None = None,
+                   verified: dict[str, Any] | None = None) -> str:
     missed = [r for r in run["summary"] if r["met"] == "no"]
-    if scale is not None:
-        missed += [dict(zip(SCALE_COLUMNS, row, strict=True)) for row in scale["summary"]
-                   if row[5] == "no"]
+    for other in (scale, verified):
+        if other is not None:
+            missed += [dict(zip(SCALE_COLUMNS, row, strict=True)) for row in other["summary"]
+                       if row[5] == "no"]
     if not missed:
         return "Every target of the summary is met in this run."
     return "\n".join(f"- {r['measurement']}: {r['value']} (target {r['target']}; baseline"
@@ -229,11 +234,21 @@ as soon as the indexes outgrow shared_buffers (the last million against the firs
 inserts in random key order into three btrees evict a dirty page nearly every time."""
 
 
+def verified_section(results: Path) -> tuple[str, dict[str, Any] | None]:
+    """The section written by ``make bench-verified`` (benchmarks/verified.py), and its results."""
+    page, data = results / "verified.md", results / "verified.json"
+    if not (page.exists() and data.exists()):
+        return ("No results of `make bench-verified` (benchmarks/verified.py) next to this"
+                " run.", None)
+    return page.read_text(encoding="utf-8"), json.loads(data.read_text(encoding="utf-8"))
+
+
 def write(results: Path, docs: Path) -> Path:
     run = json.loads((results / "run.json").read_text(encoding="utf-8"))
     scale_json = results / "scale.json"
     scale = (json.loads(scale_json.read_text(encoding="utf-8")) if scale_json.exists()
              else None)
+    verified_page, verified = verified_section(results)
     docs.mkdir(parents=True, exist_ok=True)
     latency_figure(run, docs / LATENCY_FIGURE)
     lookup_figure(run, docs / LOOKUP_FIGURE)
@@ -256,6 +271,10 @@ nearsim {run["nearsim"]}, PostgreSQL {run["postgresql"]}, Python {run["python"]}
 ## Detection quality
 
 {quality}
+
+## Verified search against MinHashLSH: real near-duplicates, 100,000 documents
+
+{verified_page}
 
 ## Speed
 
@@ -289,7 +308,7 @@ nearsim {run["nearsim"]}, PostgreSQL {run["postgresql"]}, Python {run["python"]}
 
 ## Where targets are missed
 
-{missed_section(run, scale)}
+{missed_section(run, scale, verified)}
 """
     path = docs / "BENCHMARKS.md"
     path.write_text(page, encoding="utf-8")
