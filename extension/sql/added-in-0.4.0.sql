@@ -42,3 +42,38 @@ CREATE FUNCTION nearsim_guard_check() RETURNS trigger
 
 COMMENT ON FUNCTION nearsim_guard_check() IS
 'the trigger of a check-in guard (nearsim_guard): refuse (SQLSTATE 23N01), skip or record a document with a near-duplicate already in the table';
+
+-- S_R in C (src/resemblance.c), on the distinct hashes of the word 3-shingles
+-- (the default profile's features): for two texts, and for every pair of a
+-- table by an exact set-similarity join (nearsim_pairs_verified uses it).
+
+CREATE FUNCTION nearsim_resemblance(a text, b text) RETURNS double precision
+	AS 'MODULE_PATHNAME', 'nearsim_resemblance'
+	LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+COMMENT ON FUNCTION nearsim_resemblance(text, text) IS
+'S_R of two texts: distinct word 3-shingles in common over distinct shingles of either, as nearsim_compare(a, b).s_r (0 when neither has a word)';
+
+CREATE FUNCTION nearsim_containment(a text, b text) RETURNS double precision
+	AS 'MODULE_PATHNAME', 'nearsim_containment'
+	LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+COMMENT ON FUNCTION nearsim_containment(text, text) IS
+'containment of a in b: the share of the distinct word 3-shingles of a that b also has (0 when a has no word); not symmetric';
+
+CREATE FUNCTION nearsim_shingle_count(document text) RETURNS bigint
+	AS 'MODULE_PATHNAME', 'nearsim_shingle_count'
+	LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+COMMENT ON FUNCTION nearsim_shingle_count(text) IS
+'distinct word 3-shingles of document (a text of one or two words has one); below 10 its fingerprint is unreliable and verified results mark it short';
+
+CREATE FUNCTION nearsim_resemblance_pairs(tbl regclass, key_column name, text_column name,
+		fingerprint_column name, min_similarity double precision)
+	RETURNS TABLE (a text, b text, distance integer, similarity double precision, short boolean)
+	AS 'MODULE_PATHNAME', 'nearsim_resemblance_pairs'
+	LANGUAGE C STABLE STRICT
+	SET search_path = pg_catalog, pg_temp;
+
+COMMENT ON FUNCTION nearsim_resemblance_pairs(regclass, name, name, name, double precision) IS
+'every pair of rows of tbl whose texts have S_R at least min_similarity (above 0), exactly: keys as text with a before b in key order, the Hamming distance of their fingerprints, short when either text has fewer than 10 shingles; read with the caller''s rights, in memory (about 24 bytes per distinct shingle of each text)';

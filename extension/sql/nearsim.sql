@@ -423,6 +423,41 @@ CREATE FUNCTION nearsim_compare(a text, b text, min_chunk_words integer DEFAULT 
 COMMENT ON FUNCTION nearsim_compare(text, text, integer, integer) IS
 'exact similarity of two texts: words of the longer and shorter, common words in passages of at least min_chunk_words, S_L = C/L and S_J = C/(L+S-C) (literal and information matching), S_R = Jaccard of shingle_words-word shingle sets, containment, multiset Jaccard';
 
+-- S_R in C (src/resemblance.c), on the distinct hashes of the word 3-shingles
+-- (the default profile's features): for two texts, and for every pair of a
+-- table by an exact set-similarity join (nearsim_pairs_verified uses it).
+
+CREATE FUNCTION nearsim_resemblance(a text, b text) RETURNS double precision
+	AS 'MODULE_PATHNAME', 'nearsim_resemblance'
+	LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+COMMENT ON FUNCTION nearsim_resemblance(text, text) IS
+'S_R of two texts: distinct word 3-shingles in common over distinct shingles of either, as nearsim_compare(a, b).s_r (0 when neither has a word)';
+
+CREATE FUNCTION nearsim_containment(a text, b text) RETURNS double precision
+	AS 'MODULE_PATHNAME', 'nearsim_containment'
+	LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+COMMENT ON FUNCTION nearsim_containment(text, text) IS
+'containment of a in b: the share of the distinct word 3-shingles of a that b also has (0 when a has no word); not symmetric';
+
+CREATE FUNCTION nearsim_shingle_count(document text) RETURNS bigint
+	AS 'MODULE_PATHNAME', 'nearsim_shingle_count'
+	LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+COMMENT ON FUNCTION nearsim_shingle_count(text) IS
+'distinct word 3-shingles of document (a text of one or two words has one); below 10 its fingerprint is unreliable and verified results mark it short';
+
+CREATE FUNCTION nearsim_resemblance_pairs(tbl regclass, key_column name, text_column name,
+		fingerprint_column name, min_similarity double precision)
+	RETURNS TABLE (a text, b text, distance integer, similarity double precision, short boolean)
+	AS 'MODULE_PATHNAME', 'nearsim_resemblance_pairs'
+	LANGUAGE C STABLE STRICT
+	SET search_path = pg_catalog, pg_temp;
+
+COMMENT ON FUNCTION nearsim_resemblance_pairs(regclass, name, name, name, double precision) IS
+'every pair of rows of tbl whose texts have S_R at least min_similarity (above 0), exactly: keys as text with a before b in key order, the Hamming distance of their fingerprints, short when either text has fewer than 10 shingles; read with the caller''s rights, in memory (about 24 bytes per distinct shingle of each text)';
+
 -- MinHash signatures (values below 2^61, so they fit bigint) and the
 -- estimate of S_R they give, with its 95% interval.
 
@@ -568,7 +603,7 @@ CREATE FUNCTION nearsim_pairs_verified(tbl regclass, min_similarity double preci
 	LANGUAGE C STABLE;
 
 COMMENT ON FUNCTION nearsim_pairs_verified(regclass, double precision, text, integer) IS
-'the pairs of nearsim_pairs within max_distance (by default nearsim_radius(min_similarity)) whose exact similarity (measure, of a to b for containment) is at least min_similarity';
+'pairs of documents of tbl whose exact similarity (measure, of a to b for containment) is at least min_similarity: for s_r without max_distance every such pair, whatever the distance of their fingerprints (an exact join of the shingle sets, nearsim_resemblance_pairs); otherwise the pairs of nearsim_pairs within max_distance (by default nearsim_radius(min_similarity)) that pass';
 
 CREATE FUNCTION nearsim_clusters_verified_python(tbl regclass, min_similarity double precision DEFAULT 0.8,
 		measure text DEFAULT 's_r', max_distance integer DEFAULT NULL,

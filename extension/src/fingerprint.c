@@ -78,6 +78,9 @@ typedef struct Votes
 	int			hashed;
 	uint64		counts[FINGERPRINT_BITS];	/* features with bit i set */
 	uint64		total;			/* features */
+	/* when collecting, every hash (with repeats) instead of counts */
+	uint64	   *collected;
+	Size		collected_cap;
 } Votes;
 
 /* hash_waiting pairs an odd last shingle with itself in the next slot */
@@ -395,7 +398,20 @@ count_bits(uint64 *counts, const uint64 *hashes, int n)
 static void
 count_hashes(Votes *votes)
 {
-	count_bits(votes->counts, votes->hashes, votes->hashed);
+	if (votes->collected != NULL)
+	{
+		if (votes->total + votes->hashed > votes->collected_cap)
+		{
+			votes->collected_cap = Max(votes->collected_cap * 2,
+									   votes->total + votes->hashed);
+			votes->collected = repalloc_huge(votes->collected,
+											 votes->collected_cap * sizeof(uint64));
+		}
+		memcpy(votes->collected + votes->total, votes->hashes,
+			   votes->hashed * sizeof(uint64));
+	}
+	else
+		count_bits(votes->counts, votes->hashes, votes->hashed);
 	votes->total += votes->hashed;
 	votes->hashed = 0;
 }
@@ -893,25 +909,34 @@ next_piece(const unsigned char *s, Size start, Size len)
 	return len;
 }
 
+/* Ascending order of uint64 values, for qsort */
+static int
+compare_uint64(const void *a, const void *b)
+{
+	uint64		x = *(const uint64 *) a;
+	uint64		y = *(const uint64 *) b;
+
+	return (x > y) - (x < y);
+}
+
 /*
- * The fingerprint of UTF-8 text s of len bytes; false when it has no
- * tokens.  Memory: a piece of the text in code points (twice: normalised),
- * and the buffer.
+ * Read UTF-8 text s of len bytes into votes: counted, or collected when
+ * votes->collected is set.  The number of tokens; *single is the hash of
+ * the one feature of a text of one or two tokens.  Memory: a piece of the
+ * text in code points (twice: normalised), and the buffer.
  */
-static bool
-fingerprint_utf8(const unsigned char *s, Size len, uint64 *result)
+static uint64
+read_text(const unsigned char *s, Size len, Votes *votes, uint64 *single)
 {
 	Shingler	sh;
-	Votes		votes;
 	Size		start = 0;
-	uint64		value = 0;
 
 	memset(&sh, 0, sizeof(sh));
-	sh.votes = &votes;
-	memset(votes.waiting_count, 0, sizeof(votes.waiting_count));
-	votes.hashed = 0;
-	memset(votes.counts, 0, sizeof(votes.counts));
-	votes.total = 0;
+	sh.votes = votes;
+	memset(votes->waiting_count, 0, sizeof(votes->waiting_count));
+	votes->hashed = 0;
+	memset(votes->counts, 0, sizeof(votes->counts));
+	votes->total = 0;
 	sh.cap = Min(len, 2 * ASCII_CHUNK) + 1 + COPY_SLACK;
 	sh.buf = palloc(sh.cap);
 
@@ -926,21 +951,13 @@ fingerprint_utf8(const unsigned char *s, Size len, uint64 *result)
 	end_token(&sh);
 
 	if (sh.tokens >= SHINGLE_WORDS)
-	{
-		/* more than half of the features (ties give 0) */
-		uint64		half;
-
-		vote_all(&votes, sh.buf);
-		half = votes.total / 2;
-		for (int i = 0; i < FINGERPRINT_BITS; i++)
-			value |= (uint64) (votes.counts[i] > half) << i;
-	}
+		vote_all(votes, sh.buf);
 	else if (sh.tokens > 0)
 	{
 		/* one feature: the one or two tokens, without the last space */
 		Size		first = sh.tokens == 2 ? sh.starts[0] : sh.starts[1];
 
-		value = XXH64(sh.buf + first, sh.len - 1 - first, 0);
+		*single = XXH64(sh.buf + first, sh.len - 1 - first, 0);
 	}
 
 	pfree(sh.buf);
@@ -948,8 +965,91 @@ fingerprint_utf8(const unsigned char *s, Size len, uint64 *result)
 		pfree(sh.wchars);
 	if (sh.lowered != NULL)
 		pfree(sh.lowered);
+	return sh.tokens;
+}
+
+/*
+ * The fingerprint of UTF-8 text s of len bytes; false when it has no
+ * tokens.
+ */
+static bool
+fingerprint_utf8(const unsigned char *s, Size len, uint64 *result)
+{
+	Votes		votes;
+	uint64		single = 0;
+	uint64		tokens;
+	uint64		value = 0;
+
+	votes.collected = NULL;
+	tokens = read_text(s, len, &votes, &single);
+	if (tokens >= SHINGLE_WORDS)
+	{
+		/* more than half of the features (ties give 0) */
+		uint64		half = votes.total / 2;
+
+		for (int i = 0; i < FINGERPRINT_BITS; i++)
+			value |= (uint64) (votes.counts[i] > half) << i;
+	}
+	else
+		value = single;
 	*result = value;
-	return sh.tokens > 0;
+	return tokens > 0;
+}
+
+/*
+ * The distinct hashes of the word shingles of UTF-8 text s, ascending, in
+ * *hashes (palloc'd, NULL when none); their number.  These are the
+ * features of the default profile, so the hashes of the shingle sets of
+ * nearsim.core.measures.word_shingles, on which S_R is defined.
+ */
+Size
+nearsim_shingle_hashes_utf8(const unsigned char *s, Size len, uint64 **hashes)
+{
+	Votes		votes;
+	uint64		single = 0;
+	uint64		tokens;
+	Size		distinct = 0;
+
+	votes.collected_cap = 64;
+	votes.collected = palloc(votes.collected_cap * sizeof(uint64));
+	tokens = read_text(s, len, &votes, &single);
+	if (tokens > 0 && tokens < SHINGLE_WORDS)
+	{
+		votes.collected[0] = single;
+		votes.total = 1;
+	}
+	if (votes.total > 1)
+		qsort(votes.collected, votes.total, sizeof(uint64), compare_uint64);
+	for (Size i = 0; i < votes.total; i++)
+		if (i == 0 || votes.collected[i] != votes.collected[distinct - 1])
+			votes.collected[distinct++] = votes.collected[i];
+	if (distinct == 0)
+	{
+		pfree(votes.collected);
+		votes.collected = NULL;
+	}
+	*hashes = votes.collected;
+	return distinct;
+}
+
+/*
+ * Text of the database, as UTF-8: data itself when the database is UTF-8
+ * (or SQL_ASCII, checked to be valid UTF-8), else a converted copy.
+ */
+const char *
+nearsim_utf8(const char *data, int *len)
+{
+	const char *utf8 = data;
+
+	if (GetDatabaseEncoding() == PG_SQL_ASCII)
+		(void) pg_verify_mbstr(PG_UTF8, data, *len, false);
+	else if (GetDatabaseEncoding() != PG_UTF8)
+	{
+		utf8 = pg_server_to_any(data, *len, PG_UTF8);
+		if (utf8 != data)
+			*len = strlen(utf8);
+	}
+	return utf8;
 }
 
 PG_FUNCTION_INFO_V1(nearsim_simhash);
@@ -964,18 +1064,9 @@ nearsim_simhash(PG_FUNCTION_ARGS)
 	text	   *document = PG_GETARG_TEXT_PP(0);
 	const char *data = VARDATA_ANY(document);
 	int			len = VARSIZE_ANY_EXHDR(document);
-	const char *utf8 = data;
+	const char *utf8 = nearsim_utf8(data, &len);
 	uint64		value;
 	bool		found;
-
-	if (GetDatabaseEncoding() == PG_SQL_ASCII)
-		(void) pg_verify_mbstr(PG_UTF8, data, len, false);
-	else if (GetDatabaseEncoding() != PG_UTF8)
-	{
-		utf8 = pg_server_to_any(data, len, PG_UTF8);
-		if (utf8 != data)
-			len = strlen(utf8);
-	}
 
 	found = fingerprint_utf8((const unsigned char *) utf8, len, &value);
 

@@ -51,6 +51,10 @@ extern char *nearsim_registry_name(void);
 extern Oid	nearsim_relation_owner(Oid relid);
 extern void nearsim_check_owner_rights(Oid owner, Oid relid);
 
+/* fingerprint.c: text as UTF-8; the distinct hashes of its word shingles */
+extern const char *nearsim_utf8(const char *data, int *len);
+extern Size nearsim_shingle_hashes_utf8(const unsigned char *s, Size len, uint64 **hashes);
+
 /* python_call.c: the PL/Python body <name>_python of a C function, its errors */
 extern Oid	nearsim_python_body(Oid outer);
 extern void nearsim_rethrow_python_error(MemoryContext caller_context) pg_attribute_noreturn();

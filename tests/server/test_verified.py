@@ -128,25 +128,41 @@ def test_bad_arguments_are_named(database: str, corpus: tuple[str, dict[int, str
                              " %s, %s)", [table, minimum, measure, radius])
 
 
+def every_pair(bodies: dict[int, str], minimum: float) -> dict[tuple[str, str], float]:
+    """Every pair (a < b) at least ``minimum`` similar in S_R, by comparing all of them."""
+    shingled = {key: measures.Shingled(body) for key, body in bodies.items() if body}
+    found = {}
+    for a in sorted(shingled):
+        for b in sorted(shingled):
+            if a < b:
+                value = measures.set_resemblance(shingled[a].shingles, shingled[b].shingles)
+                if value >= minimum and value > 0:
+                    found[(str(a), str(b))] = value
+    return found
+
+
 def test_verified_pairs_and_clusters_are_the_brute_force_ones(
     database: str, corpus: tuple[str, dict[int, str]]
 ) -> None:
     table, bodies = corpus
+    expected = every_pair(bodies, 0.8)
     radius = calibration.radius_for(0.8)
     fingerprints = {key: nearsim.simhash(body) for key, body in bodies.items()}
-    expected = {}
-    for a in bodies:
-        for b in bodies:
-            fa, fb = fingerprints[a], fingerprints[b]
-            if a < b and fa is not None and fb is not None and nearsim.hamming(fa, fb) <= radius:
-                value = measures.resemblance(bodies[a], bodies[b])
-                if value >= 0.8:
-                    expected[(str(a), str(b))] = value  # a < b in key order, as the pairs
-    assert len(expected) >= 20
+    beyond = [(a, b) for a, b in expected
+              if nearsim.hamming(fingerprints[int(a)] or 0, fingerprints[int(b)] or 0) > radius]
+    assert len(expected) >= 20 and beyond
     with psycopg.connect(database) as conn:
-        rows = conn.execute("SELECT a, b, similarity FROM nearsim_pairs_verified(%s, 0.8)",
-                            [table]).fetchall()
-        assert {(a, b): value for a, b, value in rows} == pytest.approx(expected)
+        rows = conn.execute("SELECT a, b, distance, similarity FROM"
+                            " nearsim_pairs_verified(%s, 0.8)", [table]).fetchall()
+        # every pair, whatever its distance: none is missed for lying beyond the radius
+        assert {(a, b): value for a, b, _, value in rows} == expected
+        for a, b, distance, _ in rows:
+            fa, fb = fingerprints[int(a)], fingerprints[int(b)]
+            assert fa is not None and fb is not None and distance == nearsim.hamming(fa, fb)
+        # with a radius, the candidates within it (as before)
+        within = conn.execute("SELECT a, b FROM nearsim_pairs_verified(%s, 0.8,"
+                              " max_distance => %s)", [table, radius]).fetchall()
+        assert set(within) == set(expected) - set(beyond)
         groups = conn.execute("SELECT key, cluster FROM nearsim_clusters_verified(%s, 0.8)",
                               [table]).fetchall()
     cluster_of = dict(groups)
@@ -155,3 +171,89 @@ def test_verified_pairs_and_clusters_are_the_brute_force_ones(
         assert cluster_of[a] == cluster_of[b]
     for cluster in set(cluster_of.values()):
         assert cluster == min(k for k, c in cluster_of.items() if c == cluster)
+
+
+ODD_BODIES = {
+    1: "", 2: None, 3: "one", 4: "one", 5: "two words", 6: "words two", 7: "two words",
+    8: "a b c", 9: "a b c a b c a b c", 10: "a b c d", 11: "!!! ... ???",
+    12: "Straße und STRASSE", 13: "strasse und strasse", 14: "café CAFÉ cafe\u0301",
+    15: "the same three words " * 3, 16: "the same three words " * 3,
+    17: "the same three words", 18: "x " * 5000, 19: "x " * 3, 20: "naïve façade résumé",
+}
+
+
+@pytest.mark.parametrize("minimum", [0.01, 0.3, 0.5, 0.8, 1.0])
+def test_verified_pairs_of_odd_documents(database: str, minimum: float) -> None:
+    """Empty, NULL, one-word, repeated, identical and Unicode texts: the exact pairs."""
+    rng = random.Random(5)
+    texts = [c.text for c in kjv_chapters(["Ruth"])]
+    bodies: dict[int, str | None] = dict(ODD_BODIES)
+    for number in range(100, 160):
+        base = rng.choice(texts)
+        bodies[number] = base if number % 7 == 0 else edited(rng, base)
+    table = f"odd_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(database, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE TABLE {} (id bigint PRIMARY KEY, body text)").format(
+            sql.Identifier(table)))
+        conn.execute("SELECT nearsim_enable(%s, 'body')", [table])
+        with conn.cursor().copy(sql.SQL("COPY {} (id, body) FROM STDIN").format(
+                sql.Identifier(table))) as copy:
+            for key, body in bodies.items():
+                copy.write_row((key, body))
+        try:
+            rows = conn.execute("SELECT a, b, similarity, short FROM"
+                                " nearsim_pairs_verified(%s, %s)", [table, minimum]).fetchall()
+        finally:
+            conn.execute(sql.SQL("DROP TABLE {} CASCADE").format(sql.Identifier(table)))
+    expected = every_pair({k: v for k, v in bodies.items() if v}, minimum)
+    assert len(rows) == len({(a, b) for a, b, *_ in rows})
+    assert {(a, b): value for a, b, value, _ in rows} == expected
+    shingles = {k: measures.Shingled(v) for k, v in bodies.items() if v}
+    for a, b, _, short in rows:
+        assert short == (shingles[int(a)].short or shingles[int(b)].short)
+
+
+def test_verified_pairs_keep_key_order_and_row_security(database: str) -> None:
+    """Text keys in their own order; a reader sees only the rows its policy shows."""
+    texts = [c.text for c in kjv_chapters(["Ruth"])]
+    bodies = {"b10": texts[0], "b9": texts[0] + " amen", "a": texts[1], "Z": texts[1],
+              "hidden": texts[0]}
+    table = f"keys_{uuid.uuid4().hex[:8]}"
+    role = f"reader_{uuid.uuid4().hex[:8]}"
+    ident = sql.Identifier(table)
+    with psycopg.connect(database, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE TABLE {} (k text COLLATE \"C\" PRIMARY KEY, body text)"
+                             ).format(ident))
+        conn.execute("SELECT nearsim_enable(%s, 'body')", [table])
+        for key, body in bodies.items():
+            conn.execute(sql.SQL("INSERT INTO {} VALUES (%s, %s)").format(ident), [key, body])
+        conn.execute(sql.SQL("CREATE ROLE {}").format(sql.Identifier(role)))
+        conn.execute(sql.SQL("GRANT SELECT ON {} TO {}").format(ident, sql.Identifier(role)))
+        conn.execute(sql.SQL("ALTER TABLE {} ENABLE ROW LEVEL SECURITY").format(ident))
+        conn.execute(sql.SQL("CREATE POLICY visible ON {} FOR SELECT USING (k <> 'hidden')"
+                             ).format(ident))
+        try:
+            owner = conn.execute("SELECT a, b FROM nearsim_pairs_verified(%s, 0.5)"
+                                 " ORDER BY a, b", [table]).fetchall()
+            conn.execute(sql.SQL("SET ROLE {}").format(sql.Identifier(role)))
+            reader = conn.execute("SELECT a, b FROM nearsim_pairs_verified(%s, 0.5)"
+                                  " ORDER BY a, b", [table]).fetchall()
+            conn.execute("RESET ROLE")
+        finally:
+            conn.execute("RESET ROLE")
+            conn.execute(sql.SQL("DROP TABLE {} CASCADE").format(ident))
+            conn.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))
+    # "C" order: Z < a < b10 < b9 < hidden
+    assert owner == [("Z", "a"), ("b10", "b9"), ("b10", "hidden"), ("b9", "hidden")]
+    assert reader == [("Z", "a"), ("b10", "b9")]
+
+
+def test_resemblance_of_two_texts_is_the_reference(database: str) -> None:
+    rng = random.Random(9)
+    texts = [c.text for c in kjv_chapters(["Ruth"])]
+    pairs = [(a, b) for a in ODD_BODIES.values() for b in ODD_BODIES.values() if a and b]
+    pairs += [(t, edited(rng, t)) for t in texts]
+    with psycopg.connect(database) as conn:
+        for a, b in pairs:
+            row = conn.execute("SELECT nearsim_resemblance(%s, %s)", [a, b]).fetchone()
+            assert row == (measures.resemblance(a, b),), (a[:40], b[:40])

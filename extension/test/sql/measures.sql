@@ -74,3 +74,23 @@ SELECT * FROM nearsim_similar_verified('proverbs', 'some words', 0.99);
 SET client_min_messages = warning;
 DROP TABLE proverbs CASCADE;
 RESET client_min_messages;
+
+-- S_R, containment and shingle counts in C: equal to nearsim_compare's
+SELECT nearsim_resemblance('the quick brown fox jumps', 'the quick brown fox leaps') AS s_r,
+       (nearsim_compare('the quick brown fox jumps', 'the quick brown fox leaps')).s_r AS reference;
+SELECT nearsim_containment('quick brown fox', 'the quick brown fox jumps') AS inside,
+       nearsim_containment('the quick brown fox jumps', 'quick brown fox') AS around;
+SELECT nearsim_resemblance('', ''), nearsim_resemblance('one', 'ONE'),
+       nearsim_resemblance('Straße', 'STRASSE'), nearsim_resemblance(NULL, 'x');
+SELECT nearsim_shingle_count(''), nearsim_shingle_count('one'), nearsim_shingle_count('one two'),
+       nearsim_shingle_count('a b c a b c a b c'), nearsim_shingle_count(NULL);
+-- every pair at least 0.5 similar, exactly
+CREATE TABLE pairs_docs (id int PRIMARY KEY, body text);
+INSERT INTO pairs_docs VALUES (1, 'the quick brown fox jumps over the lazy dog'),
+  (2, 'the quick brown fox jumps over the lazy dog again'), (3, ''), (4, NULL),
+  (5, 'the quick brown fox jumps over the lazy dog'), (6, 'something else entirely here');
+SELECT nearsim_enable('pairs_docs', 'body');
+SELECT * FROM nearsim_pairs_verified('pairs_docs', 0.5) ORDER BY a, b;
+SELECT * FROM nearsim_resemblance_pairs('pairs_docs', 'id', 'body', 'si', 0) ORDER BY a, b;
+SELECT nearsim_disable('pairs_docs');
+DROP TABLE pairs_docs;

@@ -146,11 +146,10 @@ def similar_verified(
     radius = _verified_radius(session, min_similarity, measure, max_distance, reg.profile)
     if query is None:
         return []
+    if measure in SET_MEASURES:
+        return _set_similar(session, enabled, query, min_similarity, measure, radius)
     asked = measures.Shingled(query)
-    if asked.short:
-        session.notice(f"the query has {len(asked.shingles)} shingles: a fingerprint of"
-                       f" fewer than {measures.SHORT_SHINGLES} is unreliable, near-duplicates"
-                       " may be missed")
+    _notice_short_query(session, len(asked.shingles))
     key = session.ident(enabled.table.key_column)
     text = session.ident(reg.text_column)
     similar = enabled.qualify(session, reg.similar_function)
@@ -169,6 +168,46 @@ def similar_verified(
     return found
 
 
+# Measures of shingle sets, computed in C (src/resemblance.c)
+SET_MEASURES = {"s_r": "nearsim_resemblance", "containment": "nearsim_containment"}
+
+
+def _notice_short_query(session: Session, shingles: int) -> None:
+    if shingles < measures.SHORT_SHINGLES:
+        session.notice(f"the query has {shingles} shingles: a fingerprint of"
+                       f" fewer than {measures.SHORT_SHINGLES} is unreliable, near-duplicates"
+                       " may be missed")
+
+
+def _set_similar(session: Session, enabled: Enabled, query: str, min_similarity: float,
+                 measure: str, radius: int) -> list[tuple[str, int, float, bool]]:
+    """Verified search by a set measure: the candidates measured in C, in one statement.
+
+    The query's shingles are read once (the C function keeps them between
+    rows); a candidate's shingles are counted again only when it passes.
+    """
+    reg = enabled.registration
+    key = session.ident(enabled.table.key_column)
+    text = session.ident(reg.text_column)
+    similar = enabled.qualify(session, reg.similar_function)
+    literal = f"{session.literal(query)}::pg_catalog.text"
+    asked = int(session.one(f"SELECT {session.ext}.nearsim_shingle_count({literal}) AS n")["n"])
+    _notice_short_query(session, asked)
+    rows = session.execute(
+        f"SELECT c.key, c.distance, c.similarity,"
+        f" {session.ext}.nearsim_shingle_count(c.body) AS shingles FROM ("
+        f"SELECT (s.doc).{key}::pg_catalog.text AS key, (s.doc).{text}::pg_catalog.text AS body,"
+        f" s.distance, {session.ext}.{SET_MEASURES[measure]}({literal},"
+        f" (s.doc).{text}::pg_catalog.text) AS similarity"
+        f" FROM {similar}({literal}, {radius}) AS s OFFSET 0) AS c"
+        f" WHERE c.similarity >= {float(min_similarity)!r}::pg_catalog.float8"
+        f" ORDER BY c.similarity DESC, c.distance, c.key COLLATE \"C\""
+    )
+    short = asked < measures.SHORT_SHINGLES
+    return [(r["key"], int(r["distance"]), r["similarity"],
+             short or r["shingles"] < measures.SHORT_SHINGLES) for r in rows]
+
+
 def pairs_verified(
     session: Session, tbl: str, min_similarity: float, measure: str, max_distance: int | None
 ) -> list[tuple[str, str, int, float, bool]]:
@@ -179,6 +218,9 @@ def pairs_verified(
     """
     enabled = lookup(session, tbl)
     reg = enabled.registration
+    if measure == "s_r" and max_distance is None and min_similarity is not None \
+            and 0 < min_similarity <= 1:
+        return _resemblance_pairs(session, enabled, min_similarity)
     radius = _verified_radius(session, min_similarity, measure, max_distance, reg.profile)
     keys, sis = fingerprints(session, enabled)
     key = session.ident(enabled.table.key_column)
@@ -202,6 +244,24 @@ def pairs_verified(
             if value >= min_similarity:
                 found.append((a, b, d, value, texts[a].short or texts[b].short))
     return found
+
+
+def _resemblance_pairs(session: Session, enabled: Enabled,
+                       min_similarity: float) -> list[tuple[str, str, int, float, bool]]:
+    """Every pair at least ``min_similarity`` similar in S_R, exactly, whatever its distance.
+
+    The set-similarity join of ``nearsim_resemblance_pairs`` (C) reads every
+    text once and compares the shingle sets that a prefix filter leaves:
+    no candidate radius, so no pair is missed.
+    """
+    reg = enabled.registration
+    rows = session.execute(
+        f"SELECT a, b, distance, similarity, short FROM {session.ext}.nearsim_resemblance_pairs("
+        f"{session.literal(enabled.table.qualified)}::pg_catalog.regclass,"
+        f" {session.literal(enabled.table.key_column)}, {session.literal(reg.text_column)},"
+        f" {session.literal(reg.hash_column)}, {float(min_similarity)!r}::pg_catalog.float8)"
+    )
+    return [(r["a"], r["b"], r["distance"], r["similarity"], r["short"]) for r in rows]
 
 
 def clusters_verified(

@@ -1,0 +1,720 @@
+#include "postgres.h"
+
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "fmgr.h"
+#include "funcapi.h"
+#include "lib/stringinfo.h"
+#include "miscadmin.h"
+#include "port/pg_bitutils.h"
+#include "utils/builtins.h"
+#include "utils/datum.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/tuplestore.h"
+
+#include <math.h>
+
+#include "nearsim.h"
+
+/*
+ * Resemblance S_R = |A & B| / |A | B| of the word-shingle sets of two texts,
+ * exactly, for two texts and for every pair of a table.
+ *
+ * A set is the distinct 64-bit hashes of the shingles (the default
+ * profile's features), so S_R here equals nearsim.core.measures.resemblance
+ * unless two different shingles of a pair's texts share a hash.
+ *
+ * Every pair of a table at least t similar is found by the prefix filter
+ * of AllPairs (Bayardo, Ma and Srikant, WWW 2007), which seed 004's
+ * candidate pruning also rests on: with the shingles of every document in
+ * one global order, rarest first, two sets that share at least a shingles
+ * share one among the first |x| - a + 1 of either.  Documents are taken
+ * from the smallest set up; each one's first shingles are looked up in an
+ * index of the first shingles of the (smaller) documents before it, sets
+ * too small to reach t are skipped by their size, and each candidate is
+ * verified by merging the two sets.  Nothing is sampled: every pair at or
+ * above t is found.
+ */
+
+/* A text with fewer distinct shingles than this is short (measures.SHORT_SHINGLES) */
+#define SHORT_SHINGLES 10
+
+/* Rows read from the table at a time */
+#define FETCH_ROWS 1000
+
+/* Digits of the radix sort of the shingle hashes */
+#define RADIX_BITS 16
+#define RADIX_SIZE (1 << RADIX_BITS)
+
+/* Slack in the size bounds, so that rounding never makes a bound too tight */
+#define BOUND_SLACK 1e-9
+
+/* Number of shared elements of two ascending arrays */
+static Size
+overlap_uint64(const uint64 *a, Size na, const uint64 *b, Size nb)
+{
+	Size		i = 0,
+				j = 0,
+				common = 0;
+
+	while (i < na && j < nb)
+	{
+		if (a[i] < b[j])
+			i++;
+		else if (a[i] > b[j])
+			j++;
+		else
+		{
+			common++;
+			i++;
+			j++;
+		}
+	}
+	return common;
+}
+
+/* The same for ranks */
+static uint32
+overlap_uint32(const uint32 *a, uint32 na, const uint32 *b, uint32 nb)
+{
+	uint32		i = 0,
+				j = 0,
+				common = 0;
+
+	while (i < na && j < nb)
+	{
+		if (a[i] < b[j])
+			i++;
+		else if (a[i] > b[j])
+			j++;
+		else
+		{
+			common++;
+			i++;
+			j++;
+		}
+	}
+	return common;
+}
+
+/* Shared over all: 0.0 when both are empty, as measures._ratio gives */
+static double
+resemblance_of(Size common, Size size_a, Size size_b)
+{
+	Size		all = size_a + size_b - common;
+
+	return all == 0 ? 0.0 : (double) common / (double) all;
+}
+
+/* The distinct shingle hashes of a text datum, ascending; their number */
+static Size
+text_shingles(text *document, uint64 **hashes)
+{
+	int			len = VARSIZE_ANY_EXHDR(document);
+	const char *data = VARDATA_ANY(document);
+	const char *utf8 = nearsim_utf8(data, &len);
+	Size		count = nearsim_shingle_hashes_utf8((const unsigned char *) utf8, len, hashes);
+
+	if (utf8 != data)
+		pfree((char *) utf8);
+	return count;
+}
+
+/*
+ * The shingle set of the first argument, kept between calls: a query
+ * compared with many rows is read once.  The text's bytes are kept to
+ * know it again.
+ */
+typedef struct CachedShingles
+{
+	char	   *bytes;
+	Size		length;
+	uint64	   *hashes;
+	Size		count;
+} CachedShingles;
+
+/* The distinct shingle hashes of argument 0, from the cache when it is the same text */
+static Size
+first_argument_shingles(FunctionCallInfo fcinfo, uint64 **hashes)
+{
+	text	   *document = PG_GETARG_TEXT_PP(0);
+	const char *data = VARDATA_ANY(document);
+	Size		length = VARSIZE_ANY_EXHDR(document);
+	CachedShingles *cache = (CachedShingles *) fcinfo->flinfo->fn_extra;
+	MemoryContext old;
+
+	if (cache != NULL && cache->length == length && memcmp(cache->bytes, data, length) == 0)
+	{
+		*hashes = cache->hashes;
+		return cache->count;
+	}
+	old = MemoryContextSwitchTo(fcinfo->flinfo->fn_mcxt);
+	if (cache == NULL)
+		cache = palloc0(sizeof(CachedShingles));
+	else
+	{
+		if (cache->bytes != NULL)
+			pfree(cache->bytes);
+		if (cache->hashes != NULL)
+			pfree(cache->hashes);
+	}
+	cache->count = text_shingles(document, &cache->hashes);
+	cache->bytes = palloc(Max(length, 1));
+	memcpy(cache->bytes, data, length);
+	cache->length = length;
+	fcinfo->flinfo->fn_extra = cache;
+	MemoryContextSwitchTo(old);
+	*hashes = cache->hashes;
+	return cache->count;
+}
+
+PG_FUNCTION_INFO_V1(nearsim_resemblance);
+/*
+ * nearsim_resemblance(a, b): S_R of the word 3-shingle sets of two texts,
+ * 0.0 when neither has a word.
+ */
+Datum
+nearsim_resemblance(PG_FUNCTION_ARGS)
+{
+	uint64	   *a;
+	uint64	   *b;
+	Size		na = first_argument_shingles(fcinfo, &a);
+	Size		nb = text_shingles(PG_GETARG_TEXT_PP(1), &b);
+
+	PG_RETURN_FLOAT8(resemblance_of(overlap_uint64(a, na, b, nb), na, nb));
+}
+
+PG_FUNCTION_INFO_V1(nearsim_containment);
+/*
+ * nearsim_containment(a, b): the share of the distinct shingles of a that
+ * b also has, 0.0 when a has no word.
+ */
+Datum
+nearsim_containment(PG_FUNCTION_ARGS)
+{
+	uint64	   *a;
+	uint64	   *b;
+	Size		na = first_argument_shingles(fcinfo, &a);
+	Size		nb = text_shingles(PG_GETARG_TEXT_PP(1), &b);
+	Size		common = overlap_uint64(a, na, b, nb);
+
+	PG_RETURN_FLOAT8(na == 0 ? 0.0 : (double) common / (double) na);
+}
+
+PG_FUNCTION_INFO_V1(nearsim_shingle_count);
+/* nearsim_shingle_count(document): its distinct word 3-shingles */
+Datum
+nearsim_shingle_count(PG_FUNCTION_ARGS)
+{
+	uint64	   *hashes;
+	Size		count = text_shingles(PG_GETARG_TEXT_PP(0), &hashes);
+
+	if (hashes != NULL)
+		pfree(hashes);
+	PG_RETURN_INT64((int64) count);
+}
+
+/* A document of the table: its key, fingerprint and shingle set */
+typedef struct SetDoc
+{
+	Datum		key;			/* text */
+	int64		fingerprint;
+	bool		has_fingerprint;
+	uint32		size;			/* distinct shingles */
+	uint64	   *hashes;			/* ascending, until ranked */
+	uint32	   *ranks;			/* the shingles' places in the global order,
+								 * ascending */
+	uint64		set_hash;		/* of the hashes, to find equal sets */
+	int			set;			/* its distinct set */
+} SetDoc;
+
+/* A distinct shingle set: its documents, in key order */
+typedef struct ShingleSet
+{
+	uint32		size;
+	uint32	   *ranks;
+	int		   *members;
+	int			count;
+} ShingleSet;
+
+/* The whole join's state */
+typedef struct SetJoin
+{
+	SetDoc    *docs;
+	int			ndocs;
+	ShingleSet    *sets;
+	int			nsets;
+	double		threshold;
+	ReturnSetInfo *rsinfo;
+	uint64		pairs;
+} SetJoin;
+
+/* Read key, text and fingerprint of every row, in key order; texts become shingle sets */
+static void
+read_table(SetJoin *join, Oid relid, const char *key_column, const char *text_column,
+		   const char *fingerprint_column, MemoryContext context)
+{
+	StringInfoData query;
+	Portal		cursor;
+	int			capacity = 1024;
+	char	   *schema = get_namespace_name(get_rel_namespace(relid));
+	char	   *name = get_rel_name(relid);
+
+	if (schema == NULL || name == NULL)
+		ereport(ERROR, (errcode(ERRCODE_UNDEFINED_TABLE),
+						errmsg("table with OID %u does not exist", relid)));
+	/* d.: an output column of the key's name would decide ORDER BY otherwise */
+	initStringInfo(&query);
+	appendStringInfo(&query,
+					 "SELECT d.%s::pg_catalog.text, d.%s::pg_catalog.text,"
+					 " d.%s::pg_catalog.int8 FROM %s AS d ORDER BY d.%s",
+					 quote_identifier(key_column), quote_identifier(text_column),
+					 quote_identifier(fingerprint_column),
+					 quote_qualified_identifier(schema, name), quote_identifier(key_column));
+	join->docs = MemoryContextAlloc(context, capacity * sizeof(SetDoc));
+	join->ndocs = 0;
+
+	cursor = SPI_cursor_open_with_args(NULL, query.data, 0, NULL, NULL, NULL, true, 0);
+	for (;;)
+	{
+		SPI_cursor_fetch(cursor, true, FETCH_ROWS);
+		if (SPI_processed == 0)
+			break;
+		for (uint64 row = 0; row < SPI_processed; row++)
+		{
+			HeapTuple	tuple = SPI_tuptable->vals[row];
+			TupleDesc	desc = SPI_tuptable->tupdesc;
+			bool		key_null,
+						text_null,
+						fingerprint_null;
+			Datum		key = SPI_getbinval(tuple, desc, 1, &key_null);
+			Datum		body = SPI_getbinval(tuple, desc, 2, &text_null);
+			Datum		fingerprint = SPI_getbinval(tuple, desc, 3, &fingerprint_null);
+			MemoryContext old;
+			SetDoc    *doc;
+			uint64	   *hashes;
+			Size		size;
+
+			if (key_null || text_null)
+				continue;
+			old = MemoryContextSwitchTo(context);
+			size = text_shingles(DatumGetTextPP(body), &hashes);
+			if (size == 0)
+			{
+				MemoryContextSwitchTo(old);
+				continue;		/* no word: similar to nothing */
+			}
+			if (size > PG_INT32_MAX)
+				ereport(ERROR, (errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+								errmsg("a document of %s has more than %d distinct shingles",
+									   name, PG_INT32_MAX)));
+			if (join->ndocs == capacity)
+			{
+				if (capacity >= PG_INT32_MAX / 2)
+					ereport(ERROR, (errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+									errmsg("table %s has too many documents for one join", name)));
+				capacity *= 2;
+				join->docs = repalloc_huge(join->docs, capacity * sizeof(SetDoc));
+			}
+			doc = &join->docs[join->ndocs++];
+			doc->key = datumCopy(key, false, -1);
+			doc->has_fingerprint = !fingerprint_null;
+			doc->fingerprint = fingerprint_null ? 0 : DatumGetInt64(fingerprint);
+			doc->size = (uint32) size;
+			doc->hashes = hashes;
+			doc->ranks = NULL;
+			MemoryContextSwitchTo(old);
+		}
+		SPI_freetuptable(SPI_tuptable);
+		CHECK_FOR_INTERRUPTS();
+	}
+	SPI_cursor_close(cursor);
+}
+
+/*
+ * Positions 0..n-1 ordered by keys[position], stably: a radix sort on 16
+ * bits at a time.
+ */
+static uint32 *
+radix_order(const uint64 *keys, Size n)
+{
+	uint32	   *order = palloc_extended(n * sizeof(uint32), MCXT_ALLOC_HUGE);
+	uint32	   *other = palloc_extended(n * sizeof(uint32), MCXT_ALLOC_HUGE);
+	Size	   *counts = palloc(RADIX_SIZE * sizeof(Size));
+
+	for (Size i = 0; i < n; i++)
+		order[i] = (uint32) i;
+	for (int shift = 0; shift < 64; shift += RADIX_BITS)
+	{
+		Size		total = 0;
+		uint32	   *swap;
+
+		memset(counts, 0, RADIX_SIZE * sizeof(Size));
+		for (Size i = 0; i < n; i++)
+			counts[(keys[order[i]] >> shift) & (RADIX_SIZE - 1)]++;
+		for (int digit = 0; digit < RADIX_SIZE; digit++)
+		{
+			Size		count = counts[digit];
+
+			counts[digit] = total;
+			total += count;
+		}
+		for (Size i = 0; i < n; i++)
+			other[counts[(keys[order[i]] >> shift) & (RADIX_SIZE - 1)]++] = order[i];
+		swap = order;
+		order = other;
+		other = swap;
+		CHECK_FOR_INTERRUPTS();
+	}
+	pfree(other);
+	pfree(counts);
+	return order;
+}
+
+/* Ascending order of uint32 values, for qsort */
+static int
+compare_uint32(const void *a, const void *b)
+{
+	uint32		x = *(const uint32 *) a;
+	uint32		y = *(const uint32 *) b;
+
+	return (x > y) - (x < y);
+}
+
+/*
+ * The global order: every shingle's rank, rarest first (fewest documents),
+ * ties by hash; each document's shingles become their ranks, ascending.
+ * The number of distinct shingles.
+ */
+static Size
+rank_shingles(SetJoin *join)
+{
+	Size		total = 0;
+	uint64	   *all;
+	uint32	   *order;
+	uint32	   *distinct_of;
+	Size		distinct = 0;
+	uint32	   *frequency;
+	Size	   *by_frequency;
+	uint32	   *rank;
+	Size		at = 0;
+
+	for (int d = 0; d < join->ndocs; d++)
+		total += join->docs[d].size;
+	if (total >= PG_UINT32_MAX)
+		ereport(ERROR, (errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+						errmsg("the table has more than %u shingles for one join", PG_UINT32_MAX)));
+	all = palloc_extended(Max(total, 1) * sizeof(uint64), MCXT_ALLOC_HUGE);
+	for (int d = 0; d < join->ndocs; d++)
+	{
+		memcpy(all + at, join->docs[d].hashes, join->docs[d].size * sizeof(uint64));
+		at += join->docs[d].size;
+	}
+	order = radix_order(all, total);
+
+	/* distinct shingles in hash order, and how many documents have each */
+	distinct_of = palloc_extended(Max(total, 1) * sizeof(uint32), MCXT_ALLOC_HUGE);
+	frequency = palloc_extended(Max(total, 1) * sizeof(uint32), MCXT_ALLOC_HUGE);
+	for (Size i = 0; i < total; i++)
+	{
+		if (i == 0 || all[order[i]] != all[order[i - 1]])
+			frequency[distinct++] = 0;
+		distinct_of[order[i]] = (uint32) (distinct - 1);
+		frequency[distinct - 1]++;
+	}
+	pfree(order);
+	pfree(all);
+
+	/* ranks by frequency, then hash (a stable counting sort) */
+	by_frequency = palloc0((join->ndocs + 2) * sizeof(Size));
+	for (Size s = 0; s < distinct; s++)
+		by_frequency[frequency[s] + 1]++;
+	for (int f = 1; f <= join->ndocs + 1; f++)
+		by_frequency[f] += by_frequency[f - 1];
+	rank = palloc_extended(Max(distinct, 1) * sizeof(uint32), MCXT_ALLOC_HUGE);
+	for (Size s = 0; s < distinct; s++)
+		rank[s] = (uint32) by_frequency[frequency[s]]++;
+	pfree(by_frequency);
+	pfree(frequency);
+
+	at = 0;
+	for (int d = 0; d < join->ndocs; d++)
+	{
+		SetDoc    *doc = &join->docs[d];
+
+		doc->ranks = palloc(doc->size * sizeof(uint32));
+		for (uint32 i = 0; i < doc->size; i++)
+			doc->ranks[i] = rank[distinct_of[at + i]];
+		at += doc->size;
+		qsort(doc->ranks, doc->size, sizeof(uint32), compare_uint32);
+		pfree(doc->hashes);
+		doc->hashes = NULL;
+	}
+	pfree(rank);
+	pfree(distinct_of);
+	return distinct;
+}
+
+/* Order of documents by size, then set hash, then ranks, then key order */
+static int
+compare_docs(const void *a, const void *b, void *arg)
+{
+	const SetDoc *docs = (const SetDoc *) arg;
+	const SetDoc *x = &docs[*(const int *) a];
+	const SetDoc *y = &docs[*(const int *) b];
+	int			c;
+
+	if (x->size != y->size)
+		return x->size < y->size ? -1 : 1;
+	if (x->set_hash != y->set_hash)
+		return x->set_hash < y->set_hash ? -1 : 1;
+	c = memcmp(x->ranks, y->ranks, x->size * sizeof(uint32));
+	if (c != 0)
+		return c;
+	return *(const int *) a - *(const int *) b;
+}
+
+/*
+ * Documents with equal sets are joined once: the distinct sets, ordered by
+ * size (the order the join takes them in), each with its documents.
+ */
+static void
+collect_sets(SetJoin *join)
+{
+	int		   *order = palloc_extended(Max(join->ndocs, 1) * sizeof(int), MCXT_ALLOC_HUGE);
+	int			d;
+
+	for (d = 0; d < join->ndocs; d++)
+	{
+		SetDoc    *doc = &join->docs[d];
+		uint64		hash = UINT64CONST(0x9E3779B97F4A7C15) ^ doc->size;
+
+		for (uint32 i = 0; i < doc->size; i++)
+			hash = (hash ^ doc->ranks[i]) * UINT64CONST(0x100000001B3);
+		doc->set_hash = hash;
+		order[d] = d;
+	}
+	qsort_arg(order, join->ndocs, sizeof(int), compare_docs, join->docs);
+
+	join->sets = palloc_extended(Max(join->ndocs, 1) * sizeof(ShingleSet), MCXT_ALLOC_HUGE);
+	join->nsets = 0;
+	for (int i = 0; i < join->ndocs; i++)
+	{
+		SetDoc    *doc = &join->docs[order[i]];
+		ShingleSet    *set;
+
+		if (i > 0)
+		{
+			SetDoc    *previous = &join->docs[order[i - 1]];
+
+			if (previous->size == doc->size && previous->set_hash == doc->set_hash &&
+				memcmp(previous->ranks, doc->ranks, doc->size * sizeof(uint32)) == 0)
+			{
+				/* the members are a run of order, in key order */
+				join->sets[join->nsets - 1].count++;
+				doc->set = join->nsets - 1;
+				continue;
+			}
+		}
+		set = &join->sets[join->nsets++];
+		set->size = doc->size;
+		set->ranks = doc->ranks;
+		set->count = 1;
+		set->members = &order[i];
+		doc->set = join->nsets - 1;
+	}
+}
+
+/* One row: documents a and b (positions in key order), their similarity */
+static void
+put_pair(SetJoin *join, int a, int b, double similarity)
+{
+	SetDoc    *x = &join->docs[Min(a, b)];
+	SetDoc    *y = &join->docs[Max(a, b)];
+	Datum		values[5];
+	bool		nulls[5] = {false, false, false, false, false};
+
+	values[0] = x->key;
+	values[1] = y->key;
+	if (x->has_fingerprint && y->has_fingerprint)
+		values[2] = Int32GetDatum(pg_popcount64((uint64) (x->fingerprint ^ y->fingerprint)));
+	else
+		nulls[2] = true;
+	values[3] = Float8GetDatum(similarity);
+	values[4] = BoolGetDatum(x->size < SHORT_SHINGLES || y->size < SHORT_SHINGLES);
+	tuplestore_putvalues(join->rsinfo->setResult, join->rsinfo->setDesc, values, nulls);
+	join->pairs++;
+}
+
+/* Every pair of the documents of two sets (or of one set with itself) */
+static void
+put_set_pairs(SetJoin *join, const ShingleSet *x, const ShingleSet *y, double similarity)
+{
+	if (x == y)
+	{
+		for (int i = 0; i < x->count; i++)
+			for (int j = i + 1; j < x->count; j++)
+				put_pair(join, x->members[i], x->members[j], similarity);
+	}
+	else
+	{
+		for (int i = 0; i < x->count; i++)
+			for (int j = 0; j < y->count; j++)
+				put_pair(join, x->members[i], y->members[j], similarity);
+	}
+	CHECK_FOR_INTERRUPTS();
+}
+
+/* Least overlap a set of n shingles needs with a partner of at most its size */
+static uint32
+probe_overlap(uint32 n, double t)
+{
+	double		bound = ceil(t * n - BOUND_SLACK);
+
+	return (uint32) Max(bound, 1.0);
+}
+
+/* Least overlap a set of n shingles needs with a partner of at least its size */
+static uint32
+index_overlap(uint32 n, double t)
+{
+	double		bound = ceil(2.0 * t / (1.0 + t) * n - BOUND_SLACK);
+
+	return (uint32) Max(bound, 1.0);
+}
+
+/* The least size a set needs to be at least t similar to one of n shingles */
+static uint32
+least_size(uint32 n, double t)
+{
+	double		bound = ceil(t * n - BOUND_SLACK);
+
+	return (uint32) Max(bound, 1.0);
+}
+
+/* The prefix filter over the distinct sets, smallest first */
+static void
+join_sets(SetJoin *join, Size distinct_ranks)
+{
+	double		t = join->threshold;
+	Size	   *starts;
+	Size	   *fills;
+	Size	   *firsts;
+	int		   *entries;
+	Size		total = 0;
+	uint32	   *shared;
+	int		   *candidates;
+
+	/* the index: for each shingle, the sets with it in their index prefix */
+	starts = palloc_extended((distinct_ranks + 1) * sizeof(Size),
+							 MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
+	for (int s = 0; s < join->nsets; s++)
+	{
+		ShingleSet    *set = &join->sets[s];
+		uint32		prefix = set->size - index_overlap(set->size, t) + 1;
+
+		for (uint32 i = 0; i < prefix; i++)
+			starts[set->ranks[i] + 1]++;
+	}
+	for (Size r = 1; r <= distinct_ranks; r++)
+		starts[r] += starts[r - 1];
+	total = starts[distinct_ranks];
+	entries = palloc_extended(Max(total, 1) * sizeof(int), MCXT_ALLOC_HUGE);
+	fills = palloc_extended(Max(distinct_ranks, 1) * sizeof(Size), MCXT_ALLOC_HUGE);
+	firsts = palloc_extended(Max(distinct_ranks, 1) * sizeof(Size), MCXT_ALLOC_HUGE);
+	memcpy(fills, starts, distinct_ranks * sizeof(Size));
+	memcpy(firsts, starts, distinct_ranks * sizeof(Size));
+	shared = palloc_extended(Max(join->nsets, 1) * sizeof(uint32),
+							 MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
+	candidates = palloc_extended(Max(join->nsets, 1) * sizeof(int), MCXT_ALLOC_HUGE);
+
+	for (int s = 0; s < join->nsets; s++)
+	{
+		ShingleSet    *x = &join->sets[s];
+		uint32		probe = x->size - probe_overlap(x->size, t) + 1;
+		uint32		smallest = least_size(x->size, t);
+		int			found = 0;
+
+		/* identical documents: every pair, similarity 1 */
+		if (x->count > 1)
+			put_set_pairs(join, x, x, 1.0);
+		for (uint32 i = 0; i < probe; i++)
+		{
+			uint32		r = x->ranks[i];
+
+			/* sets are indexed smallest first: skip those too small for any later one */
+			while (firsts[r] < fills[r] && join->sets[entries[firsts[r]]].size < smallest)
+				firsts[r]++;
+			for (Size e = firsts[r]; e < fills[r]; e++)
+			{
+				int			y = entries[e];
+
+				if (shared[y]++ == 0)
+					candidates[found++] = y;
+			}
+		}
+		for (int c = 0; c < found; c++)
+		{
+			ShingleSet    *y = &join->sets[candidates[c]];
+			uint32		common = overlap_uint32(x->ranks, x->size, y->ranks, y->size);
+			double		similarity = resemblance_of(common, x->size, y->size);
+
+			shared[candidates[c]] = 0;
+			if (similarity >= t)
+				put_set_pairs(join, x, y, similarity);
+		}
+		{
+			uint32		prefix = x->size - index_overlap(x->size, t) + 1;
+
+			for (uint32 i = 0; i < prefix; i++)
+				entries[fills[x->ranks[i]]++] = s;
+		}
+		if (s % 1024 == 0)
+			CHECK_FOR_INTERRUPTS();
+	}
+}
+
+PG_FUNCTION_INFO_V1(nearsim_resemblance_pairs);
+/*
+ * nearsim_resemblance_pairs(tbl, key_column, text_column,
+ * fingerprint_column, min_similarity): every pair of rows of tbl whose
+ * texts' S_R is at least min_similarity (> 0), keys as text with a before
+ * b in key order, the Hamming distance of their fingerprints and whether
+ * either text is short.  Read with the caller's rights.  Memory: about 24
+ * bytes per distinct shingle of each document, for the whole join.
+ */
+Datum
+nearsim_resemblance_pairs(PG_FUNCTION_ARGS)
+{
+	Oid			relid = PG_GETARG_OID(0);
+	const char *key_column = NameStr(*PG_GETARG_NAME(1));
+	const char *text_column = NameStr(*PG_GETARG_NAME(2));
+	const char *fingerprint_column = NameStr(*PG_GETARG_NAME(3));
+	double		threshold = PG_GETARG_FLOAT8(4);
+	MemoryContext join_context;
+	MemoryContext old;
+	SetJoin		join;
+	Size		distinct_ranks;
+
+	if (!(threshold > 0.0 && threshold <= 1.0))
+		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						errmsg("min_similarity must be above 0 and at most 1, not %g", threshold)));
+	InitMaterializedSRF(fcinfo, 0);
+	memset(&join, 0, sizeof(join));
+	join.threshold = threshold;
+	join.rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	join_context = AllocSetContextCreate(CurrentMemoryContext, "nearsim resemblance join",
+										 ALLOCSET_DEFAULT_SIZES);
+
+	SPI_connect();
+	read_table(&join, relid, key_column, text_column, fingerprint_column, join_context);
+	old = MemoryContextSwitchTo(join_context);
+	distinct_ranks = rank_shingles(&join);
+	collect_sets(&join);
+	join_sets(&join, distinct_ranks);
+	MemoryContextSwitchTo(old);
+	SPI_finish();
+	MemoryContextDelete(join_context);
+	return (Datum) 0;
+}
