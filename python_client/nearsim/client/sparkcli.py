@@ -65,6 +65,11 @@ def spark_group() -> None:
               help="Also write the survivors (each group's cluster document and every document"
               " without a near-duplicate) with their fingerprints into this nearsim-enabled"
               " table, by COPY from the executors.")
+@click.option("--on-conflict", type=click.Choice(["error", "skip", "replace"]), default="error",
+              show_default=True,
+              help="With --into-table, a survivor whose key is stored already: error fails"
+              " its partition; skip leaves the stored row; replace replaces its text and"
+              " fingerprint. skip and replace make a failed run safe to run again.")
 @click.option("--dsn", metavar="DSN", envvar="NEARSIM_DSN", show_envvar=True,
               help="PostgreSQL connection string for --into-table, used by the executors as"
               " given. Default: NEARSIM_DSN, then the PG* environment variables.")
@@ -77,8 +82,8 @@ def dedup_command(ctx: click.Context, inputs: tuple[str, ...], input_format: str
                   key_column: str | None, text_column: str | None, min_similarity: float,
                   measure: str, max_distance: int | None, by_bits: bool, method: str,
                   profile: str,
-                  output: str | None, into_table: str | None, dsn: str | None,
-                  overwrite: bool, master: str | None, as_json: bool) -> None:
+                  output: str | None, into_table: str | None, on_conflict: str,
+                  dsn: str | None, overwrite: bool, master: str | None, as_json: bool) -> None:
     """Group the near-duplicates among INPUT files (Parquet, JSON Lines, CSV or text).
 
     Writes one row per document that has a near-duplicate: its key (under
@@ -94,10 +99,14 @@ def dedup_command(ctx: click.Context, inputs: tuple[str, ...], input_format: str
       nearsim spark dedup crawl.jsonl --key-column url --text-column body -o groups.parquet
       nearsim spark dedup mail.parquet --key-column id --text-column body --hamming -k 3 \\
           --method pivot -o groups.parquet --master local[2]
+      nearsim spark dedup crawl/ --format jsonl --key-column url --text-column body \\
+          --into-table pages --on-conflict skip --dsn "host=db dbname=crawl"
     """
     search = search_of(ctx)
     if output is None and into_table is None:
         raise click.UsageError("give --output, --into-table or both")
+    if on_conflict != "error" and into_table is None:
+        raise click.UsageError("--on-conflict is for --into-table")
     try:
         from ..spark import dedup, session
         from ..spark.database import WriteError
@@ -116,7 +125,8 @@ def dedup_command(ctx: click.Context, inputs: tuple[str, ...], input_format: str
             spark, list(inputs), output, key_column=key_column, text_column=text_column,
             format=input_format, min_similarity=None if search.hamming else search.min_similarity,
             max_distance=search.max_distance, measure=search.measure, profile=profile,
-            overwrite=overwrite, method=method, into_table=into_table, dsn=resolved)  # fmt: skip
+            overwrite=overwrite, method=method, into_table=into_table, dsn=resolved,
+            on_conflict=on_conflict)  # fmt: skip
     except (DocumentsError, ValueError, WriteError) as error:
         raise Fatal(str(error)) from error
     except Exception as error:  # Spark's own: one line, not a Java stack trace

@@ -6,14 +6,15 @@
 ``nearsim_clusters(tbl, k, 'components')``, ``pivots`` and ``clusters(...,
 method="pivot")`` ``nearsim_clusters(tbl, k, 'pivot')``; ``read_documents`` and
 ``write_parquet`` read and write files, ``write_table`` writes rows with
-their fingerprints into a nearsim-enabled table by COPY from the executors.
+their fingerprints into a nearsim-enabled table by COPY from the executors
+(appending, skipping or replacing stored keys).
 docs/SPARK.md tells how to run it.
 Needs ``pip install 'nearsim[spark]'`` and a Java runtime.
 """
 
 from __future__ import annotations
 
-from .database import WriteError, write_table
+from .database import ON_CONFLICT, WriteError, Written, write_table
 from .documents import FORMATS, good_documents, read_documents, write_parquet
 from .fingerprinting import fingerprints, simhash_column
 from .graph import components, group_components, star_components
@@ -25,9 +26,11 @@ from .search import GroupPairs, hamming_groups, pairs, verified_groups, verified
 __all__ = [
     "FORMATS",
     "METHODS",
+    "ON_CONFLICT",
     "GroupPairs",
     "Summary",
     "WriteError",
+    "Written",
     "clusters",
     "components",
     "dedup",

@@ -11,14 +11,14 @@ sets bad rows aside, fingerprints, groups and writes the groups as Parquet.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from .database import target_table, write_table
+from .database import ON_CONFLICT, target_table, write_table
 from .documents import (
     DocumentsError,
     good_documents,
@@ -93,6 +93,8 @@ class Summary:
     output: str = ""
     table: str = ""
     written: int = 0
+    replaced: int = 0
+    skipped: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         return {"rows": self.rows, "documents": self.documents,
@@ -100,7 +102,8 @@ class Summary:
                 "groups": self.groups, "grouped_documents": self.grouped,
                 "bad_rows": sum(self.bad.values()), "bad_rows_by_reason": dict(self.bad),
                 "seconds": round(self.seconds, 3), "output": self.output,
-                "table": self.table, "written": self.written}  # fmt: skip
+                "table": self.table, "written": self.written, "replaced": self.replaced,
+                "skipped": self.skipped}  # fmt: skip
 
     def lines(self) -> list[str]:
         bad = sum(self.bad.values())
@@ -116,8 +119,11 @@ class Summary:
         if self.output:
             lines.append(f"written to {self.output}")
         if self.table:
+            kept = (f" ({self.replaced:,} of them replacing stored rows)" if self.replaced
+                    else "")  # fmt: skip
+            skipped = f"; {self.skipped:,} stored already, skipped" if self.skipped else ""
             lines.append(f"{self.written:,} documents (one per group and every other) written"
-                         f" into {self.table}")
+                         f" into {self.table}{kept}{skipped}")
         return lines
 
 
@@ -127,7 +133,7 @@ def dedup(spark: SparkSession, paths: str | list[str], output: str | None,
           max_distance: int | None = None, measure: str = "s_r",
           profile: str = DEFAULT_PROFILE, overwrite: bool = False,
           method: str = "components", into_table: str | None = None,
-          dsn: str | None = None) -> tuple[DataFrame, Summary]:
+          dsn: str | None = None, on_conflict: str = "error") -> tuple[DataFrame, Summary]:
     """Read ``paths``, group their near-duplicates, write the groups to ``output`` (Parquet).
 
     Verified (``min_similarity`` given: candidates within ``max_distance``
@@ -144,15 +150,20 @@ def dedup(spark: SparkSession, paths: str | list[str], output: str | None,
     reaches, of the same ``profile``), the documents that survive the
     dedup are written into it with their fingerprints
     (:func:`nearsim.spark.write_table`): each group's ``cluster`` document
-    and every good document without a near-duplicate.
+    and every good document without a near-duplicate.  ``on_conflict``
+    (``"error"``, ``"skip"`` or ``"replace"``) says what happens to a
+    survivor whose key is stored already (:func:`nearsim.spark.write_table`).
     """
     started = time.monotonic()
     if method not in METHODS:
         raise ValueError(f"unknown clustering method {method!r}: use one of {', '.join(METHODS)}")
     if output is None and into_table is None:
         raise ValueError("nothing to write: give an output, or a table to write into")
+    if on_conflict not in ON_CONFLICT:
+        raise ValueError(f"unknown on_conflict {on_conflict!r}: use one of"
+                         f" {', '.join(ON_CONFLICT)}")  # fmt: skip
     if into_table is not None:
-        target = target_table(dsn or "", into_table, profile)
+        target = target_table(dsn or "", into_table, profile, on_conflict)
     if output is not None and not overwrite and output_exists(spark, output):
         raise DocumentsError(f"the output {output} already exists: remove it, or overwrite"
                              " it (--overwrite)")
@@ -180,7 +191,7 @@ def dedup(spark: SparkSession, paths: str | list[str], output: str | None,
                                       max_distance, profile)  # fmt: skip
             order = "text"
         pairs = grouped.pairs.persist(StorageLevel.MEMORY_AND_DISK)
-        grouped = GroupPairs(grouped.members, grouped.sizes, pairs, grouped.min_similarity)
+        grouped = replace(grouped, pairs=pairs)
         summary.pairs = grouped.count()
         found = _grouped(grouped, method, 2, order)
         result = found.select(F.col("key").alias(key_name), "cluster", "pivot")
@@ -193,8 +204,10 @@ def dedup(spark: SparkSession, paths: str | list[str], output: str | None,
         if into_table is not None:
             dropped = written.where(F.col(key_name) != F.col("cluster")).select(key_name)
             survivors = good.join(dropped, key_name, "left_anti")
-            summary.written = write_table(survivors, dsn or "", into_table, key_name, text_name,
-                                          profile)  # fmt: skip
+            done = write_table(survivors, dsn or "", into_table, key_name, text_name, profile,
+                               on_conflict=on_conflict)  # fmt: skip
+            summary.written, summary.replaced, summary.skipped = (
+                done.written, done.replaced, done.skipped)
             summary.table = target.name
         totals = written.agg(F.count("*").alias("rows"),
                              F.countDistinct("cluster").alias("groups")).first()  # fmt: skip
