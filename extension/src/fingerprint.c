@@ -909,14 +909,58 @@ next_piece(const unsigned char *s, Size start, Size len)
 	return len;
 }
 
-/* Ascending order of uint64 values, for qsort */
-static int
-compare_uint64(const void *a, const void *b)
-{
-	uint64		x = *(const uint64 *) a;
-	uint64		y = *(const uint64 *) b;
+/* Below this many values insertion sort beats the radix sort */
+#define SMALL_SORT 32
 
-	return (x > y) - (x < y);
+/*
+ * Sort n uint64 values ascending: a radix sort, 8 bits at a time (qsort's
+ * call per comparison made it the bulk of reading a text's shingles).
+ */
+static void
+sort_uint64(uint64 *values, Size n)
+{
+	uint64	   *other;
+	uint64	   *from = values;
+	uint64	   *to;
+
+	if (n < SMALL_SORT)
+	{
+		for (Size i = 1; i < n; i++)
+		{
+			uint64		value = values[i];
+			Size		j = i;
+
+			for (; j > 0 && values[j - 1] > value; j--)
+				values[j] = values[j - 1];
+			values[j] = value;
+		}
+		return;
+	}
+	other = palloc_extended(n * sizeof(uint64), MCXT_ALLOC_HUGE);
+	to = other;
+	for (int shift = 0; shift < 64; shift += 8)
+	{
+		Size		counts[256] = {0};
+		Size		total = 0;
+		uint64	   *swap;
+
+		for (Size i = 0; i < n; i++)
+			counts[(from[i] >> shift) & 0xFF]++;
+		for (int digit = 0; digit < 256; digit++)
+		{
+			Size		count = counts[digit];
+
+			counts[digit] = total;
+			total += count;
+		}
+		for (Size i = 0; i < n; i++)
+			to[counts[(from[i] >> shift) & 0xFF]++] = from[i];
+		swap = from;
+		from = to;
+		to = swap;
+	}
+	/* after an even number of passes the values are back in values */
+	pfree(other);
 }
 
 /*
@@ -1018,8 +1062,7 @@ nearsim_shingle_hashes_utf8(const unsigned char *s, Size len, uint64 **hashes)
 		votes.collected[0] = single;
 		votes.total = 1;
 	}
-	if (votes.total > 1)
-		qsort(votes.collected, votes.total, sizeof(uint64), compare_uint64);
+	sort_uint64(votes.collected, votes.total);
 	for (Size i = 0; i < votes.total; i++)
 		if (i == 0 || votes.collected[i] != votes.collected[distinct - 1])
 			votes.collected[distinct++] = votes.collected[i];

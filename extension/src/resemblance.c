@@ -43,9 +43,12 @@
 /* Rows read from the table at a time */
 #define FETCH_ROWS 1000
 
-/* Digits of the radix sort of the shingle hashes */
-#define RADIX_BITS 16
-#define RADIX_SIZE (1 << RADIX_BITS)
+/* The shingles are first spread by their top bits, then each part sorted */
+#define SPREAD_BITS 16
+#define SPREAD_PARTS (1 << SPREAD_BITS)
+
+/* Below this many shingles a part is sorted by insertion */
+#define SMALL_PART 32
 
 /* Slack in the size bounds, so that rounding never makes a bound too tight */
 #define BOUND_SLACK 1e-9
@@ -74,9 +77,12 @@ overlap_uint64(const uint64 *a, Size na, const uint64 *b, Size nb)
 	return common;
 }
 
-/* The same for ranks */
+/*
+ * Number of shared ranks of two ascending arrays, or some number below
+ * need as soon as the rest of either array cannot make up need.
+ */
 static uint32
-overlap_uint32(const uint32 *a, uint32 na, const uint32 *b, uint32 nb)
+overlap_reaching(const uint32 *a, uint32 na, const uint32 *b, uint32 nb, uint32 need)
 {
 	uint32		i = 0,
 				j = 0,
@@ -84,6 +90,8 @@ overlap_uint32(const uint32 *a, uint32 na, const uint32 *b, uint32 nb)
 
 	while (i < na && j < nb)
 	{
+		if (common + Min(na - i, nb - j) < need)
+			return common;
 		if (a[i] < b[j])
 			i++;
 		else if (a[i] > b[j])
@@ -332,28 +340,47 @@ read_table(SetJoin *join, Oid relid, const char *key_column, const char *text_co
 	SPI_cursor_close(cursor);
 }
 
-/*
- * Positions 0..n-1 ordered by keys[position], stably: a radix sort on 16
- * bits at a time.
- */
-static uint32 *
-radix_order(const uint64 *keys, Size n)
+/* One shingle of one document: its hash, and its place among all documents' */
+typedef struct Occurrence
 {
-	uint32	   *order = palloc_extended(n * sizeof(uint32), MCXT_ALLOC_HUGE);
-	uint32	   *other = palloc_extended(n * sizeof(uint32), MCXT_ALLOC_HUGE);
-	Size	   *counts = palloc(RADIX_SIZE * sizeof(Size));
+	uint64		hash;
+	uint32		slot;
+} Occurrence;
 
-	for (Size i = 0; i < n; i++)
-		order[i] = (uint32) i;
-	for (int shift = 0; shift < 64; shift += RADIX_BITS)
+/*
+ * Sort a part of the occurrences (they share the top SPREAD_BITS bits) by
+ * hash: insertion sort when small, else a radix sort of the other bits, 8
+ * at a time, through other (as large as the part).  The part is small and
+ * stays in the cache, which a radix sort of all of them at once does not.
+ */
+static void
+sort_part(Occurrence *part, Size n, Occurrence *other)
+{
+	Occurrence *from = part;
+	Occurrence *to = other;
+
+	if (n < SMALL_PART)
 	{
-		Size		total = 0;
-		uint32	   *swap;
+		for (Size i = 1; i < n; i++)
+		{
+			Occurrence value = part[i];
+			Size		j = i;
 
-		memset(counts, 0, RADIX_SIZE * sizeof(Size));
+			for (; j > 0 && part[j - 1].hash > value.hash; j--)
+				part[j] = part[j - 1];
+			part[j] = value;
+		}
+		return;
+	}
+	for (int shift = 0; shift < 64 - SPREAD_BITS; shift += 8)
+	{
+		Size		counts[256] = {0};
+		Size		total = 0;
+		Occurrence *swap;
+
 		for (Size i = 0; i < n; i++)
-			counts[(keys[order[i]] >> shift) & (RADIX_SIZE - 1)]++;
-		for (int digit = 0; digit < RADIX_SIZE; digit++)
+			counts[(from[i].hash >> shift) & 0xFF]++;
+		for (int digit = 0; digit < 256; digit++)
 		{
 			Size		count = counts[digit];
 
@@ -361,98 +388,183 @@ radix_order(const uint64 *keys, Size n)
 			total += count;
 		}
 		for (Size i = 0; i < n; i++)
-			other[counts[(keys[order[i]] >> shift) & (RADIX_SIZE - 1)]++] = order[i];
-		swap = order;
-		order = other;
-		other = swap;
-		CHECK_FOR_INTERRUPTS();
+			to[counts[(from[i].hash >> shift) & 0xFF]++] = from[i];
+		swap = from;
+		from = to;
+		to = swap;
 	}
-	pfree(other);
-	pfree(counts);
-	return order;
+	/* (64 - SPREAD_BITS) / 8 passes, an even number: the part is back in place */
 }
 
-/* Ascending order of uint32 values, for qsort */
-static int
-compare_uint32(const void *a, const void *b)
-{
-	uint32		x = *(const uint32 *) a;
-	uint32		y = *(const uint32 *) b;
+StaticAssertDecl((64 - SPREAD_BITS) % 16 == 0, "sort_part needs an even number of passes");
 
-	return (x > y) - (x < y);
+/*
+ * Every shingle of every document, sorted by hash: spread by the top bits
+ * straight from the documents' sets (which are freed), then each part
+ * sorted.
+ */
+static Occurrence *
+sorted_occurrences(SetJoin *join, Size total)
+{
+	Occurrence *all = palloc_extended(Max(total, 1) * sizeof(Occurrence), MCXT_ALLOC_HUGE);
+	Size	   *starts = palloc0((SPREAD_PARTS + 1) * sizeof(Size));
+	Size	   *fills;
+	Size		largest = 0;
+	Size		at = 0;
+	Occurrence *other;
+
+	for (int d = 0; d < join->ndocs; d++)
+		for (uint32 i = 0; i < join->docs[d].size; i++)
+			starts[(join->docs[d].hashes[i] >> (64 - SPREAD_BITS)) + 1]++;
+	for (int part = 1; part <= SPREAD_PARTS; part++)
+	{
+		largest = Max(largest, starts[part]);
+		starts[part] += starts[part - 1];
+	}
+	fills = palloc(SPREAD_PARTS * sizeof(Size));
+	memcpy(fills, starts, SPREAD_PARTS * sizeof(Size));
+	for (int d = 0; d < join->ndocs; d++)
+	{
+		SetDoc	   *doc = &join->docs[d];
+
+		for (uint32 i = 0; i < doc->size; i++)
+		{
+			Occurrence *occurrence = &all[fills[doc->hashes[i] >> (64 - SPREAD_BITS)]++];
+
+			occurrence->hash = doc->hashes[i];
+			occurrence->slot = (uint32) (at + i);
+		}
+		at += doc->size;
+		pfree(doc->hashes);
+		doc->hashes = NULL;
+	}
+	pfree(fills);
+	other = palloc_extended(Max(largest, 1) * sizeof(Occurrence), MCXT_ALLOC_HUGE);
+	for (int part = 0; part < SPREAD_PARTS; part++)
+	{
+		sort_part(all + starts[part], starts[part + 1] - starts[part], other);
+		if (part % 1024 == 0)
+			CHECK_FOR_INTERRUPTS();
+	}
+	pfree(other);
+	pfree(starts);
+	return all;
+}
+
+/* Sort n ranks ascending: a radix sort, 8 bits at a time, through other */
+static void
+sort_ranks(uint32 *ranks, Size n, uint32 *other)
+{
+	uint32	   *from = ranks;
+	uint32	   *to = other;
+
+	if (n < SMALL_PART)
+	{
+		for (Size i = 1; i < n; i++)
+		{
+			uint32		value = ranks[i];
+			Size		j = i;
+
+			for (; j > 0 && ranks[j - 1] > value; j--)
+				ranks[j] = ranks[j - 1];
+			ranks[j] = value;
+		}
+		return;
+	}
+	for (int shift = 0; shift < 32; shift += 8)
+	{
+		Size		counts[256] = {0};
+		Size		total = 0;
+		uint32	   *swap;
+
+		for (Size i = 0; i < n; i++)
+			counts[(from[i] >> shift) & 0xFF]++;
+		for (int digit = 0; digit < 256; digit++)
+		{
+			Size		count = counts[digit];
+
+			counts[digit] = total;
+			total += count;
+		}
+		for (Size i = 0; i < n; i++)
+			to[counts[(from[i] >> shift) & 0xFF]++] = from[i];
+		swap = from;
+		from = to;
+		to = swap;
+	}
+	/* four passes: the ranks are back in place */
 }
 
 /*
  * The global order: every shingle's rank, rarest first (fewest documents),
  * ties by hash; each document's shingles become their ranks, ascending.
- * The number of distinct shingles.
+ * The number of distinct shingles.  Memory: about 24 bytes per shingle of
+ * each document at the most.
  */
 static Size
 rank_shingles(SetJoin *join)
 {
 	Size		total = 0;
-	uint64	   *all;
-	uint32	   *order;
-	uint32	   *distinct_of;
-	Size		distinct = 0;
+	Occurrence *all;
 	uint32	   *frequency;
+	Size		distinct = 0;
 	Size	   *by_frequency;
-	uint32	   *rank;
+	uint32	   *ranks;
+	uint32	   *other;
+	Size		largest = 0;
 	Size		at = 0;
 
 	for (int d = 0; d < join->ndocs; d++)
+	{
 		total += join->docs[d].size;
+		largest = Max(largest, join->docs[d].size);
+	}
 	if (total >= PG_UINT32_MAX)
 		ereport(ERROR, (errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
 						errmsg("the table has more than %u shingles for one join", PG_UINT32_MAX)));
-	all = palloc_extended(Max(total, 1) * sizeof(uint64), MCXT_ALLOC_HUGE);
-	for (int d = 0; d < join->ndocs; d++)
-	{
-		memcpy(all + at, join->docs[d].hashes, join->docs[d].size * sizeof(uint64));
-		at += join->docs[d].size;
-	}
-	order = radix_order(all, total);
+	all = sorted_occurrences(join, total);
 
-	/* distinct shingles in hash order, and how many documents have each */
-	distinct_of = palloc_extended(Max(total, 1) * sizeof(uint32), MCXT_ALLOC_HUGE);
+	/* how many documents have each distinct shingle, in hash order */
 	frequency = palloc_extended(Max(total, 1) * sizeof(uint32), MCXT_ALLOC_HUGE);
 	for (Size i = 0; i < total; i++)
 	{
-		if (i == 0 || all[order[i]] != all[order[i - 1]])
+		if (i == 0 || all[i].hash != all[i - 1].hash)
 			frequency[distinct++] = 0;
-		distinct_of[order[i]] = (uint32) (distinct - 1);
 		frequency[distinct - 1]++;
 	}
-	pfree(order);
-	pfree(all);
 
-	/* ranks by frequency, then hash (a stable counting sort) */
+	/* ranks by frequency, then hash (a stable counting sort), in place of the frequencies */
 	by_frequency = palloc0((join->ndocs + 2) * sizeof(Size));
-	for (Size s = 0; s < distinct; s++)
-		by_frequency[frequency[s] + 1]++;
+	for (Size k = 0; k < distinct; k++)
+		by_frequency[frequency[k] + 1]++;
 	for (int f = 1; f <= join->ndocs + 1; f++)
 		by_frequency[f] += by_frequency[f - 1];
-	rank = palloc_extended(Max(distinct, 1) * sizeof(uint32), MCXT_ALLOC_HUGE);
-	for (Size s = 0; s < distinct; s++)
-		rank[s] = (uint32) by_frequency[frequency[s]]++;
+	for (Size k = 0; k < distinct; k++)
+		frequency[k] = (uint32) by_frequency[frequency[k]]++;
 	pfree(by_frequency);
-	pfree(frequency);
 
-	at = 0;
+	/* each occurrence's rank, in its document's place; then each document's sorted */
+	ranks = palloc_extended(Max(total, 1) * sizeof(uint32), MCXT_ALLOC_HUGE);
+	for (Size i = 0, k = 0; i < total; i++)
+	{
+		if (i > 0 && all[i].hash != all[i - 1].hash)
+			k++;
+		ranks[all[i].slot] = frequency[k];
+	}
+	pfree(all);
+	pfree(frequency);
+	other = palloc_extended(Max(largest, 1) * sizeof(uint32), MCXT_ALLOC_HUGE);
 	for (int d = 0; d < join->ndocs; d++)
 	{
-		SetDoc    *doc = &join->docs[d];
+		SetDoc	   *doc = &join->docs[d];
 
-		doc->ranks = palloc(doc->size * sizeof(uint32));
-		for (uint32 i = 0; i < doc->size; i++)
-			doc->ranks[i] = rank[distinct_of[at + i]];
+		doc->ranks = ranks + at;
 		at += doc->size;
-		qsort(doc->ranks, doc->size, sizeof(uint32), compare_uint32);
-		pfree(doc->hashes);
-		doc->hashes = NULL;
+		sort_ranks(doc->ranks, doc->size, other);
+		if (d % 1024 == 0)
+			CHECK_FOR_INTERRUPTS();
 	}
-	pfree(rank);
-	pfree(distinct_of);
+	pfree(other);
 	return distinct;
 }
 
@@ -584,6 +696,15 @@ index_overlap(uint32 n, double t)
 	return (uint32) Max(bound, 1.0);
 }
 
+/* Least overlap two sets of m and n shingles need to be at least t similar */
+static uint32
+pair_overlap(uint32 m, uint32 n, double t)
+{
+	double		bound = ceil(t / (1.0 + t) * ((double) m + n) - BOUND_SLACK);
+
+	return (uint32) Max(bound, 1.0);
+}
+
 /* The least size a set needs to be at least t similar to one of n shingles */
 static uint32
 least_size(uint32 n, double t)
@@ -657,12 +778,17 @@ join_sets(SetJoin *join, Size distinct_ranks)
 		for (int c = 0; c < found; c++)
 		{
 			ShingleSet    *y = &join->sets[candidates[c]];
-			uint32		common = overlap_uint32(x->ranks, x->size, y->ranks, y->size);
-			double		similarity = resemblance_of(common, x->size, y->size);
+			uint32		need = pair_overlap(x->size, y->size, t);
+			uint32		common = overlap_reaching(x->ranks, x->size, y->ranks, y->size, need);
 
 			shared[candidates[c]] = 0;
-			if (similarity >= t)
-				put_set_pairs(join, x, y, similarity);
+			if (common >= need)
+			{
+				double		similarity = resemblance_of(common, x->size, y->size);
+
+				if (similarity >= t)
+					put_set_pairs(join, x, y, similarity);
+			}
 		}
 		{
 			uint32		prefix = x->size - index_overlap(x->size, t) + 1;

@@ -257,3 +257,33 @@ def test_resemblance_of_two_texts_is_the_reference(database: str) -> None:
         for a, b in pairs:
             row = conn.execute("SELECT nearsim_resemblance(%s, %s)", [a, b]).fetchone()
             assert row == (measures.resemblance(a, b),), (a[:40], b[:40])
+
+
+def test_verified_pairs_on_random_sets_near_every_threshold(database: str) -> None:
+    """Many small documents over a few words: S_R values on and around each threshold."""
+    rng = random.Random(21)
+    vocabulary = "alpha beta gamma delta epsilon zeta eta theta".split()
+    bodies: dict[int, str] = {}
+    for key in range(220):
+        words = [rng.choice(vocabulary) for _ in range(rng.randrange(1, 14))]
+        bodies[key] = " ".join(words)
+        if key % 11 == 0 and key:
+            bodies[key] = bodies[key - 1]  # identical to the one before
+    table = f"random_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(database, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE TABLE {} (id bigint PRIMARY KEY, body text)").format(
+            sql.Identifier(table)))
+        conn.execute("SELECT nearsim_enable(%s, 'body')", [table])
+        with conn.cursor().copy(sql.SQL("COPY {} (id, body) FROM STDIN").format(
+                sql.Identifier(table))) as copy:
+            for key, body in bodies.items():
+                copy.write_row((key, body))
+        try:
+            for minimum in (0.2, 1 / 3, 0.5, 0.6, 2 / 3, 0.75, 0.8, 0.9, 1.0):
+                rows = conn.execute("SELECT a, b, similarity FROM nearsim_pairs_verified(%s, %s)",
+                                    [table, minimum]).fetchall()
+                expected = every_pair(bodies, minimum)
+                assert {(a, b): value for a, b, value in rows} == expected, minimum
+                assert len(rows) == len(expected)
+        finally:
+            conn.execute(sql.SQL("DROP TABLE {} CASCADE").format(sql.Identifier(table)))
