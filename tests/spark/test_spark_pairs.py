@@ -193,3 +193,41 @@ def test_a_star_of_stars_is_one_component(spark: Any) -> None:
     assert set(groups[n] for n in range(201)) == {0}
     assert set(groups[n] for n in [*range(1000, 1100), 4999, 5000]) == {1000}
     assert len(groups) == 201 + 100 + 2
+
+
+def test_resemblance_pairs_beyond_the_radius(database: str, corpus: Corpus) -> None:
+    """With s_r and no max_distance the pairs are an exact set-similarity join, in SQL as
+    on Spark: pairs at least 0.8 similar whose fingerprints lie further apart than the
+    calibrated radius are found too."""
+    expected = sorted(query(database, "SELECT a, b, distance, similarity, short FROM"
+                            " nearsim_pairs_verified(%s, 0.8)", corpus.table))  # fmt: skip
+    radius = spark_search.verified_radius(0.8, "s_r", None)
+    beyond = {(a, b) for a, b, distance, _, _ in expected if distance > radius}
+    assert beyond  # two pairs of the corpus at exactly 0.8, 14 and 17 bits apart
+    found = verified_pairs(corpus.frame, "id", "body", 0.8)
+    assert as_text(found, "a", "b", "distance", "similarity", "short") == expected
+    within = as_text(verified_pairs(corpus.frame, "id", "body", 0.8, max_distance=radius),
+                     "a", "b")  # fmt: skip
+    assert {(a, b) for a, b, *_ in expected} - set(within) == beyond
+
+
+def test_resemblance_pairs_of_texts_without_fingerprints(database: str, spark: Any) -> None:
+    """Stop words alone have no english fingerprint but do have shingles: the exact join
+    pairs them, with no distance; no calibration is needed for the profile."""
+    rows = [(1, "and the of it"), (2, "And the of it!"), (3, "the ship sailed on the sea at dawn"),
+            (4, "the ship sailed on the sea at dawn today"), (5, None), (6, " ... "),
+            (7, "of it")]
+    with psycopg.connect(database, autocommit=True) as conn:
+        conn.execute("CREATE TABLE stop_words (id bigint PRIMARY KEY, body text)")
+        conn.execute("SELECT nearsim_enable('stop_words', 'body', profile => 'english')")
+        for row in rows:
+            conn.execute("INSERT INTO stop_words VALUES (%s, %s)", row)
+    expected = sorted(query(database, "SELECT a, b, distance, similarity, short FROM"
+                                      " nearsim_pairs_verified('stop_words', 0.5)"))  # fmt: skip
+    assert ("1", "2", None, 1.0, True) in expected
+    frame = spark.createDataFrame(rows, "id long, body string")
+    found = verified_pairs(frame, "id", "body", 0.5, profile="english")
+    assert as_text(found, "a", "b", "distance", "similarity", "short") == expected
+    uncalibrated = verified_pairs(frame, "id", "body", 0.5, profile="words:2")
+    assert as_text(uncalibrated, "a", "b", "similarity") == [row[:2] + row[3:4]
+                                                             for row in expected]

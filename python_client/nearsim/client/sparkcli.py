@@ -49,7 +49,8 @@ def spark_group() -> None:
               show_default=True, help="The exact measure of -s.")
 @click.option("-k", "--max-distance", type=click.IntRange(0, BITS), metavar="K",
               help="With --hamming, the largest Hamming distance in bits; otherwise the radius"
-              " in which candidates are looked for [default: calibrated for -s].")
+              " in which candidates are looked for [default: none for s_r, whose pairs are"
+              " found by an exact join of the shingle sets; calibrated for -s otherwise].")
 @click.option("--hamming", "by_bits", is_flag=True,
               help=f"Unverified: by fingerprint distance only, within -k bits [default:"
               f" {DEFAULT_MAX_DISTANCE}].")

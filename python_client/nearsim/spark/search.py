@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import reduce
 from itertools import combinations
 
@@ -53,6 +53,7 @@ from ..core.bands import band_radius, band_width
 from ..core.bits import BITS
 from ..core.profiles import canonical
 from .fingerprinting import DEFAULT_PROFILE, simhash_column
+from .resemblance import exact_resemblance, resemblance_pairs
 
 __all__ = ["BLOCK_SIZE", "GroupPairs", "band_candidates", "choose_bands", "near_fingerprints",
            "pairs", "verified_pairs"]  # fmt: skip
@@ -230,13 +231,18 @@ class GroupPairs:
     smallest key); ``sizes`` is ``(gid, n)``; ``pairs`` is ``(ga, gb,
     distance, ...)`` with ``ga < gb`` for two groups and ``ga = gb`` for
     the pairs inside a group.  Verified pairs also carry ``sim_ab``
-    (``measure(text of ga, text of gb)``), ``sim_ba`` and ``short``.
+    (``measure(text of ga, text of gb)``), ``sim_ba`` and ``short``.  With
+    ``document_distance``, the members of a group may have different
+    fingerprints (groups of equal shingle sets): ``members`` is ``(gid,
+    key, si)`` and each pair of documents takes the distance of its own
+    fingerprints.
     """
 
     members: DataFrame
     sizes: DataFrame
     pairs: DataFrame
     min_similarity: float | None = None
+    document_distance: bool = False
 
     def count(self) -> int:
         """The number of document pairs, counted without making them where possible."""
@@ -251,7 +257,7 @@ class GroupPairs:
         both = F.least("sim_ab", "sim_ba") >= self.min_similarity
         total = sized.where(both).select(F.sum(count).cast(LongType())).first()
         counted = int(total[0] or 0) if total is not None else 0
-        either = GroupPairs(self.members, self.sizes, self.pairs.where(~both), self.min_similarity)
+        either = replace(self, pairs=self.pairs.where(~both))
         return counted + either.expand().count()
 
     def expand(self) -> DataFrame:
@@ -260,8 +266,9 @@ class GroupPairs:
             "gid", F.ceil(F.col("n") / BLOCK_SIZE).cast(IntegerType()).alias("blocks"))
         keyed = self.members.join(blocks_of, "gid").select(
             "gid", F.pmod(F.xxhash64("key"), F.col("blocks")).cast(IntegerType()).alias("block"),
-            "key")  # fmt: skip
-        blocks = keyed.groupBy("gid", "block").agg(F.collect_list("key").alias("keys"))
+            "key", *(["si"] if self.document_distance else []))  # fmt: skip
+        member = F.struct("key", "si") if self.document_distance else F.col("key")
+        blocks = keyed.groupBy("gid", "block").agg(F.collect_list(member).alias("keys"))
         listed = (
             self.pairs
             .join(blocks_of.select(F.col("gid").alias("ga"), F.col("blocks").alias("blocks_a")),
@@ -283,13 +290,19 @@ class GroupPairs:
         exploded = (
             joined.withColumn("key_a", F.explode("keys_a")).drop("keys_a")
             .withColumn("key_b", F.explode("keys_b")).drop("keys_b")
-            .where((F.col("ga") != F.col("gb")) | (F.col("ba") != F.col("bb"))
-                   | (F.col("key_a") < F.col("key_b")))
         )  # fmt: skip
+        distance = F.col("distance")
+        if self.document_distance:
+            exploded = exploded.withColumns({
+                "si_a": F.col("key_a.si"), "si_b": F.col("key_b.si"),
+                "key_a": F.col("key_a.key"), "key_b": F.col("key_b.key")})  # fmt: skip
+            distance = F.bit_count(F.col("si_a").bitwiseXOR(F.col("si_b"))).cast(IntegerType())
+        exploded = exploded.where((F.col("ga") != F.col("gb")) | (F.col("ba") != F.col("bb"))
+                                  | (F.col("key_a") < F.col("key_b")))  # fmt: skip
         forward = F.col("key_a") < F.col("key_b")
         columns = [
             F.least("key_a", "key_b").alias("a"), F.greatest("key_a", "key_b").alias("b"),
-            F.col("distance"),
+            distance.alias("distance"),
         ]
         if self.min_similarity is None:
             return exploded.select(*columns)
@@ -401,8 +414,19 @@ def verified_groups(df: DataFrame, key_column: str, text_column: str,
     """The pairs of :func:`verified_pairs`, collapsed (:class:`GroupPairs`).
 
     Groups are documents of equal fingerprint and equal text: their measure
-    is computed once, however many documents share them.
+    is computed once, however many documents share them.  With the measure
+    ``s_r`` and no ``max_distance``, as ``nearsim_pairs_verified`` does, the
+    pairs are found by the exact set-similarity join of
+    :mod:`nearsim.spark.resemblance` instead, whatever their distance
+    (groups are then documents of equal shingle sets).
     """
+    if exact_resemblance(measure, max_distance, min_similarity):
+        # No radius, so no calibration needed (as in the server).
+        fingerprint = _fingerprint_of(df, fingerprint_column, text_column, profile)
+        documents = df.select(F.col(key_column).alias("key"), fingerprint.alias("si"),
+                              F.col(text_column).cast("string").alias("text"))  # fmt: skip
+        members, sizes, found = resemblance_pairs(documents, min_similarity)
+        return GroupPairs(members, sizes, found, float(min_similarity), document_distance=True)
     radius = verified_radius(min_similarity, measure, max_distance, profile)
     docs = _documents(df, key_column, fingerprint_column, text_column, profile, keep_text=True)
     groups = docs.groupBy("si", "text").agg(F.min("key").alias("gid"), F.count("*").alias("n"))
