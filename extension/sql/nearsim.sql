@@ -684,8 +684,12 @@ COMMENT ON FUNCTION nearsim_clusters(regclass, integer, text, integer) IS
 -- document nearer than the n-th is then among them, ties included.  Past 12
 -- bits an index search reads more than a scan of the fingerprints (at a
 -- million documents, 16 bits hold about one random neighbour and 32 half of
--- them), so the documents are then read in distance order by a scan.  A
--- table enabled before 0.4.0 and not rebuilt since is searched through its
+-- them), so the documents are then read in distance order by a scan.  The
+-- scan starts after 8 bits already when the documents still missing are
+-- more than random fingerprints would put within 12 bits (the table's row
+-- estimate times the share of fingerprints within 12 bits, 2.28e-7): the
+-- searches at 10 and 12 bits, the dearest, would then be wasted.  A table
+-- enabled before 0.4.0 and not rebuilt since is searched through its
 -- bucket table.
 CREATE FUNCTION nearsim_nearest(tbl regclass, query bigint, n integer,
 		max_distance integer DEFAULT 64)
@@ -700,6 +704,8 @@ DECLARE
 	radius integer := 0;
 	nearby pg_catalog.tid[];
 	scan boolean := false;
+	-- random fingerprints the table would hold within 12 bits of any query
+	within_twelve double precision;
 BEGIN
 	IF n OPERATOR(pg_catalog.<) 1 THEN
 		RAISE EXCEPTION 'n must be positive, not %', n USING ERRCODE = '22023';
@@ -733,6 +739,15 @@ BEGIN
 		IF radius OPERATOR(pg_catalog.>=) 12 THEN
 			scan := true;
 			EXIT;
+		END IF;
+		IF radius OPERATOR(pg_catalog.>=) 8 THEN
+			SELECT GREATEST(c.reltuples, 0) OPERATOR(pg_catalog.*) 2.28e-7
+				INTO within_twelve FROM pg_catalog.pg_class c WHERE c.oid OPERATOR(pg_catalog.=) tbl;
+			IF within_twelve OPERATOR(pg_catalog.<)
+					(n OPERATOR(pg_catalog.-) pg_catalog.cardinality(nearby)) THEN
+				scan := true;
+				EXIT;
+			END IF;
 		END IF;
 		radius := LEAST(max_distance, CASE WHEN radius OPERATOR(pg_catalog.<) 4
 			THEN GREATEST(1, radius OPERATOR(pg_catalog.*) 2) ELSE radius OPERATOR(pg_catalog.+) 2 END);
@@ -768,7 +783,7 @@ END
 $plpgsql$;
 
 COMMENT ON FUNCTION nearsim_nearest(regclass, bigint, integer, integer) IS
-'the n documents of tbl nearest to the fingerprint query (key as text, distance), exactly those of ORDER BY hamming(si, query), key LIMIT n among the documents within max_distance bits: through the rotation index while they are within 12 bits, else by a scan';
+'the n documents of tbl nearest to the fingerprint query (key as text, distance), exactly those of ORDER BY hamming(si, query), key LIMIT n among the documents within max_distance bits: through the rotation index while they are within 12 bits (8 when the rest are unlikely within 12), else by a scan';
 
 -- The check-in guard: a near-duplicate is refused, skipped or recorded as
 -- it is written (C trigger nearsim_guard_check, src/guard.c).  Its settings
