@@ -33,6 +33,12 @@ BUCKETS = 10
 # Nonzeros of one block's product, at most; the block shrinks on skewed data.
 _BLOCK_PRODUCT = 20_000_000
 
+# The columns of the transposed matrix a block multiplies with start at most
+# this share of the documents before the block's first row: slicing them
+# afresh for every block would copy the whole matrix once per block, a cost
+# that grows with the cube of the corpus.
+_SLICE_SHARE = 1 / 16
+
 
 @dataclass(frozen=True)
 class Truth:
@@ -107,16 +113,20 @@ def similar_pairs(texts: Sequence[str], keep: float = 0.5) -> Truth:
     values: list[Floats] = []
     buckets = np.zeros(BUCKETS, dtype=np.int64)
     start = 0
+    base, columns = 0, transposed
     while start < count:
         stop = start + 1
         budget = int(row_cost[start])
         while stop < count and budget + int(row_cost[stop]) <= _BLOCK_PRODUCT:
             budget += int(row_cost[stop])
             stop += 1
-        # Only columns after the block's first row can be in the upper triangle.
-        product = (matrix[start:stop] @ transposed[:, start:]).tocoo()
+        # Only columns after the block's first row can be in the upper triangle:
+        # the slice of columns from ``base`` on is cut again once it lags behind.
+        if start - base > _SLICE_SHARE * count:
+            base, columns = start, transposed[:, start:]
+        product = (matrix[start:stop] @ columns).tocoo()
         row = product.row.astype(np.int64) + start
-        column = product.col.astype(np.int64) + start
+        column = product.col.astype(np.int64) + base
         upper = column > row
         row, column, common = row[upper], column[upper], product.data[upper].astype(np.int64)
         # The same division as nearsim's set_resemblance, so the floats are identical.
