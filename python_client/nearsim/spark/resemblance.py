@@ -39,7 +39,7 @@ from pyspark.sql.types import ArrayType, LongType, StringType
 from ..core.fingerprint import _feature_hashes
 from ..core.measures import SHORT_SHINGLES
 
-__all__ = ["exact_resemblance", "resemblance_pairs", "shingle_hashes"]
+__all__ = ["exact_resemblance", "resemblance_candidates", "resemblance_pairs", "shingle_hashes"]
 
 BOUND_SLACK = 1e-9
 """Taken off ``t x`` before rounding up, as the server does, so that
@@ -80,19 +80,15 @@ def _at_least(fraction: float, size: Column) -> Column:
     return F.greatest(F.ceil(F.lit(fraction) * size - F.lit(BOUND_SLACK)), F.lit(1))
 
 
-def resemblance_pairs(documents: DataFrame, min_similarity: float) -> tuple[DataFrame, DataFrame,
-                                                                            DataFrame]:  # fmt: skip
-    """The groups of equal sets and their pairs at least ``min_similarity`` similar.
-
-    ``documents`` is ``(key, si, text)``.  Returns ``members`` ``(gid, key,
-    si)``, ``sizes`` ``(gid, n)`` and ``pairs`` ``(ga, gb, distance,
-    sim_ab, sim_ba, short)`` with ``ga < gb`` for two groups and ``ga =
-    gb`` for the pairs inside a group (``distance`` NULL: each pair of
-    documents takes its own).
-    """
+def _check_threshold(min_similarity: float) -> float:
     if not 0 < min_similarity <= 1:
         raise ValueError(f"min_similarity must be above 0 and at most 1, not {min_similarity}")
-    t = float(min_similarity)
+    return float(min_similarity)
+
+
+def _sets_and_groups(documents: DataFrame) -> tuple[DataFrame, DataFrame]:
+    """``(key, si, hashes)`` of the documents with words, and ``(hashes, gid, n, size)``
+    of their distinct sets; both made once."""
     sets = (documents.where(F.col("key").isNotNull() & F.col("text").isNotNull())
             .select("key", "si", shingle_hashes("text").alias("hashes"))
             .where(F.size("hashes") > 0)
@@ -101,6 +97,12 @@ def resemblance_pairs(documents: DataFrame, min_similarity: float) -> tuple[Data
               .agg(F.min("key").alias("gid"), F.count("*").alias("n"))
               .withColumn("size", F.size("hashes"))
               .localCheckpoint())  # fmt: skip
+    return sets, groups
+
+
+def _prefix_join(groups: DataFrame, t: float) -> DataFrame:
+    """``(ga, gb)``: the rows of the join of the groups' prefixes on their shingles,
+    ``ga < gb``, sizes allowing ``t``; a pair once per prefix shingle it shares."""
     tokens = groups.select("gid", "size", F.explode("hashes").alias("token"))
     frequency = tokens.groupBy("token").agg(F.count("*").alias("groups"))
     ordered = (tokens.join(frequency, "token")
@@ -112,9 +114,35 @@ def resemblance_pairs(documents: DataFrame, min_similarity: float) -> tuple[Data
     left = prefixes.select("token", F.col("gid").alias("ga"), F.col("size").alias("sa"))
     right = prefixes.select("token", F.col("gid").alias("gb"), F.col("size").alias("sb"))
     smaller, larger = F.least("sa", "sb"), F.greatest("sa", "sb")
-    candidates = (left.join(right, "token")
-                  .where((F.col("ga") < F.col("gb")) & (smaller >= _at_least(t, larger)))
-                  .select("ga", "gb").distinct())  # fmt: skip
+    return (left.join(right, "token")
+            .where((F.col("ga") < F.col("gb")) & (smaller >= _at_least(t, larger)))
+            .select("ga", "gb"))  # fmt: skip
+
+
+def resemblance_candidates(documents: DataFrame, min_similarity: float) -> DataFrame:
+    """``(ga, gb)``: the rows of the prefix join before the overlaps are counted.
+
+    ``documents`` is ``(key, si, text)``.  Their number is the work of the
+    join (as :func:`nearsim.spark.search.band_candidates`'s is of a
+    distance search).
+    """
+    _, groups = _sets_and_groups(documents)
+    return _prefix_join(groups, _check_threshold(min_similarity))
+
+
+def resemblance_pairs(documents: DataFrame, min_similarity: float) -> tuple[DataFrame, DataFrame,
+                                                                            DataFrame]:  # fmt: skip
+    """The groups of equal sets and their pairs at least ``min_similarity`` similar.
+
+    ``documents`` is ``(key, si, text)``.  Returns ``members`` ``(gid, key,
+    si)``, ``sizes`` ``(gid, n)`` and ``pairs`` ``(ga, gb, distance,
+    sim_ab, sim_ba, short)`` with ``ga < gb`` for two groups and ``ga =
+    gb`` for the pairs inside a group (``distance`` NULL: each pair of
+    documents takes its own).
+    """
+    t = _check_threshold(min_similarity)
+    sets, groups = _sets_and_groups(documents)
+    candidates = _prefix_join(groups, t).distinct()
     hashes_a = groups.select(F.col("gid").alias("ga"), F.col("hashes").alias("ha"),
                              F.col("size").alias("sa"))  # fmt: skip
     hashes_b = groups.select(F.col("gid").alias("gb"), F.col("hashes").alias("hb"),

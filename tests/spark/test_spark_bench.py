@@ -1,0 +1,96 @@
+"""The Spark benchmark's section of docs/BENCHMARKS.md, from the JSON a run writes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from benchmarks.spark import BILLION, band_model, spark_section
+
+
+def run_results(sizes: bool = True, corpus: bool = True) -> dict[str, Any]:
+    """Results in the shape ``python -m benchmarks.spark --results`` writes."""
+    masters = ["local[1]", "local[2]"]
+    results: dict[str, Any] = {
+        "cpu": "a test CPU", "cores": 2, "python": "3.11", "postgresql": "15.20",
+        "nearsim": "0.4.0", "spark": "3.5.9", "masters": masters, "shuffle_partitions": 16,
+        "driver_memory": "3g", "seconds": 1234.0, "sizes": [], "corpus": None, "model": {},
+    }  # fmt: skip
+    if sizes:
+        results["sizes"].append({
+            "rows": 1_000_000, "described": "text-like", "distinct": 818_000,
+            "postgresql": {"3": {"pairs": 53_822_640, "seconds": 10.0},
+                           "6": {"pairs": 57_909_890, "seconds": 19.0}},
+            "spark": [{"master": master, "k": k, "pairs": pairs, "seconds": seconds,
+                       "shuffle_bytes": 428 * 1_000_000 * (k // 3),
+                       "shuffle_bytes_per_doc": 428.0 * (k // 3), "groups_seconds": seconds - 10,
+                       "groups_shuffle_bytes": 0, "candidates": 0,
+                       "candidates_per_doc": 5.33 * (k // 3)}
+                      for master in masters
+                      for k, pairs, seconds in ((3, 53_822_640, 48.8), (6, 57_909_890, 343.3))],
+        })  # fmt: skip
+    if corpus:
+        results["corpus"] = {
+            "size": "full", "seed": 3, "documents": 20_500, "bytes": 87_673_879,
+            "originals": 2_829, "distinct": 20_000, "client_seconds": 2.0,
+            "postgresql": {"simhash_seconds": 0.7, "load_seconds": 1.0, "enable_seconds": 2.0,
+                           "pairs": {"3": {"pairs": 33_000, "seconds": 0.1},
+                                     "6": {"pairs": 36_133, "seconds": 0.1}},
+                           "verified": {"0.8": {"pairs": 53_387, "seconds": 3.6},
+                                        "0.5": {"pairs": 68_710, "seconds": 4.1}}},
+            "spark": [
+                {"master": master, "question": "fingerprints", "result": 20_500, "seconds": 4.0,
+                 "shuffle_bytes": 0, "shuffle_bytes_per_doc": 0.0, "candidates_per_doc": None,
+                 "equal": True} for master in masters
+            ] + [
+                {"master": master, "question": "pairs", "k": k, "result": pairs, "seconds": 9.0,
+                 "shuffle_bytes": 1, "shuffle_bytes_per_doc": 300.0, "candidates": 1,
+                 "candidates_per_doc": 1.5, "equal": True}
+                for master in masters for k, pairs in ((3, 33_000), (6, 36_133))
+            ] + [
+                {"master": master, "question": "verified", "min_similarity": s, "result": pairs,
+                 "seconds": 60.0, "shuffle_bytes": 1, "shuffle_bytes_per_doc": 20_000.0,
+                 "candidates": 1, "candidates_per_doc": 130.0, "equal": True}
+                for master in masters for s, pairs in ((0.8, 53_387), (0.5, 68_710))
+            ],
+        }  # fmt: skip
+    distinct = 818_000 if sizes else 20_000
+    results["model"] = {str(k): {"measured": band_model(distinct, k),
+                                 "billion": band_model(BILLION, k)} for k in (3, 6)}
+    return results
+
+
+def test_the_band_model_is_that_of_choose_bands() -> None:
+    at_a_million, at_a_billion = band_model(818_000, 3), band_model(BILLION, 3)
+    assert (at_a_million["bands"], at_a_million["widths"], at_a_million["radii"]) == (
+        3, [22, 21, 21], [1, 0, 0])
+    assert at_a_million["rows"] == 23 + 1 + 1 + 3  # 25 probes, and one index row a band
+    assert (at_a_billion["bands"], at_a_billion["widths"], at_a_billion["radii"]) == (
+        2, [32, 32], [1, 1])
+    assert at_a_billion["chance"] > at_a_million["chance"] > 0
+
+
+def test_the_section_shows_the_run_and_a_billion_on_paper() -> None:
+    section = spark_section(run_results())
+    assert "#### The evaluation corpus" in section and "#### Synthetic fingerprints" in section
+    assert "| verified pairs, S_R >= 0.8 | 53,387 pairs | 3.6 | 60.0 | 60.0 | 20,000 | 130.00 |" \
+        in section
+    assert "| 1,000,000 | 3 | 53,822,640 | 10.0 | 48.8 | 48.8 | 38.8 / 38.8 | 428 | 5.33 |" \
+        in section
+    flowing = " ".join(section.split())
+    model = run_results()["model"]["3"]
+    work = model["billion"]["work"] / model["measured"]["work"]
+    assert f"{work:.1f} times the work per document" in flowing
+    assert "49 core-seconds per million documents" in flowing
+    # Manku et al.: a thousand batches of a million queries against an eighth of 8 billion.
+    assert "about 2.5 \u00d7 10\u2076 mapper-seconds by their figure, 3.5 hours on 200 mappers" \
+        in flowing
+    assert "N = 50 (200 cores)" in flowing and "At k = 6 the same model" in flowing
+
+
+def test_the_section_of_partial_runs() -> None:
+    only_corpus = " ".join(spark_section(run_results(sizes=False)).split())
+    assert "#### Synthetic fingerprints" not in only_corpus
+    assert "no synthetic size in this run" in only_corpus
+    only_sizes = spark_section(run_results(corpus=False))
+    assert "#### The evaluation corpus" not in only_sizes and "1,000,000" in only_sizes
+    assert spark_section(None).startswith("No results of `make bench-spark`")
