@@ -102,9 +102,11 @@ bench-verified: database
 	if [ -f $(BENCH_RESULTS)/run.json ]; then \
 		$(VENV_PYTHON) -m benchmarks.docs $(BENCH_RESULTS) docs; fi
 
-# All pairs on Spark local[1] and local[2] against nearsim_pairs in PostgreSQL,
-# on the same 1 million synthetic fingerprints (SPARK_SIZES="1000000 10000000"
-# for 10 million as well); figures in docs/SPARK.md.  Not part of `make test`.
+# nearsim.spark on local[1] and local[2] against PostgreSQL on the same data: all
+# pairs of 1 million synthetic fingerprints (SPARK_SIZES="1000000 10000000" for
+# 10 million as well, SPARK_SIZES= for none), and fingerprints, pairs and
+# verified pairs of the evaluation corpus; benchmarks/results/spark.json, for
+# the Spark section of docs/BENCHMARKS.md.  Not part of `make test`.
 SPARK_SIZES ?= 1000000
 bench-spark: database
 	mkdir -p $(BENCH_RESULTS)
