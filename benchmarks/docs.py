@@ -4,10 +4,11 @@
 
 RESULTS_DIR holds ``run.json`` (``python -m benchmarks.run --results``) and
 what ``python -m benchmarks.quality --output-dir`` wrote (``quality.md`` and
-its PNG figures), and, when they were run, ``scale.json`` (``make bench-10m``)
-and ``verified.json`` and ``verified.md`` (``make bench-verified``: verified
-search against MinHashLSH on real near-duplicates, at 100,000 documents and
-along the cost curve); DOCS_DIR receives ``BENCHMARKS.md`` and the figures.
+its PNG figures) and ``python -m benchmarks.verified --output-dir`` wrote
+(``verified.json``, ``verified.md``, its figure: verified search against
+MinHashLSH on real near-duplicates, at 100,000 documents and along the cost
+curve), and ``scale.json`` when ``make bench-10m`` ran; DOCS_DIR receives
+``BENCHMARKS.md`` and the figures.
 Nothing is measured here: every number comes from those files, so each
 section shows one run.
 """
@@ -238,8 +239,8 @@ def verified_section(results: Path) -> tuple[str, dict[str, Any] | None]:
     """The section written by ``make bench-verified`` (benchmarks/verified.py), and its results."""
     page, data = results / "verified.md", results / "verified.json"
     if not (page.exists() and data.exists()):
-        return ("No results of `make bench-verified` (benchmarks/verified.py) next to this"
-                " run.", None)
+        return ("No results of benchmarks/verified.py (`make bench` or `make bench-verified`)"
+                " next to this run.", None)
     return page.read_text(encoding="utf-8"), json.loads(data.read_text(encoding="utf-8"))
 
 

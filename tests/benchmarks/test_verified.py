@@ -181,7 +181,7 @@ def test_quick_verified_run(database: str, doc_directory: Path, tmp_path: Path) 
     misses = sum(row[5] == "no" for row in results["summary"])
     listed = [line for line in missed.splitlines() if line.startswith("- ")]
     assert len(listed) == misses if misses else missed.startswith("Every target")
-    assert "No results of `make bench-verified`" in docs.verified_section(tmp_path)[0]
+    assert "No results of benchmarks/verified.py" in docs.verified_section(tmp_path)[0]
     with psycopg.connect(database) as conn:
         left = conn.execute(
             "SELECT count(*) FROM pg_namespace WHERE nspname LIKE 'nearsim_quality_%'"
