@@ -507,6 +507,11 @@ def _question(run: dict[str, Any]) -> str:
     return f"verified pairs, S_R >= {run['min_similarity']}"
 
 
+def _seconds(value: float) -> str:
+    """Seconds with two decimals below one, else one."""
+    return f"{value:.2f}" if value < 1 else f"{value:.1f}"
+
+
 def corpus_rows(corpus: dict[str, Any], markdown: bool = False) -> list[list[str]]:
     """One row per question: result, PostgreSQL seconds, seconds per master, shuffle bytes
     and candidates per document (of each master, when they differ)."""
@@ -519,15 +524,15 @@ def corpus_rows(corpus: dict[str, Any], markdown: bool = False) -> list[list[str
         first = runs[0]
         if first["question"] == "fingerprints":
             result = f"{first['result']:,} fingerprints"
-            database = (f"{postgresql['simhash_seconds']:.1f} (client"
-                        f" {corpus['client_seconds']:.1f})")
+            database = (f"{_seconds(postgresql['simhash_seconds'])} (client"
+                        f" {_seconds(corpus['client_seconds'])})")
         elif first["question"] == "pairs":
             result = f"{first['result']:,} pairs"
-            database = f"{postgresql['pairs'][str(first['k'])]['seconds']:.1f}"
+            database = _seconds(postgresql["pairs"][str(first["k"])]["seconds"])
         else:
             result = f"{first['result']:,} pairs"
-            database = f"{postgresql['verified'][str(first['min_similarity'])]['seconds']:.1f}"
-        seconds = {run["master"]: f"{run['seconds']:.1f}" for run in runs}
+            database = _seconds(postgresql["verified"][str(first["min_similarity"])]["seconds"])
+        seconds = {run["master"]: _seconds(run["seconds"]) for run in runs}
         shuffle = " / ".join(dict.fromkeys(f"{run['shuffle_bytes_per_doc']:,.0f}" for run in runs))
         candidates = ("-" if first["candidates_per_doc"] is None
                       else f"{first['candidates_per_doc']:,.2f}")  # fmt: skip
@@ -588,8 +593,18 @@ EXECUTOR_CORES = 4
 EXECUTORS = (50, 250, 1000)
 
 
+def _layout(model: dict[str, Any]) -> str:
+    return (f"{model['bands']} bands of {'/'.join(map(str, model['widths']))} bits (radii"
+            f" {'/'.join(map(str, model['radii']))})")
+
+
 def billion(results: dict[str, Any]) -> str:
-    """What the measured k = 3 run implies for all pairs of a billion documents."""
+    """What the measured k = 3 run implies for all pairs of a billion documents.
+
+    Times come from the largest synthetic size; a run without one (the
+    corpus alone) gives the model and the shuffle, not a time: on 20,500
+    documents Spark's fixed cost of seconds per job is most of the time.
+    """
     model = results.get("model") or {}
     if "3" not in model:
         return ""
@@ -601,15 +616,14 @@ def billion(results: dict[str, Any]) -> str:
         if runs:
             base, documents = runs[0], size["rows"]
             what = f"the {documents:,} synthetic fingerprints"
+    timed = base is not None
     if base is None and results.get("corpus"):
         corpus = results["corpus"]
         runs = [run for run in corpus["spark"] if run["question"] == "pairs"
                 and run.get("k") == 3 and run["master"] == MASTERS[0]]  # fmt: skip
         if runs:
             base, documents = runs[0], corpus["documents"]
-            what = (f"the evaluation corpus's {documents:,} documents (no synthetic size in"
-                    " this run: Spark's fixed cost of seconds per job weighs on so few"
-                    " documents, so this overstates the cost per document)")
+            what = f"the evaluation corpus's {documents:,} documents"
     if base is None:
         return ""
     measured, large = model["3"]["measured"], model["3"]["billion"]
@@ -622,46 +636,53 @@ def billion(results: dict[str, Any]) -> str:
     manku_mapper_seconds = manku_batches * manku_share * MANKU_SECONDS * MANKU_MAPPERS
     on = "; ".join(f"N = {n:,} ({n * EXECUTOR_CORES:,} cores): about"
                    f" {_duration(core_seconds / (n * EXECUTOR_CORES))}" for n in EXECUTORS)
-    text = f"""From `local[1]` at k = 3 on {what}: {base["seconds"]:.1f} s, or
-{per_doc * 1e6:,.0f} core-seconds per million documents, with {base["shuffle_bytes_per_doc"]:,.0f}
-bytes of shuffle per document. The work per document grows with the collection, because chance
-matches in a band grow with the number of fingerprints; the band layout then takes fewer, wider
-bands. The cost model of `choose_bands` (probe and index rows plus chance candidates per
-document) picks {measured["bands"]} bands of {"/".join(map(str, measured["widths"]))} bits (radii
-{"/".join(map(str, measured["radii"]))}) for the {measured["distinct"]:,} distinct fingerprints
-measured: {measured["rows"]:,.0f} join rows and {measured["chance"]:,.1f} chance candidates per
-document; for a billion distinct fingerprints {large["bands"]} bands of
-{"/".join(map(str, large["widths"]))} bits (radii {"/".join(map(str, large["radii"]))}):
-{large["rows"]:,.0f} rows and {large["chance"]:,.1f} chance candidates, {work:.1f} times the work
-per document. So all pairs of 10⁹ documents at k = 3 take about {_power(core_seconds)} core-seconds,
-on N executors of {EXECUTOR_CORES} cores: {on}; and some {_bytes(shuffle)} of shuffle per
-document, {_bytes(shuffle * BILLION)} in all, which the network and the executors' disks must
-carry in that time (local mode measured no network). Manku, Jain and Das Sarma (WWW 2007) report
-a batch of {MANKU_QUERIES:,} queries against {MANKU_FINGERPRINTS / 1e9:.0f} billion fingerprints
-at k = 3 in about {MANKU_SECONDS} s on {MANKU_MAPPERS} mappers, each mapper solving the whole
-batch against its share of the fingerprints. All pairs of a billion is {manku_batches:,.0f} such
-batches against {manku_share:.3g} of their data: about {_power(manku_mapper_seconds)}
-mapper-seconds by their figure, {_duration(manku_mapper_seconds / MANKU_MAPPERS)} on
-{MANKU_MAPPERS} mappers, against {_duration(core_seconds / MANKU_MAPPERS)} estimated here on as
-many cores (two decades of hardware apart, and an estimate from one machine)."""
+    manku = f"""Manku, Jain and Das Sarma (WWW 2007) report a batch of {MANKU_QUERIES:,} queries
+against {MANKU_FINGERPRINTS / 1e9:.0f} billion fingerprints at k = 3 in about {MANKU_SECONDS} s
+on {MANKU_MAPPERS} mappers, each mapper solving the whole batch against its share of the
+fingerprints. All pairs of a billion is {manku_batches:,.0f} such batches against
+{manku_share:.3g} of their data: about {_power(manku_mapper_seconds)} mapper-seconds by their
+figure, {_duration(manku_mapper_seconds / MANKU_MAPPERS)} on {MANKU_MAPPERS} mappers"""
+    grows = f"""The work per document grows with the collection, because chance matches in a band
+grow with the number of fingerprints; the band layout then takes fewer, wider bands. The cost
+model of `choose_bands` (probe and index rows plus chance candidates per document) picks
+{_layout(measured)} for the {measured["distinct"]:,} distinct fingerprints measured:
+{measured["rows"]:,.0f} join rows and {measured["chance"]:,.1f} chance candidates per document;
+for a billion distinct fingerprints {_layout(large)}: {large["rows"]:,.0f} rows and
+{large["chance"]:,.1f} chance candidates, {work:.1f} times the work per document."""
+    if timed:
+        text = f"""From `local[1]` at k = 3 on {what}: {base["seconds"]:.1f} s, or
+{per_doc * 1e6:,.0f} core-seconds per million documents, with
+{base["shuffle_bytes_per_doc"]:,.0f} bytes of shuffle per document. {grows} So all pairs of 10⁹
+documents at k = 3 take about {_power(core_seconds)} core-seconds, on N executors of
+{EXECUTOR_CORES} cores: {on}; and some {_bytes(shuffle)} of shuffle per document,
+{_bytes(shuffle * BILLION)} in all, which the network and the executors' disks must carry in that
+time (local mode measured no network). {manku}, against {_duration(core_seconds / MANKU_MAPPERS)}
+estimated here on as many cores (two decades of hardware apart, and an estimate from one
+machine)."""
+    else:
+        text = f"""This run has no synthetic size (`SPARK_SIZES=`), and on {what} Spark's fixed
+cost of seconds per job is most of the {base["seconds"]:.1f} s of `local[1]` at k = 3, so no time
+is estimated from it: run `make bench-spark` with its million fingerprints for that. The shuffle
+per document does carry over: {base["shuffle_bytes_per_doc"]:,.0f} bytes here. {grows} That
+makes some {_bytes(shuffle)} of shuffle per document for a billion documents at k = 3,
+{_bytes(shuffle * BILLION)} in all, which the network and the executors' disks must carry.
+{manku}."""
     if "6" in model:
         six_measured, six = model["6"]["measured"], model["6"]["billion"]
-        six_runs = [run for run in (results["sizes"][-1]["spark"] if results.get("sizes")
-                                    else []) if run["k"] == 6 and run["master"] == MASTERS[0]]
+        six_runs = [run for run in (results["sizes"][-1]["spark"] if timed else [])
+                    if run["k"] == 6 and run["master"] == MASTERS[0]]  # fmt: skip
         growth = six["work"] / six_measured["work"]
         estimate = ""
-        if six_runs and results.get("sizes"):
+        if six_runs:
             six_core = six_runs[0]["seconds"] / documents * growth * BILLION
             six_shuffle = (six_runs[0]["shuffle_bytes_per_doc"] * six["rows"]
                            / six_measured["rows"] * BILLION)  # fmt: skip
             estimate = (f", about {six_core / 3600:,.0f} core-hours and {_bytes(six_shuffle)}"
                         " of shuffle for a billion documents")
-        text += f""" At k = 6 the same model gives {six["bands"]} bands of
-{"/".join(map(str, six["widths"]))} bits with radii {"/".join(map(str, six["radii"]))}:
-{six["rows"]:,.0f} join rows and {six["chance"]:,.0f} chance candidates per document,
-{growth:.0f} times the work per document measured at k = 6{estimate}: at that scale k = 6 calls
-for another layout (more copies of the index with fewer probes each), not only more
-executors."""
+        text += f""" At k = 6 the same model gives {_layout(six)}: {six["rows"]:,.0f} join rows and
+{six["chance"]:,.0f} chance candidates per document, {growth:.0f} times the work per document
+measured at k = 6{estimate}: at that scale k = 6 calls for another layout (more copies of the
+index with fewer probes each), not only more executors."""
     return "#### One billion documents on N executors, on paper\n\n" + _prose(text)
 
 
@@ -682,12 +703,13 @@ def spark_section(results: dict[str, Any] | None) -> str:
 {results["seconds"]:.0f} s): Spark {results["spark"]} in local mode ({", ".join(
         f"`{master}`" for master in results["masters"])}, a fresh session for each, {memory} of
 driver memory, {results["shuffle_partitions"]} shuffle partitions)
-against PostgreSQL {results["postgresql"]} (one backend, no parallel workers) on the same data
-in the same run; nearsim {results["nearsim"]}, {results["cpu"]}, {results["cores"]} cores. Each
-time is one run, wall clock. Shuffle bytes are those written by the job's stages (Spark's
-monitoring API), per document; candidates are the rows of the band join before the distance
-check, per document (for verified pairs: of the join of the shingle prefixes, before the
-overlaps are counted). Every Spark answer is checked against PostgreSQL's in the run.""")]
+against PostgreSQL {results["postgresql"].split(" (")[0]}, one backend and no parallel workers, on
+the same data in the same run; nearsim {results["nearsim"]}, {results["cpu"]},
+{results["cores"]} cores. Each time is one run, wall clock. Shuffle bytes are those written by
+the job's stages (Spark's monitoring API), per document; candidates are the rows of the band
+join before the distance check, per document (for verified pairs: of the join of the shingle
+prefixes, before the overlaps are counted). Every Spark answer is checked against PostgreSQL's
+in the run.""")]
     corpus = results.get("corpus")
     if corpus:
         intro = f"""{corpus["documents"]:,} documents of `benchmarks/corpus.py` (size
@@ -708,10 +730,10 @@ client's `nearsim.simhash` in one Python process."""
             for k, run in size["postgresql"].items():
                 spark = {s["master"]: s for s in size["spark"] if str(s["k"]) == k}
                 first = next(iter(spark.values()))
-                rows.append([f"{size['rows']:,}", k, f"{run['pairs']:,}", f"{run['seconds']:.1f}",
-                             *(f"{spark[m]['seconds']:.1f}" if m in spark else "-"
+                rows.append([f"{size['rows']:,}", k, f"{run['pairs']:,}", _seconds(run["seconds"]),
+                             *(_seconds(spark[m]["seconds"]) if m in spark else "-"
                                for m in results["masters"]),
-                             " / ".join(f"{spark[m]['groups_seconds']:.1f}" for m in spark),
+                             " / ".join(_seconds(spark[m]["groups_seconds"]) for m in spark),
                              f"{first['shuffle_bytes_per_doc']:,.0f}",
                              f"{first['candidates_per_doc']:.2f}"])  # fmt: skip
         intro = f"""The text-like sets of the benchmarks (`benchmarks/docsets.py`: a block of

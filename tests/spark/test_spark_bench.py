@@ -90,7 +90,9 @@ def test_the_section_shows_the_run_and_a_billion_on_paper() -> None:
 def test_the_section_of_partial_runs() -> None:
     only_corpus = " ".join(spark_section(run_results(sizes=False)).split())
     assert "#### Synthetic fingerprints" not in only_corpus
-    assert "no synthetic size in this run" in only_corpus
+    assert "This run has no synthetic size" in only_corpus
+    assert "core-seconds" not in only_corpus  # no time from so few documents
+    assert "3.5 hours on 200 mappers" in only_corpus
     only_sizes = spark_section(run_results(corpus=False))
     assert "#### The evaluation corpus" not in only_sizes and "1,000,000" in only_sizes
     assert spark_section(None).startswith("No results of `make bench-spark`")
