@@ -183,8 +183,8 @@ def band_model(distinct: int, k: int) -> dict[str, Any]:
 
     ``rows``: the probe and index rows each fingerprint puts into the band
     join (what is shuffled); ``chance``: the candidates it meets by chance
-    among random fingerprints; ``work``: the two together (the model's
-    cost per document).
+    among random fingerprints, each pair counted once (``x < y``, as the
+    measured candidates are); ``work``: the two together.
     """
     from nearsim.spark.search import choose_bands
 
@@ -199,7 +199,7 @@ def band_model(distinct: int, k: int) -> dict[str, Any]:
         widths.append(width)
         radii.append(radius)
         rows += probes + 1
-        chance += probes * distinct / 2.0**width
+        chance += probes * distinct / 2.0**width / 2
     return {"distinct": distinct, "bands": bands, "widths": widths, "radii": radii,
             "rows": rows, "chance": chance, "work": rows + chance}  # fmt: skip
 
