@@ -244,6 +244,18 @@ def verified_section(results: Path) -> tuple[str, dict[str, Any] | None]:
     return page.read_text(encoding="utf-8"), json.loads(data.read_text(encoding="utf-8"))
 
 
+def spark_page(results: Path) -> str:
+    """The section of ``make bench-spark`` (benchmarks/spark.py), from its results."""
+    data = results / "spark.json"
+    if not data.exists():
+        return "No results of `make bench-spark` (benchmarks/spark.py) next to this run."
+    try:
+        from .spark import spark_section  # needs pyarrow, from the spark extra
+    except ImportError as error:
+        return f"The results of `make bench-spark` need the spark extra to be shown ({error})."
+    return spark_section(json.loads(data.read_text(encoding="utf-8")))
+
+
 def write(results: Path, docs: Path) -> Path:
     run = json.loads((results / "run.json").read_text(encoding="utf-8"))
     scale_json = results / "scale.json"
@@ -306,6 +318,10 @@ nearsim {run["nearsim"]}, PostgreSQL {run["postgresql"]}, Python {run["python"]}
 ### At 1 and 10 million documents, as a user fills the table
 
 {scale_section(scale)}
+
+### Beyond one machine: Apache Spark
+
+{spark_page(results)}
 
 ## Where targets are missed
 
