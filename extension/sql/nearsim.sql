@@ -755,10 +755,13 @@ BEGIN
 	-- the documents' own fingerprints decide; ties in key order, as
 	-- ORDER BY hamming(si, query), key LIMIT n
 	IF scan THEN
+		-- keys become text after the LIMIT: casting every row's key cost
+		-- more than the scan itself
 		RETURN QUERY EXECUTE pg_catalog.format(
-			'SELECT d.%1$I::pg_catalog.text, @extschema@.hamming(d.%2$I, $1) FROM %3$s AS d'
+			'SELECT s.key::pg_catalog.text, s.distance FROM ('
+			'SELECT d.%1$I AS key, @extschema@.hamming(d.%2$I, $1) AS distance FROM %3$s AS d'
 			' WHERE @extschema@.hamming(d.%2$I, $1) OPERATOR(pg_catalog.<=) $2'
-			' ORDER BY 2, d.%1$I LIMIT $3',
+			' ORDER BY 2, 1 LIMIT $3) AS s ORDER BY s.distance, s.key',
 			entry.key_column, entry.hash_column, tbl)
 			USING query, max_distance, n;
 	ELSIF entry.bucket_table IS NULL THEN

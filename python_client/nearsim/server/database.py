@@ -15,6 +15,7 @@ class Database(Protocol):
     """What the server code needs from ``plpy``."""
 
     def execute(self, query: str) -> Any: ...
+    def cursor(self, query: str) -> Any: ...
     def quote_ident(self, name: str) -> str: ...
     def quote_literal(self, value: str) -> str: ...
     def notice(self, message: str) -> None: ...
@@ -31,6 +32,9 @@ class Plpy:
 
     def execute(self, query: str) -> Any:
         return self._plpy.execute(query)
+
+    def cursor(self, query: str) -> Any:
+        return self._plpy.cursor(query)
 
     def quote_ident(self, name: str) -> str:
         return str(self._plpy.quote_ident(name))
@@ -82,6 +86,24 @@ class Session:
 
     def execute(self, query: str) -> Any:
         return self.db.execute(query)
+
+    def rows(self, query: str, batch: int = 10_000) -> Iterator[dict[str, Any]]:
+        """The rows of ``query``, read ``batch`` at a time.
+
+        The first batch is read now, so an error of the query is raised
+        here, with its SQLSTATE, not inside a generator, where PL/Python
+        would hide it behind "error fetching next item from iterator".
+        """
+        cursor = self.db.cursor(query)
+        first = cursor.fetch(batch)
+
+        def every() -> Iterator[dict[str, Any]]:
+            fetched = first
+            while fetched:
+                yield from fetched
+                fetched = cursor.fetch(batch)
+
+        return every()
 
     def one(self, query: str) -> dict[str, Any]:
         """The first row of ``query`` as a dict."""

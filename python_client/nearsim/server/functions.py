@@ -13,7 +13,7 @@ signatures.  ``plpy`` is PL/Python's module; everything below goes through
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import numpy
@@ -156,9 +156,8 @@ def nearsim_similar_verified(plpy: Any, tbl: str, query: str | None, min_similar
 
 
 def nearsim_pairs_verified(plpy: Any, tbl: str, min_similarity: float, measure: str,
-                           max_distance: int | None) -> list[tuple[Any, ...]]:
-    return list(search.pairs_verified(_session(plpy), tbl, min_similarity, measure,
-                                      max_distance))
+                           max_distance: int | None) -> Iterable[tuple[Any, ...]]:
+    return search.pairs_verified(_session(plpy), tbl, min_similarity, measure, max_distance)
 
 
 def nearsim_clusters_verified(plpy: Any, tbl: str, min_similarity: float, measure: str,

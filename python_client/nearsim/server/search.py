@@ -8,7 +8,7 @@ texts passes (:mod:`nearsim.core.measures`).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 import numpy as np
 
@@ -210,7 +210,7 @@ def _set_similar(session: Session, enabled: Enabled, query: str, min_similarity:
 
 def pairs_verified(
     session: Session, tbl: str, min_similarity: float, measure: str, max_distance: int | None
-) -> list[tuple[str, str, int, float, bool]]:
+) -> Iterable[tuple[str, str, int, float, bool]]:
     """``nearsim_pairs_verified``: pairs within the radius at least ``min_similarity`` similar.
 
     The texts of the documents in a piece of candidate pairs are read once
@@ -247,21 +247,22 @@ def pairs_verified(
 
 
 def _resemblance_pairs(session: Session, enabled: Enabled,
-                       min_similarity: float) -> list[tuple[str, str, int, float, bool]]:
+                       min_similarity: float) -> Iterator[tuple[str, str, int, float, bool]]:
     """Every pair at least ``min_similarity`` similar in S_R, exactly, whatever its distance.
 
     The set-similarity join of ``nearsim_resemblance_pairs`` (C) reads every
     text once and compares the shingle sets that a prefix filter leaves:
-    no candidate radius, so no pair is missed.
+    no candidate radius, so no pair is missed.  Its rows are passed on as
+    they are read: a corpus of many copies has millions of pairs.
     """
     reg = enabled.registration
-    rows = session.execute(
+    rows = session.rows(
         f"SELECT a, b, distance, similarity, short FROM {session.ext}.nearsim_resemblance_pairs("
         f"{session.literal(enabled.table.qualified)}::pg_catalog.regclass,"
         f" {session.literal(enabled.table.key_column)}, {session.literal(reg.text_column)},"
         f" {session.literal(reg.hash_column)}, {float(min_similarity)!r}::pg_catalog.float8)"
     )
-    return [(r["a"], r["b"], r["distance"], r["similarity"], r["short"]) for r in rows]
+    return ((r["a"], r["b"], r["distance"], r["similarity"], r["short"]) for r in rows)
 
 
 def clusters_verified(
@@ -272,7 +273,7 @@ def clusters_verified(
     _check_method(session, method, hint="Use 'components' or 'pivot'.")
     if min_size is None or min_size < 1:
         session.fail(f"min_size must be at least 1, not {min_size}")
-    found = pairs_verified(session, tbl, min_similarity, measure, max_distance)
+    found = list(pairs_verified(session, tbl, min_similarity, measure, max_distance))
     keys = sorted({k for a, b, *_ in found for k in (a, b)})
     position = {k: i for i, k in enumerate(keys)}
     first = np.array([position[a] for a, *_ in found], dtype=np.int64)
