@@ -89,9 +89,8 @@ def test_paragraph_set_keeps_each_paragraph_once(doc_directory: Path) -> None:
 
 
 def test_package_versions_of_the_system() -> None:
+    # nearsim runs on Debian, where dpkg lists the installed packages
     versions = wild.package_versions()
-    if not versions:
-        pytest.skip("no dpkg here")
     assert versions.get("base-files")
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 
 import psycopg
 import pytest
@@ -25,6 +25,17 @@ def edited(rng: random.Random, text: str) -> str:
     return " ".join(words[:cut] + ["selah", "amen"] * (length // 2) + words[cut:])
 
 
+def load_table(conn: psycopg.Connection, table: str, bodies: Mapping[int, str | None]) -> None:
+    """An enabled table ``(id, body)`` holding ``bodies``."""
+    conn.execute(sql.SQL("CREATE TABLE {} (id bigint PRIMARY KEY, body text)").format(
+        sql.Identifier(table)))
+    conn.execute("SELECT nearsim_enable(%s, 'body')", [table])
+    with conn.cursor().copy(sql.SQL("COPY {} (id, body) FROM STDIN").format(
+            sql.Identifier(table))) as copy:
+        for key, body in bodies.items():
+            copy.write_row((key, body))
+
+
 @pytest.fixture(scope="module")
 def corpus(database: str) -> Iterator[tuple[str, dict[int, str]]]:
     rng = random.Random(3)
@@ -35,13 +46,7 @@ def corpus(database: str) -> Iterator[tuple[str, dict[int, str]]]:
     bodies[400] = "a very short note"
     table = f"verified_{uuid.uuid4().hex[:8]}"
     with psycopg.connect(database, autocommit=True) as conn:
-        conn.execute(sql.SQL("CREATE TABLE {} (id bigint PRIMARY KEY, body text)").format(
-            sql.Identifier(table)))
-        conn.execute("SELECT nearsim_enable(%s, 'body')", [table])
-        with conn.cursor().copy(sql.SQL("COPY {} (id, body) FROM STDIN").format(
-                sql.Identifier(table))) as copy:
-            for key, body in bodies.items():
-                copy.write_row((key, body))
+        load_table(conn, table, bodies)
     yield table, bodies
     with psycopg.connect(database, autocommit=True) as conn:
         conn.execute(sql.SQL("DROP TABLE {} CASCADE").format(sql.Identifier(table)))
@@ -193,13 +198,7 @@ def test_verified_pairs_of_odd_documents(database: str, minimum: float) -> None:
         bodies[number] = base if number % 7 == 0 else edited(rng, base)
     table = f"odd_{uuid.uuid4().hex[:8]}"
     with psycopg.connect(database, autocommit=True) as conn:
-        conn.execute(sql.SQL("CREATE TABLE {} (id bigint PRIMARY KEY, body text)").format(
-            sql.Identifier(table)))
-        conn.execute("SELECT nearsim_enable(%s, 'body')", [table])
-        with conn.cursor().copy(sql.SQL("COPY {} (id, body) FROM STDIN").format(
-                sql.Identifier(table))) as copy:
-            for key, body in bodies.items():
-                copy.write_row((key, body))
+        load_table(conn, table, bodies)
         try:
             rows = conn.execute("SELECT a, b, similarity, short FROM"
                                 " nearsim_pairs_verified(%s, %s)", [table, minimum]).fetchall()
@@ -271,13 +270,7 @@ def test_verified_pairs_on_random_sets_near_every_threshold(database: str) -> No
             bodies[key] = bodies[key - 1]  # identical to the one before
     table = f"random_{uuid.uuid4().hex[:8]}"
     with psycopg.connect(database, autocommit=True) as conn:
-        conn.execute(sql.SQL("CREATE TABLE {} (id bigint PRIMARY KEY, body text)").format(
-            sql.Identifier(table)))
-        conn.execute("SELECT nearsim_enable(%s, 'body')", [table])
-        with conn.cursor().copy(sql.SQL("COPY {} (id, body) FROM STDIN").format(
-                sql.Identifier(table))) as copy:
-            for key, body in bodies.items():
-                copy.write_row((key, body))
+        load_table(conn, table, bodies)
         try:
             for minimum in (0.2, 1 / 3, 0.5, 0.6, 2 / 3, 0.75, 0.8, 0.9, 1.0):
                 rows = conn.execute("SELECT a, b, similarity FROM nearsim_pairs_verified(%s, %s)",
