@@ -80,6 +80,7 @@ ERRORS: dict[str, str] = {
     "nearsim_resemblance": "none (NULL in, NULL out)",
     "nearsim_containment": "none (NULL in, NULL out)",
     "nearsim_shingle_count": "none (NULL in, NULL out)",
+    "nearsim_sketch": "none (NULL in, NULL out; NULL for a text without words)",
     "nearsim_resemblance_pairs": "22023 for a `min_similarity` not above 0 or above 1; 42501"
                                  " without SELECT on `tbl`; 42703 for a column `tbl` lacks",
     "nearsim_minhash": "22023 if `hashes` is outside 1..100000",

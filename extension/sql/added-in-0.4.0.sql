@@ -68,6 +68,13 @@ CREATE FUNCTION nearsim_shingle_count(document text) RETURNS bigint
 COMMENT ON FUNCTION nearsim_shingle_count(text) IS
 'distinct word 3-shingles of document (a text of one or two words has one); below 10 its fingerprint is unreliable and verified results mark it short';
 
+CREATE FUNCTION nearsim_sketch(document text) RETURNS integer[]
+	AS 'MODULE_PATHNAME', 'nearsim_sketch'
+	LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+COMMENT ON FUNCTION nearsim_sketch(text) IS
+'the 20 band keys of the banded MinHash of the word 3-shingles of document (NULL without words), key of the sketch index: CREATE INDEX ON docs USING gin (nearsim_sketch(body)) gives nearsim_similar_verified its candidates by S_R from 0.5 up, whatever the distance of their fingerprints';
+
 CREATE FUNCTION nearsim_resemblance_pairs(tbl regclass, key_column name, text_column name,
 		fingerprint_column name, min_similarity double precision)
 	RETURNS TABLE (a text, b text, distance integer, similarity double precision, short boolean)

@@ -448,6 +448,13 @@ CREATE FUNCTION nearsim_shingle_count(document text) RETURNS bigint
 COMMENT ON FUNCTION nearsim_shingle_count(text) IS
 'distinct word 3-shingles of document (a text of one or two words has one); below 10 its fingerprint is unreliable and verified results mark it short';
 
+CREATE FUNCTION nearsim_sketch(document text) RETURNS integer[]
+	AS 'MODULE_PATHNAME', 'nearsim_sketch'
+	LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+COMMENT ON FUNCTION nearsim_sketch(text) IS
+'the 20 band keys of the banded MinHash of the word 3-shingles of document (NULL without words), key of the sketch index: CREATE INDEX ON docs USING gin (nearsim_sketch(body)) gives nearsim_similar_verified its candidates by S_R from 0.5 up, whatever the distance of their fingerprints';
+
 CREATE FUNCTION nearsim_resemblance_pairs(tbl regclass, key_column name, text_column name,
 		fingerprint_column name, min_similarity double precision)
 	RETURNS TABLE (a text, b text, distance integer, similarity double precision, short boolean)
@@ -575,11 +582,12 @@ CREATE FUNCTION nearsim_similar_verified(tbl regclass, query text,
 		min_similarity double precision DEFAULT 0.8, measure text DEFAULT 's_r',
 		max_distance integer DEFAULT NULL)
 	RETURNS TABLE (key text, distance integer, similarity double precision, short boolean)
-	AS 'MODULE_PATHNAME', 'nearsim_python_call'
-	LANGUAGE C STABLE;
+	AS 'MODULE_PATHNAME', 'nearsim_similar_verified'
+	LANGUAGE C STABLE
+	SET search_path = pg_catalog, pg_temp;
 
 COMMENT ON FUNCTION nearsim_similar_verified(regclass, text, double precision, text, integer) IS
-'documents of tbl whose exact similarity to query (measure s_r, s_l, s_j, containment, information_s_l or information_s_j) is at least min_similarity, most similar first; candidates come from the rotation index within max_distance bits, by default the calibrated radius for min_similarity (nearsim_radius); short marks pairs where a text has fewer than 10 shingles';
+'documents of tbl whose exact similarity to query (measure s_r, s_l, s_j, containment, information_s_l or information_s_j) is at least min_similarity, most similar first; by S_R from 0.5 up without max_distance, candidates come from the table''s sketch index (a GIN index over nearsim_sketch(text column)) when it has one, otherwise from the rotation index within max_distance bits, by default the calibrated radius for min_similarity (nearsim_radius); short marks pairs where a text has fewer than 10 shingles';
 
 CREATE FUNCTION nearsim_pairs_verified_python(tbl regclass, min_similarity double precision DEFAULT 0.8,
 		measure text DEFAULT 's_r', max_distance integer DEFAULT NULL)

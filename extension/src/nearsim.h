@@ -55,8 +55,12 @@ extern void nearsim_check_owner_rights(Oid owner, Oid relid);
 extern const char *nearsim_utf8(const char *data, int *len);
 extern Size nearsim_shingle_hashes_utf8(const unsigned char *s, Size len, uint64 **hashes);
 
+/* resemblance.c: the distinct shingle hashes of a text datum, ascending */
+extern Size nearsim_text_shingles(text *document, uint64 **hashes);
+
 /* python_call.c: the PL/Python body <name>_python of a C function, its errors */
 extern Oid	nearsim_python_body(Oid outer);
+extern Datum nearsim_call_python_body(FunctionCallInfo fcinfo);
 extern void nearsim_rethrow_python_error(MemoryContext caller_context) pg_attribute_noreturn();
 
 /* What acting as a table's owner saved, to be restored (src/owner.c) */

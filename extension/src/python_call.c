@@ -116,8 +116,8 @@ nearsim_rethrow_python_error(MemoryContext caller_context)
  * state between calls in the FmgrInfo kept here.  An error is reported
  * again, at this level, without the body's context.
  */
-static Datum
-call_python_body(FunctionCallInfo fcinfo)
+Datum
+nearsim_call_python_body(FunctionCallInfo fcinfo)
 {
 	PythonBody *body = (PythonBody *) fcinfo->flinfo->fn_extra;
 	MemoryContext caller_context = CurrentMemoryContext;
@@ -155,7 +155,7 @@ PG_FUNCTION_INFO_V1(nearsim_python_call);
 Datum
 nearsim_python_call(PG_FUNCTION_ARGS)
 {
-	return call_python_body(fcinfo);
+	return nearsim_call_python_body(fcinfo);
 }
 
 PG_FUNCTION_INFO_V1(nearsim_check_profile);
@@ -172,5 +172,5 @@ nearsim_check_profile(PG_FUNCTION_ARGS)
 
 	if (strcmp(profile, DEFAULT_PROFILE) == 0)
 		PG_RETURN_BOOL(true);
-	return call_python_body(fcinfo);
+	return nearsim_call_python_body(fcinfo);
 }

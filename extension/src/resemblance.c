@@ -116,8 +116,8 @@ resemblance_of(Size common, Size size_a, Size size_b)
 }
 
 /* The distinct shingle hashes of a text datum, ascending; their number */
-static Size
-text_shingles(text *document, uint64 **hashes)
+Size
+nearsim_text_shingles(text *document, uint64 **hashes)
 {
 	int			len = VARSIZE_ANY_EXHDR(document);
 	const char *data = VARDATA_ANY(document);
@@ -167,7 +167,7 @@ first_argument_shingles(FunctionCallInfo fcinfo, uint64 **hashes)
 		if (cache->hashes != NULL)
 			pfree(cache->hashes);
 	}
-	cache->count = text_shingles(document, &cache->hashes);
+	cache->count = nearsim_text_shingles(document, &cache->hashes);
 	cache->bytes = palloc(Max(length, 1));
 	memcpy(cache->bytes, data, length);
 	cache->length = length;
@@ -188,7 +188,7 @@ nearsim_resemblance(PG_FUNCTION_ARGS)
 	uint64	   *a;
 	uint64	   *b;
 	Size		na = first_argument_shingles(fcinfo, &a);
-	Size		nb = text_shingles(PG_GETARG_TEXT_PP(1), &b);
+	Size		nb = nearsim_text_shingles(PG_GETARG_TEXT_PP(1), &b);
 
 	PG_RETURN_FLOAT8(resemblance_of(overlap_uint64(a, na, b, nb), na, nb));
 }
@@ -204,7 +204,7 @@ nearsim_containment(PG_FUNCTION_ARGS)
 	uint64	   *a;
 	uint64	   *b;
 	Size		na = first_argument_shingles(fcinfo, &a);
-	Size		nb = text_shingles(PG_GETARG_TEXT_PP(1), &b);
+	Size		nb = nearsim_text_shingles(PG_GETARG_TEXT_PP(1), &b);
 	Size		common = overlap_uint64(a, na, b, nb);
 
 	PG_RETURN_FLOAT8(na == 0 ? 0.0 : (double) common / (double) na);
@@ -216,7 +216,7 @@ Datum
 nearsim_shingle_count(PG_FUNCTION_ARGS)
 {
 	uint64	   *hashes;
-	Size		count = text_shingles(PG_GETARG_TEXT_PP(0), &hashes);
+	Size		count = nearsim_text_shingles(PG_GETARG_TEXT_PP(0), &hashes);
 
 	if (hashes != NULL)
 		pfree(hashes);
@@ -307,7 +307,7 @@ read_table(SetJoin *join, Oid relid, const char *key_column, const char *text_co
 			if (key_null || text_null)
 				continue;
 			old = MemoryContextSwitchTo(context);
-			size = text_shingles(DatumGetTextPP(body), &hashes);
+			size = nearsim_text_shingles(DatumGetTextPP(body), &hashes);
 			if (size == 0)
 			{
 				MemoryContextSwitchTo(old);

@@ -1,4 +1,7 @@
-"""Verified search: exactly the documents whose measured similarity passes, within the radius."""
+"""Verified search: exactly the documents whose measured similarity passes.
+
+Candidates come from within the radius, or from the sketch index at any distance.
+"""
 
 from __future__ import annotations
 
@@ -280,3 +283,262 @@ def test_verified_pairs_on_random_sets_near_every_threshold(database: str) -> No
                 assert len(rows) == len(expected)
         finally:
             conn.execute(sql.SQL("DROP TABLE {} CASCADE").format(sql.Identifier(table)))
+
+
+# --- The sketch index: candidates by S_R at any distance
+
+SEARCH = "SELECT key, distance, similarity, short FROM nearsim_similar_verified(%s, %s, %s)"
+
+
+def sketch_index(conn: psycopg.Connection, table: str) -> None:
+    conn.execute(sql.SQL("CREATE INDEX {} ON {} USING gin (nearsim_sketch(body))").format(
+        sql.Identifier(f"{table}_sketch"), sql.Identifier(table)))
+
+
+@pytest.fixture(scope="module")
+def sketched(database: str) -> Iterator[tuple[str, dict[int, str]]]:
+    """KJV chapters, edited copies of them, copies cut short, and a short note; indexed."""
+    rng = random.Random(5)
+    texts = [c.text for c in kjv_chapters(["Genesis", "Ruth", "Psalms"])][:200]
+    bodies = dict(enumerate(texts))
+    for number in range(200, 320):
+        bodies[number] = edited(rng, rng.choice(texts))
+    for number in range(320, 360):  # a third to two thirds of a chapter: S_R 0.3 to 0.7
+        words = rng.choice(texts).split()
+        bodies[number] = " ".join(words[:rng.randrange(len(words) // 3, 2 * len(words) // 3)])
+    bodies[360] = "a very short note"
+    table = f"sketched_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(database, autocommit=True) as conn:
+        load_table(conn, table, bodies)
+        sketch_index(conn, table)
+        conn.execute(sql.SQL("ANALYZE {}").format(sql.Identifier(table)))
+    yield table, bodies
+    with psycopg.connect(database, autocommit=True) as conn:
+        conn.execute(sql.SQL("DROP TABLE {} CASCADE").format(sql.Identifier(table)))
+
+
+def any_distance(bodies: dict[int, str], query: str, minimum: float) -> dict[str, float]:
+    """Every document at least ``minimum`` similar to ``query`` in S_R, at any distance."""
+    found = {}
+    for key, body in bodies.items():
+        value = measures.resemblance(query, body)
+        if value >= minimum:
+            found[str(key)] = value
+    return found
+
+
+def sketch_queries(bodies: dict[int, str], count: int, seed: int) -> list[str]:
+    rng = random.Random(seed)
+    return [edited(rng, bodies[rng.randrange(200)]) if i % 2 else bodies[rng.randrange(360)]
+            for i in range(count)]
+
+
+@pytest.mark.parametrize("minimum", [0.5, 0.6, 0.8, 0.9, 1.0])
+def test_every_document_brute_force_finds_at_any_distance(
+    database: str, sketched: tuple[str, dict[int, str]], minimum: float
+) -> None:
+    table, bodies = sketched
+    beyond_radius = 0
+    with psycopg.connect(database) as conn:
+        for query in sketch_queries(bodies, 12, int(minimum * 100)):
+            rows = conn.execute(SEARCH, [table, query, minimum]).fetchall()
+            expected = any_distance(bodies, query, minimum)
+            assert {key: similarity for key, _, similarity, _ in rows} == pytest.approx(expected)
+            fingerprint = nearsim.simhash(query)
+            assert fingerprint is not None
+            for key, distance, _, short in rows:
+                si = nearsim.simhash(bodies[int(key)])
+                assert si is not None and distance == nearsim.hamming(si, fingerprint)
+                assert short == (measures.Shingled(query).short
+                                 or measures.Shingled(bodies[int(key)]).short)
+            order = [(-similarity, distance, key) for key, distance, similarity, _ in rows]
+            assert order == sorted(order)
+            if minimum < 0.96:
+                radius = calibration.radius_for(minimum)
+                beyond_radius += sum(distance > radius for _, distance, _, _ in rows)
+    if minimum <= 0.6:
+        # the cut copies lie far from their chapters: the radius would miss them
+        assert beyond_radius > 0
+
+
+def test_the_sketch_finds_what_the_radius_misses(
+    database: str, sketched: tuple[str, dict[int, str]]
+) -> None:
+    """Without the index the same call takes candidates within the radius, and misses some."""
+    table, bodies = sketched
+    asked = sketch_queries(bodies, 24, 7)
+    with psycopg.connect(database, autocommit=True) as conn:
+        with_index = [conn.execute(SEARCH, [table, q, 0.5]).fetchall() for q in asked]
+        conn.execute(sql.SQL("ALTER INDEX {} RENAME TO {}").format(
+            sql.Identifier(f"{table}_sketch"), sql.Identifier(f"{table}_kept")))
+        conn.execute(sql.SQL("DROP INDEX {}").format(sql.Identifier(f"{table}_kept")))
+        try:
+            without = [conn.execute(SEARCH, [table, q, 0.5]).fetchall() for q in asked]
+        finally:
+            sketch_index(conn, table)
+    found_with = sum(len(rows) for rows in with_index)
+    found_without = sum(len(rows) for rows in without)
+    for more, fewer in zip(with_index, without, strict=True):
+        assert set(fewer) <= set(more)
+    assert found_with > found_without
+
+
+def test_only_a_whole_valid_index_of_the_text_column_is_used(database: str) -> None:
+    """A partial index, or one over another column, leaves the radius path (and its answer)."""
+    texts = [c.text for c in kjv_chapters(["Genesis"])][6:8]
+    words = texts[0].split()
+    # the first half of Genesis 7: S_R 0.52, 22 bits from the chapter (beyond the radius)
+    bodies = {0: texts[0], 1: " ".join(words[:len(words) // 2]), 2: texts[1]}
+    table = f"partial_{uuid.uuid4().hex[:8]}"
+    ident = sql.Identifier(table)
+    with psycopg.connect(database, autocommit=True) as conn:
+        load_table(conn, table, bodies)
+        conn.execute(sql.SQL("ALTER TABLE {} ADD COLUMN other text").format(ident))
+        conn.execute(sql.SQL("UPDATE {} SET other = body").format(ident))
+        try:
+            plain = conn.execute(SEARCH, [table, texts[0], 0.5]).fetchall()
+            conn.execute(sql.SQL("CREATE INDEX ON {} USING gin (nearsim_sketch(body))"
+                                 " WHERE id > 0").format(ident))
+            conn.execute(sql.SQL("CREATE INDEX ON {} USING gin (nearsim_sketch(other))"
+                                 ).format(ident))
+            assert conn.execute(SEARCH, [table, texts[0], 0.5]).fetchall() == plain
+            sketch_index(conn, table)
+            sketched_rows = conn.execute(SEARCH, [table, texts[0], 0.5]).fetchall()
+        finally:
+            conn.execute(sql.SQL("DROP TABLE {} CASCADE").format(ident))
+    expected = any_distance(bodies, texts[0], 0.5)
+    assert {row[0] for row in sketched_rows} == set(expected)
+    assert {row[0] for row in plain} == {"0"}  # the cut copy lies beyond the radius
+    assert set(expected) == {"0", "1"}
+
+
+def test_the_index_follows_updates_deletes_and_transactions(database: str) -> None:
+    texts = [c.text for c in kjv_chapters(["Ruth"])]
+    table = f"changes_{uuid.uuid4().hex[:8]}"
+    ident = sql.Identifier(table)
+    with psycopg.connect(database, autocommit=True) as conn:
+        load_table(conn, table, {1: texts[0], 2: texts[1], 3: texts[2]})
+        conn.execute(sql.SQL("ALTER TABLE {} ADD COLUMN note text").format(ident))
+        sketch_index(conn, table)
+
+        def keys(query: str) -> set[str]:
+            return {row[0] for row in conn.execute(SEARCH, [table, query, 0.8]).fetchall()}
+
+        try:
+            assert keys(texts[0]) == {"1"}
+            # updates of another column are HOT: the index points to the first version
+            for _ in range(3):
+                conn.execute(sql.SQL("UPDATE {} SET note = 'seen' WHERE id = 1").format(ident))
+            assert keys(texts[0]) == {"1"}
+            conn.execute(sql.SQL("UPDATE {} SET body = %s WHERE id = 2").format(ident),
+                         [texts[0] + " amen"])
+            assert keys(texts[0]) == {"1", "2"}
+            assert keys(texts[1]) == set()
+            conn.execute(sql.SQL("DELETE FROM {} WHERE id = 1").format(ident))
+            assert keys(texts[0]) == {"2"}
+            with conn.transaction():
+                conn.execute(sql.SQL("INSERT INTO {} (id, body) VALUES (9, %s)").format(ident),
+                             [texts[0]])
+                assert keys(texts[0]) == {"2", "9"}  # the statement's own snapshot
+                raise psycopg.Rollback()
+            assert keys(texts[0]) == {"2"}
+            with conn.transaction():
+                conn.execute(sql.SQL("INSERT INTO {} (id, body) VALUES (10, %s)").format(ident),
+                             [texts[2]])
+                raise psycopg.Rollback()
+            assert keys(texts[2]) == {"3"}
+        finally:
+            conn.execute(sql.SQL("DROP TABLE {} CASCADE").format(ident))
+
+
+def test_privileges_and_row_security(database: str) -> None:
+    texts = [c.text for c in kjv_chapters(["Ruth"])]
+    table = f"guarded_{uuid.uuid4().hex[:8]}"
+    role = f"reader_{uuid.uuid4().hex[:8]}"
+    ident, who = sql.Identifier(table), sql.Identifier(role)
+    with psycopg.connect(database, autocommit=True) as conn:
+        load_table(conn, table, {1: texts[0], 2: texts[0] + " amen", 3: texts[0] + " selah"})
+        sketch_index(conn, table)
+        conn.execute(sql.SQL("CREATE ROLE {}").format(who))
+        try:
+            conn.execute(sql.SQL("SET ROLE {}").format(who))
+            with pytest.raises(psycopg.errors.InsufficientPrivilege, match="permission denied"):
+                conn.execute(SEARCH, [table, texts[0], 0.8])
+            conn.execute("RESET ROLE")
+            conn.execute(sql.SQL("GRANT SELECT ON {} TO {}").format(ident, who))
+            conn.execute(sql.SQL("ALTER TABLE {} ENABLE ROW LEVEL SECURITY").format(ident))
+            conn.execute(sql.SQL("CREATE POLICY visible ON {} FOR SELECT USING (id <> 3)"
+                                 ).format(ident))
+            conn.execute(sql.SQL("SET ROLE {}").format(who))
+            seen = {row[0] for row in conn.execute(SEARCH, [table, texts[0], 0.8]).fetchall()}
+            conn.execute("RESET ROLE")
+            owner = {row[0] for row in conn.execute(SEARCH, [table, texts[0], 0.8]).fetchall()}
+        finally:
+            conn.execute("RESET ROLE")
+            conn.execute(sql.SQL("DROP TABLE {} CASCADE").format(ident))
+            conn.execute(sql.SQL("DROP ROLE {}").format(who))
+    assert seen == {"1", "2"}
+    assert owner == {"1", "2", "3"}
+
+
+def test_other_questions_keep_the_radius(database: str,
+                                         sketched: tuple[str, dict[int, str]]) -> None:
+    """Another measure, an explicit radius or a threshold below 0.5 take the radius path."""
+    table, bodies = sketched
+    with psycopg.connect(database) as conn:
+        missed = 0
+        for number in range(320, 360):
+            query = bodies[number]
+            rows = conn.execute(
+                "SELECT key, similarity FROM nearsim_similar_verified(%s, %s, 0.5, 's_r', 20)",
+                [table, query]).fetchall()
+            assert dict(rows) == pytest.approx(brute_force(bodies, query, 20, 0.5, "s_r"))
+            missed += len(any_distance(bodies, query, 0.5)) - len(rows)
+        assert missed > 0  # the radius path: the cut copies' chapters lie beyond 20 bits
+        query = bodies[321]
+        rows = conn.execute(
+            "SELECT key, similarity FROM nearsim_similar_verified(%s, %s, 0.9, 'containment')",
+            [table, query]).fetchall()
+        expected = brute_force(bodies, query, calibration.radius_for(0.9), 0.9,
+                                      "containment")
+        assert dict(rows) == pytest.approx(expected)
+        with pytest.raises(psycopg.Error, match=r"between 0\.5 and 0\.95"):
+            conn.execute(SEARCH, [table, query, 0.3])
+
+
+def test_empty_and_short_queries(database: str, sketched: tuple[str, dict[int, str]]) -> None:
+    table, _ = sketched
+    with psycopg.connect(database) as conn:
+        notices: list[str] = []
+        conn.add_notice_handler(lambda d: notices.append(d.message_primary or ""))
+        assert conn.execute(SEARCH, [table, "", 0.8]).fetchall() == []
+        assert conn.execute(SEARCH, [table, "... !!", 0.8]).fetchall() == []
+        rows = conn.execute(SEARCH, [table, "A very SHORT note.", 0.9]).fetchall()
+        assert [(key, short) for key, _, _, short in rows] == [("360", True)]
+        assert any("unreliable" in notice for notice in notices)
+
+
+def test_sketch_of_a_text(database: str) -> None:
+    texts = [c.text for c in kjv_chapters(["Ruth", "Psalms"])][:60]
+    rng = random.Random(2)
+    with psycopg.connect(database) as conn:
+        def sketch(text: str | None) -> list[int] | None:
+            row = conn.execute("SELECT nearsim_sketch(%s)", [text]).fetchone()
+            assert row is not None
+            return row[0]
+
+        assert sketch(None) is None
+        assert sketch("") is None
+        assert sketch(" ,;. ") is None
+        assert sketch("word") is not None and len(sketch("word") or []) == 20
+        # the same shingle set, the same sketch: case, punctuation and spacing aside
+        assert sketch("In the beginning God created") == sketch("in THE beginning, god created!")
+        # two texts share a band with probability about S_R squared
+        shared = expected = 0.0
+        for text in texts:
+            other = edited(rng, text)
+            a, b = sketch(text), sketch(other)
+            assert a is not None and b is not None
+            shared += sum(x == y for x, y in zip(a, b, strict=True)) / 20
+            expected += measures.resemblance(text, other) ** 2
+        assert abs(shared - expected) / len(texts) < 0.05

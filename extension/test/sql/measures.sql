@@ -94,3 +94,19 @@ SELECT * FROM nearsim_pairs_verified('pairs_docs', 0.5) ORDER BY a, b;
 SELECT * FROM nearsim_resemblance_pairs('pairs_docs', 'id', 'body', 'si', 0) ORDER BY a, b;
 SELECT nearsim_disable('pairs_docs');
 DROP TABLE pairs_docs;
+-- the sketch: 20 band keys of the shingle set; the sketch index gives verified search its candidates
+SELECT array_length(nearsim_sketch('the quick brown fox jumps'), 1) AS bands,
+       nearsim_sketch('') IS NULL AS empty, nearsim_sketch(NULL) IS NULL AS null_text,
+       nearsim_sketch('The quick, brown FOX jumps!') = nearsim_sketch('the quick brown fox jumps') AS same_set,
+       nearsim_sketch('the quick brown fox jumps') = nearsim_sketch('the quick brown fox leaps') AS other_set;
+CREATE TABLE sketch_docs (id int PRIMARY KEY, body text);
+INSERT INTO sketch_docs VALUES (1, 'the quick brown fox jumps over the lazy dog by the river bank'),
+  (2, 'the quick brown fox jumps over the lazy dog by the river'), (3, ''), (4, NULL),
+  (5, 'something else entirely here and there'), (6, 'the quick brown fox');
+SELECT nearsim_enable('sketch_docs', 'body');
+CREATE INDEX sketch_docs_sketch ON sketch_docs USING gin (nearsim_sketch(body));
+SELECT key, distance, round(similarity::numeric, 3) AS s_r, short
+FROM nearsim_similar_verified('sketch_docs', 'the quick brown fox jumps over the lazy dog by the river bank', 0.5);
+SELECT key FROM nearsim_similar_verified('sketch_docs', '', 0.5);
+SELECT nearsim_disable('sketch_docs');
+DROP TABLE sketch_docs;

@@ -1,0 +1,556 @@
+#include "postgres.h"
+
+#include "access/genam.h"
+#include "access/htup_details.h"
+#include "access/table.h"
+#include "access/tableam.h"
+#include "executor/tuptable.h"
+#include "nodes/tidbitmap.h"
+#include "utils/fmgroids.h"
+#include "utils/snapmgr.h"
+#include "storage/itemptr.h"
+#include "catalog/pg_am.h"
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "fmgr.h"
+
+#include <math.h>
+
+#include "funcapi.h"
+#include "lib/stringinfo.h"
+#include "nodes/makefuncs.h"
+#include "nodes/primnodes.h"
+#include "parser/parse_func.h"
+#include "miscadmin.h"
+#include "utils/acl.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+#include "utils/rel.h"
+#include "utils/relcache.h"
+
+#include "nearsim.h"
+
+/*
+ * The sketch index: candidates for verified search by resemblance that do
+ * not depend on the fingerprints' distance.
+ *
+ * nearsim_sketch(text) is the banded MinHash of the text's word shingles
+ * (the same distinct shingle hashes S_R is measured on): SKETCH_ROWS *
+ * SKETCH_BANDS minima of fixed permutations, each band of SKETCH_ROWS
+ * minima hashed to one integer.  Two texts of resemblance s share a given
+ * band with probability about s^SKETCH_ROWS, so they share at least one of
+ * the SKETCH_BANDS with probability 1 - (1 - s^2)^20: 0.997 at s = 0.5,
+ * 0.9999 at 0.6, and nearly never below 0.1.  A GIN index over the
+ * expression, CREATE INDEX ON docs USING gin (nearsim_sketch(body)), gives
+ * the candidates of nearsim_similar_verified by one lookup of 20 keys,
+ * whatever the distance of their fingerprints; each candidate is then
+ * measured exactly.
+ *
+ * The permutations and the band hash are fixed for good: an index holds
+ * their values.  Changing them means a new function name.
+ */
+
+#define SKETCH_BANDS 20
+#define SKETCH_ROWS 2
+#define SKETCH_HASHES (SKETCH_BANDS * SKETCH_ROWS)
+
+/* A text with fewer distinct shingles than this is short (measures.SHORT_SHINGLES) */
+#define SHORT_SHINGLES 10
+
+/* Verified search through the sketch index from this threshold up (see above) */
+#define SKETCH_MIN_SIMILARITY 0.5
+
+/*
+ * A candidate must share this many of the query's bands, at most: the
+ * largest number that a pair exactly at the threshold misses with a
+ * probability of at most SKETCH_MISS (below 0.7 that is one band).
+ */
+#define SKETCH_MISS 0.001
+
+/* The strategy of && in GIN's array_ops (ginarrayproc.c) */
+#define GIN_OVERLAP_STRATEGY 1
+
+/* The permutations x -> x * multiplier + addend (mod 2^64), multipliers odd */
+static uint64 multipliers[SKETCH_HASHES];
+static uint64 addends[SKETCH_HASHES];
+static bool permutations_ready = false;
+
+/* splitmix64: the fixed stream the permutations are drawn from */
+static uint64
+splitmix64(uint64 *state)
+{
+	uint64		z = (*state += UINT64CONST(0x9E3779B97F4A7C15));
+
+	z = (z ^ (z >> 30)) * UINT64CONST(0xBF58476D1CE4E5B9);
+	z = (z ^ (z >> 27)) * UINT64CONST(0x94D049BB133111EB);
+	return z ^ (z >> 31);
+}
+
+static void
+prepare_permutations(void)
+{
+	uint64		state = UINT64CONST(0x6E65617273696D31);	/* "nearsim1" */
+
+	for (int i = 0; i < SKETCH_HASHES; i++)
+	{
+		multipliers[i] = splitmix64(&state) | 1;
+		addends[i] = splitmix64(&state);
+	}
+	permutations_ready = true;
+}
+
+/* The band keys of a set of shingle hashes (count > 0) into keys[SKETCH_BANDS] */
+static void
+sketch_of(const uint64 *hashes, Size count, int32 *keys)
+{
+	uint64		minima[SKETCH_HASHES];
+
+	if (!permutations_ready)
+		prepare_permutations();
+	for (int i = 0; i < SKETCH_HASHES; i++)
+		minima[i] = PG_UINT64_MAX;
+	for (Size n = 0; n < count; n++)
+	{
+		uint64		x = hashes[n];
+
+		for (int i = 0; i < SKETCH_HASHES; i++)
+		{
+			uint64		v = x * multipliers[i] + addends[i];
+
+			if (v < minima[i])
+				minima[i] = v;
+		}
+	}
+	for (int band = 0; band < SKETCH_BANDS; band++)
+	{
+		/* the band's minima and its number, mixed as splitmix64 mixes */
+		uint64		state = (uint64) band;
+		uint64		key = 0;
+
+		for (int row = 0; row < SKETCH_ROWS; row++)
+		{
+			state ^= minima[band * SKETCH_ROWS + row];
+			key ^= splitmix64(&state);
+		}
+		keys[band] = (int32) (uint32) (key >> 32);
+	}
+}
+
+PG_FUNCTION_INFO_V1(nearsim_sketch);
+/*
+ * nearsim_sketch(document): the 20 band keys of the banded MinHash of its
+ * word shingles, the key of the sketch index; NULL for a text without words.
+ */
+Datum
+nearsim_sketch(PG_FUNCTION_ARGS)
+{
+	uint64	   *hashes;
+	Size		count = nearsim_text_shingles(PG_GETARG_TEXT_PP(0), &hashes);
+	int32		keys[SKETCH_BANDS];
+	Datum		elements[SKETCH_BANDS];
+
+	if (count == 0)
+		PG_RETURN_NULL();
+	sketch_of(hashes, count, keys);
+	pfree(hashes);
+	for (int band = 0; band < SKETCH_BANDS; band++)
+		elements[band] = Int32GetDatum(keys[band]);
+	PG_RETURN_ARRAYTYPE_P(construct_array(elements, SKETCH_BANDS, INT4OID, sizeof(int32),
+										  true, TYPALIGN_INT));
+}
+
+/*
+ * The number of bands a candidate must share with the query: the largest m
+ * with P(X < m) <= SKETCH_MISS for X ~ Binomial(SKETCH_BANDS, t^SKETCH_ROWS),
+ * the bands shared by two texts of resemblance t; at least 1.
+ */
+static int
+min_shared_bands(double t)
+{
+	double		p = pow(t, SKETCH_ROWS);
+	double		cdf = 0.0;
+	double		choose = 1.0;
+	int			m = 1;
+
+	for (int x = 0; x < SKETCH_BANDS; x++)
+	{
+		if (x > 0)
+			choose = choose * (SKETCH_BANDS - x + 1) / x;
+		cdf += choose * pow(p, x) * pow(1.0 - p, SKETCH_BANDS - x);
+		if (cdf > SKETCH_MISS)
+			break;
+		m = x + 1;
+	}
+	return m;
+}
+
+/* A row of the table that shares a band with the query; weight bands shared */
+typedef struct SharedBand
+{
+	ItemPointerData tid;
+	int			weight;
+} SharedBand;
+
+static int
+compare_shared(const void *a, const void *b)
+{
+	return ItemPointerCompare(&((SharedBand *) a)->tid, &((SharedBand *) b)->tid);
+}
+
+/* Collected rows, growing */
+typedef struct SharedBands
+{
+	SharedBand *rows;
+	Size		count;
+	Size		size;
+} SharedBands;
+
+static void
+add_shared(SharedBands *shared, BlockNumber block, OffsetNumber offset, int weight)
+{
+	if (shared->count == shared->size)
+	{
+		shared->size *= 2;
+		shared->rows = repalloc_huge(shared->rows, shared->size * sizeof(SharedBand));
+	}
+	ItemPointerSet(&shared->rows[shared->count].tid, block, offset);
+	shared->rows[shared->count].weight = weight;
+	shared->count++;
+}
+
+/*
+ * Whether the row an index entry points to has a version visible to the
+ * statement; *tid becomes that version's own tuple id.  An index points to
+ * the first version of a chain of HOT updates, and a fetch by tuple id
+ * (ctid = ANY (...)) does not follow the chain, so the chain is followed
+ * here as an index scan does.
+ */
+static bool
+fetch_visible(IndexFetchTableData *fetch, TupleTableSlot *slot, ItemPointer tid)
+{
+	bool		call_again = false;
+	bool		all_dead = false;
+	ItemPointerData first = *tid;
+
+	if (!table_index_fetch_tuple(fetch, &first, GetActiveSnapshot(), slot, &call_again,
+								 &all_dead))
+		return false;
+	*tid = slot->tts_tid;
+	return true;
+}
+
+/*
+ * The tuple ids of the rows whose sketch shares at least min_shared of the
+ * query's band keys (of their visible versions): one lookup of the GIN
+ * index per key, the rows counted across them.  A page the bitmap keeps only as a whole (more
+ * rows than work_mem holds) counts as sharing every band: its rows are all
+ * candidates, never dropped.
+ */
+static ArrayType *
+sketch_candidates(Relation table, Oid index_oid, const int32 *keys, int min_shared)
+{
+	Relation	index = index_open(index_oid, AccessShareLock);
+	SharedBands shared;
+	Datum	   *elements;
+	int			found = 0;
+	IndexFetchTableData *fetch;
+	TupleTableSlot *slot;
+
+	shared.size = 256;
+	shared.count = 0;
+	shared.rows = palloc(shared.size * sizeof(SharedBand));
+	for (int band = 0; band < SKETCH_BANDS; band++)
+	{
+		Datum		element = Int32GetDatum(keys[band]);
+		ArrayType  *one = construct_array(&element, 1, INT4OID, sizeof(int32), true, TYPALIGN_INT);
+		ScanKeyData key;
+		IndexScanDesc scan;
+		TIDBitmap  *bitmap = tbm_create(work_mem * 1024L, NULL);
+		TBMIterator *iterator;
+		TBMIterateResult *page;
+
+		ScanKeyInit(&key, 1, GIN_OVERLAP_STRATEGY, F_ARRAYOVERLAP, PointerGetDatum(one));
+		scan = index_beginscan_bitmap(index, GetActiveSnapshot(), 1);
+		index_rescan(scan, &key, 1, NULL, 0);
+		(void) index_getbitmap(scan, bitmap);
+		index_endscan(scan);
+		iterator = tbm_begin_iterate(bitmap);
+		while ((page = tbm_iterate(iterator)) != NULL)
+		{
+			if (page->ntuples < 0)
+				for (OffsetNumber offset = FirstOffsetNumber; offset <= MaxHeapTuplesPerPage; offset++)
+					add_shared(&shared, page->blockno, offset, SKETCH_BANDS);
+			else
+				for (int i = 0; i < page->ntuples; i++)
+					add_shared(&shared, page->blockno, page->offsets[i], 1);
+		}
+		tbm_end_iterate(iterator);
+		tbm_free(bitmap);
+		pfree(one);
+		CHECK_FOR_INTERRUPTS();
+	}
+	index_close(index, AccessShareLock);
+
+	qsort(shared.rows, shared.count, sizeof(SharedBand), compare_shared);
+	elements = palloc(sizeof(Datum) * Max(shared.count, 1));
+	fetch = table_index_fetch_begin(table);
+	slot = table_slot_create(table, NULL);
+	for (Size i = 0; i < shared.count;)
+	{
+		Size		j = i;
+		int			bands = 0;
+
+		while (j < shared.count && ItemPointerEquals(&shared.rows[j].tid, &shared.rows[i].tid))
+			bands += shared.rows[j++].weight;
+		if (bands >= min_shared && fetch_visible(fetch, slot, &shared.rows[i].tid))
+			elements[found++] = PointerGetDatum(&shared.rows[i].tid);
+		i = j;
+	}
+	ExecDropSingleTupleTableSlot(slot);
+	table_index_fetch_end(fetch);
+	return construct_array(elements, found, TIDOID, sizeof(ItemPointerData), false,
+						   TYPALIGN_SHORT);
+}
+
+/* What verified search needs to know of an enabled table */
+typedef struct Registered
+{
+	char	   *key_column;
+	char	   *text_column;
+	char	   *hash_column;
+	char	   *profile;
+} Registered;
+
+/* The table's registry row (inside SPI); false when it is not enabled */
+static bool
+read_registration(Oid relid, Registered *reg)
+{
+	char	   *statement = psprintf("SELECT r.key_column, r.text_column, r.hash_column, r.profile"
+									 " FROM %s r WHERE r.tbl OPERATOR(pg_catalog.=) $1",
+									 nearsim_registry_name());
+	Oid			types[1] = {REGCLASSOID};
+	Datum		values[1] = {ObjectIdGetDatum(relid)};
+	HeapTuple	row;
+	TupleDesc	desc;
+
+	if (SPI_execute_with_args(statement, 1, types, values, NULL, true, 1) != SPI_OK_SELECT)
+		elog(ERROR, "nearsim: could not read the registry");
+	if (SPI_processed != 1)
+		return false;
+	row = SPI_tuptable->vals[0];
+	desc = SPI_tuptable->tupdesc;
+	reg->key_column = SPI_getvalue(row, desc, 1);
+	reg->text_column = SPI_getvalue(row, desc, 2);
+	reg->hash_column = SPI_getvalue(row, desc, 3);
+	reg->profile = SPI_getvalue(row, desc, 4);
+	return true;
+}
+
+/* Whether expression is function sketch applied to column number attnum */
+static bool
+is_sketch_of(Node *expression, Oid sketch, AttrNumber attnum)
+{
+	FuncExpr   *call;
+	Node	   *argument;
+
+	if (!IsA(expression, FuncExpr))
+		return false;
+	call = (FuncExpr *) expression;
+	if (call->funcid != sketch || list_length(call->args) != 1)
+		return false;
+	argument = linitial(call->args);
+	while (IsA(argument, RelabelType))
+		argument = (Node *) ((RelabelType *) argument)->arg;
+	return IsA(argument, Var) && ((Var *) argument)->varattno == attnum;
+}
+
+/*
+ * The table's valid, complete GIN index over sketch(text column), as
+ * CREATE INDEX ... USING gin (nearsim_sketch(body)) makes it; InvalidOid
+ * when it has none.
+ */
+static Oid
+sketch_index(Relation table, Oid sketch, const char *text_column)
+{
+	AttrNumber	attnum = get_attnum(RelationGetRelid(table), text_column);
+	List	   *indexes = RelationGetIndexList(table);
+	ListCell   *cell;
+	Oid			found = InvalidOid;
+
+	foreach(cell, indexes)
+	{
+		Relation	index = index_open(lfirst_oid(cell), AccessShareLock);
+		Form_pg_index form = index->rd_index;
+
+		if (index->rd_rel->relam == GIN_AM_OID && form->indisvalid && form->indisready
+			&& form->indnatts == 1 && form->indkey.values[0] == 0
+			&& heap_attisnull(index->rd_indextuple, Anum_pg_index_indpred, NULL))
+		{
+			List	   *expressions = RelationGetIndexExpressions(index);
+
+			if (list_length(expressions) == 1
+				&& is_sketch_of(linitial(expressions), sketch, attnum))
+				found = RelationGetRelid(index);
+		}
+		index_close(index, AccessShareLock);
+		if (OidIsValid(found))
+			break;
+	}
+	list_free(indexes);
+	return found;
+}
+
+/* The extension's nearsim_sketch(text), found next to the function being called */
+static Oid
+sketch_function(Oid caller, char **schema)
+{
+	Oid			argument = TEXTOID;
+
+	*schema = get_namespace_name(get_func_namespace(caller));
+	return LookupFuncName(list_make2(makeString(*schema), makeString("nearsim_sketch")),
+						  1, &argument, false);
+}
+
+/*
+ * The verified search through the sketch index, in one statement: the
+ * candidates are the rows sharing a band with the query, each measured
+ * exactly; rows into the result set of fcinfo.
+ */
+static void
+search_sketched(FunctionCallInfo fcinfo, Relation rel, Oid index, const char *schema,
+				const Registered *reg, text *query, double min_similarity, bool short_query)
+{
+	Oid			relid = RelationGetRelid(rel);
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	const char *ext = quote_identifier(schema);
+	const char *key = quote_identifier(reg->key_column);
+	const char *body = quote_identifier(reg->text_column);
+	const char *fp = quote_identifier(reg->hash_column);
+	char	   *table = quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
+												   get_rel_name(relid));
+	StringInfoData fingerprint;
+	StringInfoData statement;
+	Oid			types[4] = {TEXTOID, FLOAT8OID, BOOLOID, TIDARRAYOID};
+	Datum		values[4] = {PointerGetDatum(query), Float8GetDatum(min_similarity),
+	BoolGetDatum(short_query), (Datum) 0};
+	uint64	   *hashes;
+	Size		count = nearsim_text_shingles(query, &hashes);
+	int32		keys[SKETCH_BANDS];
+
+	InitMaterializedSRF(fcinfo, 0);
+	if (count == 0)
+		return;					/* no words: nothing shares a shingle */
+	sketch_of(hashes, count, keys);
+	pfree(hashes);
+	values[3] = PointerGetDatum(sketch_candidates(rel, index, keys,
+												  min_shared_bands(min_similarity)));
+
+	initStringInfo(&fingerprint);
+	if (strcmp(reg->profile, DEFAULT_PROFILE) == 0)
+		appendStringInfo(&fingerprint, "%s.simhash($1)", ext);
+	else
+		appendStringInfo(&fingerprint, "%s.simhash($1, %s::pg_catalog.text)", ext,
+						 quote_literal_cstr(reg->profile));
+	/*
+	 * The candidates are fetched by tuple id; the inner query is not
+	 * flattened, so each is measured once and only those that pass are
+	 * counted for short.
+	 */
+	initStringInfo(&statement);
+	appendStringInfo(&statement,
+					 "SELECT c.key, c.distance, c.similarity,"
+					 " $3 OR %s.nearsim_shingle_count(c.body) OPERATOR(pg_catalog.<) %d"
+					 " AS short FROM ("
+					 "SELECT d.%s::pg_catalog.text AS key, d.%s::pg_catalog.text AS body,"
+					 " %s.hamming(d.%s, %s) AS distance,"
+					 " %s.nearsim_resemblance($1, d.%s::pg_catalog.text) AS similarity"
+					 " FROM %s AS d"
+					 " WHERE d.ctid OPERATOR(pg_catalog.=) ANY ($4) OFFSET 0) AS c"
+					 " WHERE c.similarity OPERATOR(pg_catalog.>=) $2"
+					 " ORDER BY c.similarity DESC, c.distance, c.key COLLATE pg_catalog.\"C\"",
+					 ext, SHORT_SHINGLES,
+					 key, body, ext, fp, fingerprint.data, ext, body, table);
+	if (SPI_execute_with_args(statement.data, 4, types, values, NULL, true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "nearsim: the verified search of %s failed", table);
+	for (uint64 i = 0; i < SPI_processed; i++)
+	{
+		Datum		row[4];
+		bool		nulls[4];
+
+		for (int column = 0; column < 4; column++)
+			row[column] = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc,
+										column + 1, &nulls[column]);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, row, nulls);
+	}
+}
+
+/* Whether the query is short; a notice then, as the reference gives */
+static bool
+short_query(text *query)
+{
+	uint64	   *hashes;
+	Size		count = nearsim_text_shingles(query, &hashes);
+
+	if (hashes != NULL)
+		pfree(hashes);
+	if (count < SHORT_SHINGLES)
+		ereport(NOTICE,
+				(errmsg("the query has %zu shingles: a fingerprint of fewer than %d is"
+						" unreliable, near-duplicates may be missed", count, SHORT_SHINGLES)));
+	return count < SHORT_SHINGLES;
+}
+
+PG_FUNCTION_INFO_V1(nearsim_similar_verified);
+/*
+ * nearsim_similar_verified(tbl, query, min_similarity, measure,
+ * max_distance): through the sketch index when the table has one and the
+ * question is S_R >= min_similarity (0.5 or more) with no radius given;
+ * otherwise the PL/Python body, which takes candidates within the radius.
+ */
+Datum
+nearsim_similar_verified(PG_FUNCTION_ARGS)
+{
+	Oid			relid;
+	double		min_similarity;
+	char	   *schema;
+	Oid			sketch;
+	Registered	reg;
+	bool		sketched = false;
+	AclResult	allowed;
+
+	if (PG_ARGISNULL(0) || PG_ARGISNULL(1) || PG_ARGISNULL(2) || PG_ARGISNULL(3)
+		|| !PG_ARGISNULL(4))
+		return nearsim_call_python_body(fcinfo);
+	relid = PG_GETARG_OID(0);
+	min_similarity = PG_GETARG_FLOAT8(2);
+	if (strcmp(text_to_cstring(PG_GETARG_TEXT_PP(3)), "s_r") != 0
+		|| !(min_similarity >= SKETCH_MIN_SIMILARITY && min_similarity <= 1.0))
+		return nearsim_call_python_body(fcinfo);
+	allowed = pg_class_aclcheck(relid, GetUserId(), ACL_SELECT);
+	if (allowed != ACLCHECK_OK)
+		aclcheck_error(allowed, OBJECT_TABLE, get_rel_name(relid));
+
+	sketch = sketch_function(fcinfo->flinfo->fn_oid, &schema);
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "nearsim: SPI_connect failed");
+	if (read_registration(relid, &reg))
+	{
+		Relation	rel = table_open(relid, AccessShareLock);
+		Oid			index = sketch_index(rel, sketch, reg.text_column);
+
+		if (OidIsValid(index))
+		{
+			text	   *query = PG_GETARG_TEXT_PP(1);
+
+			search_sketched(fcinfo, rel, index, schema, &reg, query, min_similarity,
+							short_query(query));
+			sketched = true;
+		}
+		table_close(rel, AccessShareLock);
+	}
+	SPI_finish();
+	if (!sketched)
+		return nearsim_call_python_body(fcinfo);
+	return (Datum) 0;
+}
