@@ -293,6 +293,18 @@ def _same_verified(got: list[tuple[Any, ...]], expected: list[tuple[Any, ...]]) 
     return None
 
 
+def corpus_result(question: dict[str, Any], named: str, result: int, seconds: float,
+                  shuffled: int, candidates: int, rows: int) -> dict[str, Any]:
+    """One answer of Spark on the corpus, checked equal to PostgreSQL's; printed."""
+    master = question["master"]
+    print(f"   {master} {named}: {result:,} in {seconds:.1f} s,"
+          f" {shuffled / rows:,.0f} shuffle bytes/doc,"
+          f" {candidates / rows:.2f} candidates/doc", flush=True)
+    return {**question, "result": result, "seconds": seconds, "shuffle_bytes": shuffled,
+            "shuffle_bytes_per_doc": shuffled / rows, "candidates": candidates,
+            "candidates_per_doc": candidates / rows, "equal": True}
+
+
 def corpus_spark(path: str, rows: int, radii: Sequence[int], client: Sequence[int | None],
                  pairs_expected: dict[int, int],
                  verified_expected: dict[float, list[tuple[Any, ...]]]) -> list[dict[str, Any]]:
@@ -341,14 +353,9 @@ def corpus_spark(path: str, rows: int, radii: Sequence[int], client: Sequence[in
                     raise BenchError(f"Spark {master} k={k}: {found:,} pairs of the corpus,"
                                      f" nearsim_pairs {pairs_expected[k]:,}")  # fmt: skip
                 candidates = band_candidates(distinct, k)[0].count()
-                results.append({"master": master, "question": "pairs", "k": k, "result": found,
-                                "seconds": seconds, "shuffle_bytes": shuffled,
-                                "shuffle_bytes_per_doc": shuffled / rows,
-                                "candidates": candidates, "candidates_per_doc": candidates / rows,
-                                "equal": True})  # fmt: skip
-                print(f"   {master} pairs k={k}: {found:,} in {seconds:.1f} s,"
-                      f" {shuffled / rows:,.0f} shuffle bytes/doc,"
-                      f" {candidates / rows:.2f} candidates/doc", flush=True)
+                results.append(corpus_result(
+                    {"master": master, "question": "pairs", "k": k}, f"pairs k={k}", found,
+                    seconds, shuffled, candidates, rows))
             documents = with_si.select(F.col("id").alias("key"), "si", F.col("body").alias("text"))
             for threshold in CORPUS_THRESHOLDS:
                 def verified(threshold: float = threshold, with_si: Any = with_si) -> Pairs:
@@ -362,15 +369,9 @@ def corpus_spark(path: str, rows: int, radii: Sequence[int], client: Sequence[in
                 if problem is not None:
                     raise BenchError(f"Spark {master} verified pairs at {threshold}: {problem}")
                 candidates = resemblance_candidates(documents, threshold).count()
-                results.append({"master": master, "question": "verified",
-                                "min_similarity": threshold, "result": len(got),
-                                "seconds": seconds, "shuffle_bytes": shuffled,
-                                "shuffle_bytes_per_doc": shuffled / rows,
-                                "candidates": candidates, "candidates_per_doc": candidates / rows,
-                                "equal": True})  # fmt: skip
-                print(f"   {master} verified s={threshold}: {len(got):,} pairs in {seconds:.1f} s,"
-                      f" {shuffled / rows:,.0f} shuffle bytes/doc,"
-                      f" {candidates / rows:.2f} candidates/doc", flush=True)
+                results.append(corpus_result(
+                    {"master": master, "question": "verified", "min_similarity": threshold},
+                    f"verified s={threshold}", len(got), seconds, shuffled, candidates, rows))
             distinct.unpersist()
             with_si.unpersist()
         finally:

@@ -909,58 +909,23 @@ next_piece(const unsigned char *s, Size start, Size len)
 	return len;
 }
 
-/* Below this many values insertion sort beats the radix sort */
-#define SMALL_SORT 32
+#define RADIX_SORT_NAME radix_sort_uint64
+#define RADIX_SORT_ELEMENT uint64
+#define RADIX_SORT_KEY(value) (value)
+#define RADIX_SORT_BITS 64
+#include "radix_sort.h"
 
-/*
- * Sort n uint64 values ascending: a radix sort, 8 bits at a time (qsort's
- * call per comparison made it the bulk of reading a text's shingles).
- */
+/* Sort n uint64 values ascending */
 static void
 sort_uint64(uint64 *values, Size n)
 {
-	uint64	   *other;
-	uint64	   *from = values;
-	uint64	   *to;
+	uint64	   *other = NULL;
 
-	if (n < SMALL_SORT)
-	{
-		for (Size i = 1; i < n; i++)
-		{
-			uint64		value = values[i];
-			Size		j = i;
-
-			for (; j > 0 && values[j - 1] > value; j--)
-				values[j] = values[j - 1];
-			values[j] = value;
-		}
-		return;
-	}
-	other = palloc_extended(n * sizeof(uint64), MCXT_ALLOC_HUGE);
-	to = other;
-	for (int shift = 0; shift < 64; shift += 8)
-	{
-		Size		counts[256] = {0};
-		Size		total = 0;
-		uint64	   *swap;
-
-		for (Size i = 0; i < n; i++)
-			counts[(from[i] >> shift) & 0xFF]++;
-		for (int digit = 0; digit < 256; digit++)
-		{
-			Size		count = counts[digit];
-
-			counts[digit] = total;
-			total += count;
-		}
-		for (Size i = 0; i < n; i++)
-			to[counts[(from[i] >> shift) & 0xFF]++] = from[i];
-		swap = from;
-		from = to;
-		to = swap;
-	}
-	/* after an even number of passes the values are back in values */
-	pfree(other);
+	if (n >= RADIX_SORT_SMALL)
+		other = palloc_extended(n * sizeof(uint64), MCXT_ALLOC_HUGE);
+	radix_sort_uint64(values, n, other);
+	if (other != NULL)
+		pfree(other);
 }
 
 /*

@@ -55,6 +55,12 @@ extern void nearsim_check_owner_rights(Oid owner, Oid relid);
 extern const char *nearsim_utf8(const char *data, int *len);
 extern Size nearsim_shingle_hashes_utf8(const unsigned char *s, Size len, uint64 **hashes);
 
+/* A text with fewer distinct shingles than this is short (measures.SHORT_SHINGLES) */
+#define SHORT_SHINGLES 10
+
+/* Slack in the size bounds of a set measure, so that rounding never makes one too tight */
+#define BOUND_SLACK 1e-9
+
 /* resemblance.c: the distinct shingle hashes of a text datum, ascending */
 extern Size nearsim_text_shingles(text *document, uint64 **hashes);
 

@@ -37,21 +37,12 @@
  * above t is found.
  */
 
-/* A text with fewer distinct shingles than this is short (measures.SHORT_SHINGLES) */
-#define SHORT_SHINGLES 10
-
 /* Rows read from the table at a time */
 #define FETCH_ROWS 1000
 
 /* The shingles are first spread by their top bits, then each part sorted */
 #define SPREAD_BITS 16
 #define SPREAD_PARTS (1 << SPREAD_BITS)
-
-/* Below this many shingles a part is sorted by insertion */
-#define SMALL_PART 32
-
-/* Slack in the size bounds, so that rounding never makes a bound too tight */
-#define BOUND_SLACK 1e-9
 
 /* Number of shared elements of two ascending arrays */
 static Size
@@ -349,54 +340,14 @@ typedef struct Occurrence
 
 /*
  * Sort a part of the occurrences (they share the top SPREAD_BITS bits) by
- * hash: insertion sort when small, else a radix sort of the other bits, 8
- * at a time, through other (as large as the part).  The part is small and
- * stays in the cache, which a radix sort of all of them at once does not.
+ * hash, through other (as large as the part).  The part is small and stays
+ * in the cache, which a radix sort of all of them at once does not.
  */
-static void
-sort_part(Occurrence *part, Size n, Occurrence *other)
-{
-	Occurrence *from = part;
-	Occurrence *to = other;
-
-	if (n < SMALL_PART)
-	{
-		for (Size i = 1; i < n; i++)
-		{
-			Occurrence value = part[i];
-			Size		j = i;
-
-			for (; j > 0 && part[j - 1].hash > value.hash; j--)
-				part[j] = part[j - 1];
-			part[j] = value;
-		}
-		return;
-	}
-	for (int shift = 0; shift < 64 - SPREAD_BITS; shift += 8)
-	{
-		Size		counts[256] = {0};
-		Size		total = 0;
-		Occurrence *swap;
-
-		for (Size i = 0; i < n; i++)
-			counts[(from[i].hash >> shift) & 0xFF]++;
-		for (int digit = 0; digit < 256; digit++)
-		{
-			Size		count = counts[digit];
-
-			counts[digit] = total;
-			total += count;
-		}
-		for (Size i = 0; i < n; i++)
-			to[counts[(from[i].hash >> shift) & 0xFF]++] = from[i];
-		swap = from;
-		from = to;
-		to = swap;
-	}
-	/* (64 - SPREAD_BITS) / 8 passes, an even number: the part is back in place */
-}
-
-StaticAssertDecl((64 - SPREAD_BITS) % 16 == 0, "sort_part needs an even number of passes");
+#define RADIX_SORT_NAME sort_part
+#define RADIX_SORT_ELEMENT Occurrence
+#define RADIX_SORT_KEY(occurrence) ((occurrence).hash)
+#define RADIX_SORT_BITS (64 - SPREAD_BITS)
+#include "radix_sort.h"
 
 /*
  * Every shingle of every document, sorted by hash: spread by the top bits
@@ -451,49 +402,12 @@ sorted_occurrences(SetJoin *join, Size total)
 	return all;
 }
 
-/* Sort n ranks ascending: a radix sort, 8 bits at a time, through other */
-static void
-sort_ranks(uint32 *ranks, Size n, uint32 *other)
-{
-	uint32	   *from = ranks;
-	uint32	   *to = other;
-
-	if (n < SMALL_PART)
-	{
-		for (Size i = 1; i < n; i++)
-		{
-			uint32		value = ranks[i];
-			Size		j = i;
-
-			for (; j > 0 && ranks[j - 1] > value; j--)
-				ranks[j] = ranks[j - 1];
-			ranks[j] = value;
-		}
-		return;
-	}
-	for (int shift = 0; shift < 32; shift += 8)
-	{
-		Size		counts[256] = {0};
-		Size		total = 0;
-		uint32	   *swap;
-
-		for (Size i = 0; i < n; i++)
-			counts[(from[i] >> shift) & 0xFF]++;
-		for (int digit = 0; digit < 256; digit++)
-		{
-			Size		count = counts[digit];
-
-			counts[digit] = total;
-			total += count;
-		}
-		for (Size i = 0; i < n; i++)
-			to[counts[(from[i] >> shift) & 0xFF]++] = from[i];
-		swap = from;
-		from = to;
-		to = swap;
-	}
-	/* four passes: the ranks are back in place */
-}
+/* Sort n ranks ascending, through other */
+#define RADIX_SORT_NAME sort_ranks
+#define RADIX_SORT_ELEMENT uint32
+#define RADIX_SORT_KEY(rank) (rank)
+#define RADIX_SORT_BITS 32
+#include "radix_sort.h"
 
 /*
  * The global order: every shingle's rank, rarest first (fewest documents),

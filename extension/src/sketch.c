@@ -55,9 +55,6 @@
 #define SKETCH_ROWS 2
 #define SKETCH_HASHES (SKETCH_BANDS * SKETCH_ROWS)
 
-/* A text with fewer distinct shingles than this is short (measures.SHORT_SHINGLES) */
-#define SHORT_SHINGLES 10
-
 /* Verified search through the sketch index from this threshold up (see above) */
 #define SKETCH_MIN_SIMILARITY 0.5
 
@@ -415,11 +412,12 @@ sketch_function(Oid caller, char **schema)
 /*
  * The verified search through the sketch index, in one statement: the
  * candidates are the rows sharing a band with the query, each measured
- * exactly; rows into the result set of fcinfo.
+ * exactly; rows into the result set of fcinfo.  The query's shingles are
+ * read here once (the statement's calls keep theirs between rows).
  */
 static void
 search_sketched(FunctionCallInfo fcinfo, Relation rel, Oid index, const char *schema,
-				const Registered *reg, text *query, double min_similarity, bool short_query)
+				const Registered *reg, text *query, double min_similarity)
 {
 	Oid			relid = RelationGetRelid(rel);
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
@@ -431,19 +429,32 @@ search_sketched(FunctionCallInfo fcinfo, Relation rel, Oid index, const char *sc
 												   get_rel_name(relid));
 	StringInfoData fingerprint;
 	StringInfoData statement;
-	Oid			types[4] = {TEXTOID, FLOAT8OID, BOOLOID, TIDARRAYOID};
-	Datum		values[4] = {PointerGetDatum(query), Float8GetDatum(min_similarity),
-	BoolGetDatum(short_query), (Datum) 0};
+	Oid			types[5] = {TEXTOID, FLOAT8OID, BOOLOID, BOOLOID, TIDARRAYOID};
+	Datum		values[5];
 	uint64	   *hashes;
 	Size		count = nearsim_text_shingles(query, &hashes);
 	int32		keys[SKETCH_BANDS];
 
+	if (count < SHORT_SHINGLES)
+		ereport(NOTICE,
+				(errmsg("the query has %zu shingles: a fingerprint of fewer than %d is"
+						" unreliable, near-duplicates may be missed", count, SHORT_SHINGLES)));
+	values[0] = PointerGetDatum(query);
+	values[1] = Float8GetDatum(min_similarity);
+	values[2] = BoolGetDatum(count < SHORT_SHINGLES);
+	/*
+	 * A candidate that passes has at least min_similarity times the query's
+	 * shingles (S_R <= its count / the query's): only when that is below
+	 * SHORT_SHINGLES can it be short, and only then are its shingles
+	 * counted again.
+	 */
+	values[3] = BoolGetDatum(min_similarity * count < SHORT_SHINGLES + BOUND_SLACK);
 	InitMaterializedSRF(fcinfo, 0);
 	if (count == 0)
 		return;					/* no words: nothing shares a shingle */
 	sketch_of(hashes, count, keys);
 	pfree(hashes);
-	values[3] = PointerGetDatum(sketch_candidates(rel, index, keys,
+	values[4] = PointerGetDatum(sketch_candidates(rel, index, keys,
 												  min_shared_bands(min_similarity)));
 
 	initStringInfo(&fingerprint);
@@ -454,24 +465,23 @@ search_sketched(FunctionCallInfo fcinfo, Relation rel, Oid index, const char *sc
 						 quote_literal_cstr(reg->profile));
 	/*
 	 * The candidates are fetched by tuple id; the inner query is not
-	 * flattened, so each is measured once and only those that pass are
-	 * counted for short.
+	 * flattened, so each is measured once.
 	 */
 	initStringInfo(&statement);
 	appendStringInfo(&statement,
 					 "SELECT c.key, c.distance, c.similarity,"
-					 " $3 OR %s.nearsim_shingle_count(c.body) OPERATOR(pg_catalog.<) %d"
+					 " $3 OR ($4 AND %s.nearsim_shingle_count(c.body) OPERATOR(pg_catalog.<) %d)"
 					 " AS short FROM ("
 					 "SELECT d.%s::pg_catalog.text AS key, d.%s::pg_catalog.text AS body,"
 					 " %s.hamming(d.%s, %s) AS distance,"
 					 " %s.nearsim_resemblance($1, d.%s::pg_catalog.text) AS similarity"
 					 " FROM %s AS d"
-					 " WHERE d.ctid OPERATOR(pg_catalog.=) ANY ($4) OFFSET 0) AS c"
+					 " WHERE d.ctid OPERATOR(pg_catalog.=) ANY ($5) OFFSET 0) AS c"
 					 " WHERE c.similarity OPERATOR(pg_catalog.>=) $2"
 					 " ORDER BY c.similarity DESC, c.distance, c.key COLLATE pg_catalog.\"C\"",
 					 ext, SHORT_SHINGLES,
 					 key, body, ext, fp, fingerprint.data, ext, body, table);
-	if (SPI_execute_with_args(statement.data, 4, types, values, NULL, true, 0) != SPI_OK_SELECT)
+	if (SPI_execute_with_args(statement.data, 5, types, values, NULL, true, 0) != SPI_OK_SELECT)
 		elog(ERROR, "nearsim: the verified search of %s failed", table);
 	for (uint64 i = 0; i < SPI_processed; i++)
 	{
@@ -483,22 +493,6 @@ search_sketched(FunctionCallInfo fcinfo, Relation rel, Oid index, const char *sc
 										column + 1, &nulls[column]);
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, row, nulls);
 	}
-}
-
-/* Whether the query is short; a notice then, as the reference gives */
-static bool
-short_query(text *query)
-{
-	uint64	   *hashes;
-	Size		count = nearsim_text_shingles(query, &hashes);
-
-	if (hashes != NULL)
-		pfree(hashes);
-	if (count < SHORT_SHINGLES)
-		ereport(NOTICE,
-				(errmsg("the query has %zu shingles: a fingerprint of fewer than %d is"
-						" unreliable, near-duplicates may be missed", count, SHORT_SHINGLES)));
-	return count < SHORT_SHINGLES;
 }
 
 PG_FUNCTION_INFO_V1(nearsim_similar_verified);
@@ -541,10 +535,8 @@ nearsim_similar_verified(PG_FUNCTION_ARGS)
 
 		if (OidIsValid(index))
 		{
-			text	   *query = PG_GETARG_TEXT_PP(1);
-
-			search_sketched(fcinfo, rel, index, schema, &reg, query, min_similarity,
-							short_query(query));
+			search_sketched(fcinfo, rel, index, schema, &reg, PG_GETARG_TEXT_PP(1),
+							min_similarity);
 			sketched = true;
 		}
 		table_close(rel, AccessShareLock);

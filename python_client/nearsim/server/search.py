@@ -184,7 +184,8 @@ def _set_similar(session: Session, enabled: Enabled, query: str, min_similarity:
     """Verified search by a set measure: the candidates measured in C, in one statement.
 
     The query's shingles are read once (the C function keeps them between
-    rows); a candidate's shingles are counted again only when it passes.
+    rows); a candidate's shingles are counted again only when it passes and
+    may be short.
     """
     reg = enabled.registration
     key = session.ident(enabled.table.key_column)
@@ -193,9 +194,14 @@ def _set_similar(session: Session, enabled: Enabled, query: str, min_similarity:
     literal = f"{session.literal(query)}::pg_catalog.text"
     asked = int(session.one(f"SELECT {session.ext}.nearsim_shingle_count({literal}) AS n")["n"])
     _notice_short_query(session, asked)
+    # A candidate that passes has at least min_similarity times the query's
+    # shingles (both measures are at most its count over the query's): only
+    # below SHORT_SHINGLES can it be short, and only then is it counted again.
+    may_be_short = min_similarity * asked < measures.SHORT_SHINGLES + 1e-9
+    counted = (f"{session.ext}.nearsim_shingle_count(c.body)" if may_be_short
+               else f"{measures.SHORT_SHINGLES}::pg_catalog.int8")
     rows = session.execute(
-        f"SELECT c.key, c.distance, c.similarity,"
-        f" {session.ext}.nearsim_shingle_count(c.body) AS shingles FROM ("
+        f"SELECT c.key, c.distance, c.similarity, {counted} AS shingles FROM ("
         f"SELECT (s.doc).{key}::pg_catalog.text AS key, (s.doc).{text}::pg_catalog.text AS body,"
         f" s.distance, {session.ext}.{SET_MEASURES[measure]}({literal},"
         f" (s.doc).{text}::pg_catalog.text) AS similarity"

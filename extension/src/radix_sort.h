@@ -1,0 +1,70 @@
+/*
+ * radix_sort.h: a sort by unsigned integer keys, made for one element type
+ * each time it is included (as PostgreSQL's lib/sort_template.h makes
+ * quicksorts).  qsort's call per comparison was the bulk of reading a
+ * text's shingles; a radix sort, 8 bits at a time, has none.
+ *
+ * Before including, define:
+ *	RADIX_SORT_NAME		the function: void NAME(ELEMENT *values, Size n, ELEMENT *other)
+ *	RADIX_SORT_ELEMENT	the element type
+ *	RADIX_SORT_KEY(e)	its key, an unsigned integer
+ *	RADIX_SORT_BITS		the low key bits to sort by: a multiple of 16, so that
+ *						the passes end with the values back in values
+ *
+ * other is scratch space for n elements, unused (and may be NULL) when n
+ * is below RADIX_SORT_SMALL, where insertion sort is faster.  The sort is
+ * stable.
+ */
+
+#ifndef RADIX_SORT_SMALL
+#define RADIX_SORT_SMALL 32
+#endif
+
+StaticAssertDecl(RADIX_SORT_BITS % 16 == 0, "a radix sort needs an even number of passes");
+
+static void
+RADIX_SORT_NAME(RADIX_SORT_ELEMENT *values, Size n, RADIX_SORT_ELEMENT *other)
+{
+	RADIX_SORT_ELEMENT *from = values;
+	RADIX_SORT_ELEMENT *to = other;
+
+	if (n < RADIX_SORT_SMALL)
+	{
+		for (Size i = 1; i < n; i++)
+		{
+			RADIX_SORT_ELEMENT value = values[i];
+			Size		j = i;
+
+			for (; j > 0 && RADIX_SORT_KEY(values[j - 1]) > RADIX_SORT_KEY(value); j--)
+				values[j] = values[j - 1];
+			values[j] = value;
+		}
+		return;
+	}
+	for (int shift = 0; shift < RADIX_SORT_BITS; shift += 8)
+	{
+		Size		counts[256] = {0};
+		Size		total = 0;
+		RADIX_SORT_ELEMENT *swap;
+
+		for (Size i = 0; i < n; i++)
+			counts[(RADIX_SORT_KEY(from[i]) >> shift) & 0xFF]++;
+		for (int digit = 0; digit < 256; digit++)
+		{
+			Size		count = counts[digit];
+
+			counts[digit] = total;
+			total += count;
+		}
+		for (Size i = 0; i < n; i++)
+			to[counts[(RADIX_SORT_KEY(from[i]) >> shift) & 0xFF]++] = from[i];
+		swap = from;
+		from = to;
+		to = swap;
+	}
+}
+
+#undef RADIX_SORT_NAME
+#undef RADIX_SORT_ELEMENT
+#undef RADIX_SORT_KEY
+#undef RADIX_SORT_BITS
