@@ -12,7 +12,14 @@ import psycopg
 from psycopg import sql
 
 from nearsim.client.documents import DocumentTable
-from nearsim.client.loadcli import _ConsoleReporter, _progress_bar, _rate, _scan_size, _summary_line
+from nearsim.client.loadcli import (
+    _ConsoleReporter,
+    _CtrlC,
+    _progress_bar,
+    _rate,
+    _scan_size,
+    _summary_line,
+)
 from nearsim.client.loader import LoadOptions, LoadSummary, Reporter, load_paths
 from nearsim.client.sources import Failure, SourceOptions
 
@@ -128,7 +135,7 @@ def test_the_rate_is_never_0_when_documents_were_done() -> None:
 
 def test_the_bar_moves_with_the_progress_and_ends_on_the_summary() -> None:
     bar = _progress_bar()  # not started: nothing is drawn
-    reporter = _ConsoleReporter(None, bar)
+    reporter = _ConsoleReporter(None, _CtrlC(), bar)
     bar.update(reporter.task, total=1000)
     reporter.started()
     reporter.progress(1, 400)

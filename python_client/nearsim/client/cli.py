@@ -42,7 +42,7 @@ from .clitools import (
 )  # fmt: skip
 from .documents import Cluster, DocumentTable
 from .extract import InputError, read_text
-from .loadcli import load_command
+from .loadcli import load_command, the_process_ends_with_the_command
 from .loader import DEFAULT_MAX_BYTES
 from .sparkcli import spark_group
 
@@ -652,11 +652,13 @@ cli.add_command(spark_group)
 
 def main() -> None:
     """Entry point of ``nearsim``."""
+    the_process_ends_with_the_command()
     cli(prog_name="nearsim")
 
 
 def load_main() -> None:
     """Entry point of ``nearsim-load`` (the same as ``nearsim load``)."""
+    the_process_ends_with_the_command()
     load_command(prog_name="nearsim-load")
 
 

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import signal
 import sys
+import threading
 import time
 from dataclasses import asdict, replace
 from functools import partial
@@ -52,6 +54,35 @@ def _rate(documents: int, seconds: float) -> str:
     return f"{rate:,.0f}" if rate >= 10 else f"{rate:.2g}"
 
 
+class _CtrlC:
+    """SIGINT for the command, outside the load (the loader has its own in it).
+
+    Before the load begins, Ctrl-C stops the command (KeyboardInterrupt:
+    nothing is half done).  Once it has begun, whatever came after it is
+    decided (every batch committed or rolled back) and the summary is on its
+    way: Ctrl-C is ignored.  A KeyboardInterrupt there could stop the command
+    before the summary, or land in a finalizer while connections close, where
+    Python prints it and drops it.
+    """
+
+    # Set by the entry points: the process ends with the command, and after
+    # the load the handler stays, so that a Ctrl-C while Python exits is
+    # ignored too.
+    process_ends_with_command = False
+
+    def __init__(self) -> None:
+        self.load_began = False
+
+    def __call__(self, signum: int, frame: object) -> None:
+        if not self.load_began:
+            raise KeyboardInterrupt
+
+
+def the_process_ends_with_the_command() -> None:
+    """Called by the entry points: a Ctrl-C after the load is ignored until the exit."""
+    _CtrlC.process_ends_with_command = True
+
+
 class _ConsoleReporter(Reporter):
     """Failures on stderr (and to --errors); progress in a bar, when there is one.
 
@@ -60,8 +91,9 @@ class _ConsoleReporter(Reporter):
     began, as the summary's is.
     """
 
-    def __init__(self, errors: IO[str] | None, bar: Any | None = None) -> None:
+    def __init__(self, errors: IO[str] | None, ctrl_c: _CtrlC, bar: Any | None = None) -> None:
         self.errors = errors
+        self.ctrl_c = ctrl_c
         self.bar = bar
         # no total until the inputs are measured (never with paths on stdin)
         self.task = TaskID(0) if bar is None else bar.add_task("load", total=None, done=0, rate="0")
@@ -70,6 +102,7 @@ class _ConsoleReporter(Reporter):
 
     def started(self) -> None:
         self.began = time.perf_counter()
+        self.ctrl_c.load_began = True
 
     def failure(self, failure: Failure) -> None:
         line = f"{failure.source}: {failure.message} [{failure.reason}]"
@@ -328,47 +361,54 @@ def load_command(
         options=options,
         stdin=sys.stdin,
     )
+    ctrl_c = _CtrlC()
+    main_thread = threading.current_thread() is threading.main_thread()  # or no signals
+    previous = signal.signal(signal.SIGINT, ctrl_c) if main_thread else None
     try:
-        with database_errors():
-            if show_progress:
-                with _progress_bar() as bar:
-                    reporter = _ConsoleReporter(errors_file, bar)
-                    if "-" not in paths:
-                        bar.update(reporter.task, total=_scan_size(paths, source_options))
-                    summary = loading(reporter=reporter)
-                    reporter.finish(summary)
-            else:
-                summary = loading(reporter=_ConsoleReporter(errors_file))
-    except KeyboardInterrupt:
-        # Ctrl-C before the load began or after it ended (connecting,
-        # creating the table, closing): nothing half done; one line, 130.
-        click.echo("interrupted: no batch was open; run the same command again", err=True)
-        sys.exit(EXIT_INTERRUPTED)
-    if as_json:
-        print_json(summary.as_dict())
-    if not (
-        summary.loaded
-        or summary.updated
-        or summary.unchanged
-        or summary.skipped
-        or summary.failures
-        or summary.interrupted
-        or summary.error
-    ):
-        click.echo(
-            "warning: no documents found in "
-            + ", ".join(paths)
-            + (" (check --include and --exclude)" if include or exclude else ""),
-            err=True,
-        )
-    if summary.error is not None:
-        raise Fatal(
-            f"{summary.error} ({_summary_line(summary)}); run the same command again"
-            " to finish the load"
-        )
-    if not as_json:  # with --json the summary is on stdout, once
-        click.echo(_summary_line(summary), err=True)
-    if summary.interrupted:
-        sys.exit(EXIT_INTERRUPTED)
-    if summary.failures:
-        sys.exit(EXIT_FAILURES)
+        try:
+            with database_errors():
+                if show_progress:
+                    with _progress_bar() as bar:
+                        reporter = _ConsoleReporter(errors_file, ctrl_c, bar)
+                        if "-" not in paths:
+                            bar.update(reporter.task, total=_scan_size(paths, source_options))
+                        summary = loading(reporter=reporter)
+                        reporter.finish(summary)
+                else:
+                    summary = loading(reporter=_ConsoleReporter(errors_file, ctrl_c))
+        except KeyboardInterrupt:
+            # Ctrl-C before the load began (connecting, creating the table):
+            # nothing half done; one line, 130.
+            click.echo("interrupted: no batch was open; run the same command again", err=True)
+            sys.exit(EXIT_INTERRUPTED)
+        if as_json:
+            print_json(summary.as_dict())
+        if not (
+            summary.loaded
+            or summary.updated
+            or summary.unchanged
+            or summary.skipped
+            or summary.failures
+            or summary.interrupted
+            or summary.error
+        ):
+            click.echo(
+                "warning: no documents found in "
+                + ", ".join(paths)
+                + (" (check --include and --exclude)" if include or exclude else ""),
+                err=True,
+            )
+        if summary.error is not None:
+            raise Fatal(
+                f"{summary.error} ({_summary_line(summary)}); run the same command again"
+                " to finish the load"
+            )
+        if not as_json:  # with --json the summary is on stdout, once
+            click.echo(_summary_line(summary), err=True)
+        if summary.interrupted:
+            sys.exit(EXIT_INTERRUPTED)
+        if summary.failures:
+            sys.exit(EXIT_FAILURES)
+    finally:
+        if main_thread and not (ctrl_c.load_began and _CtrlC.process_ends_with_command):
+            signal.signal(signal.SIGINT, previous)

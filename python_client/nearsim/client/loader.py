@@ -46,7 +46,7 @@ from typing import IO, Any, NamedTuple
 
 import numpy as np
 import psycopg
-from psycopg import sql
+from psycopg import pq, sql
 
 from ..core.fingerprint import PROFILE
 from ..core.pairs import all_pairs
@@ -538,6 +538,7 @@ class Loader:
         self.reporter = reporter or Reporter()
         self.read = read or BytesRead()
         self.summary = LoadSummary()
+        self.abandoning = False  # a second Ctrl-C: the batch at hand is rolled back
         self.seen: dict[str, str] = {}  # key -> the source it came from, in this run
         self.user: UserLayout | None = None  # a table of the user's own
         self.nothing_stored = False
@@ -643,26 +644,44 @@ class Loader:
                 while pending and not self.summary.interrupted:
                     future, read = pending.popleft()
                     self._take(future.result(), read)
-                self._flush()
+                if not self.abandoning:
+                    self._flush()
         except KeyboardInterrupt:
             self.summary.interrupted = True
-        except psycopg.OperationalError as error:
-            # Whole batches are committed or not: the summary says which
-            # were, and a rerun finishes the load.
-            first_line = (str(error).strip().splitlines() or [type(error).__name__])[0]
-            self.summary.error = f"database connection lost: {first_line}"
+        except psycopg.Error as error:
+            # After a second Ctrl-C, the error is that of the cancelled command.
+            if not self.abandoning:
+                if not isinstance(error, psycopg.OperationalError):
+                    raise
+                # Whole batches are committed or not: the summary says which
+                # were, and a rerun finishes the load.
+                first_line = (str(error).strip().splitlines() or [type(error).__name__])[0]
+                self.summary.error = f"database connection lost: {first_line}"
         finally:
             # Cleaning up must end with the summary even if another Ctrl-C
-            # comes meanwhile: that one only stops the waiting.
+            # comes meanwhile.
             try:
+                self._close_if_busy()
                 self._abandon_copy()  # after an error; _flush has closed it otherwise
                 listing.close()
-                executor.shutdown(wait=True, cancel_futures=True)
             except KeyboardInterrupt:
                 self.summary.interrupted = True
-                executor.shutdown(wait=False, cancel_futures=True)
+            self._shut_down(executor)
             self.summary.seconds = time.perf_counter() - started
         return self.summary
+
+    def _shut_down(self, executor: ProcessPoolExecutor) -> None:
+        """Cancel the queued tasks and wait for the running ones (one batch's
+        preparation each, which the workers finish in a moment: they ignore
+        Ctrl-C).  A Ctrl-C meanwhile does not stop the waiting: a pool left
+        running makes Python's exit write to pipes its thread has closed
+        ("Exception ignored ... Bad file descriptor" after the summary)."""
+        while True:
+            try:
+                executor.shutdown(wait=True, cancel_futures=True)
+                return
+            except KeyboardInterrupt:
+                self.summary.interrupted = True
 
     def analyze(self) -> None:
         """Fresh planner statistics after a bulk load (see DocumentTable.analyze)."""
@@ -729,7 +748,12 @@ class Loader:
     def _stopping_gracefully(self) -> Iterator[None]:
         """On SIGINT or SIGTERM, finish the batch at hand and stop.
 
-        A second signal stops at once (its batch is rolled back).
+        A second signal stops at once: the command at hand is cancelled in
+        the server and its batch rolled back.  Only a third one interrupts
+        the loader wherever it is (KeyboardInterrupt for SIGINT), as
+        PostgreSQL's own programs do: raised at any point, even inside a
+        finalizer, where Python drops it, an interrupt could not be counted on
+        to stop at once, nor to leave the connection usable.
         """
         if threading.current_thread() is not threading.main_thread():
             yield
@@ -737,9 +761,16 @@ class Loader:
         previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
 
         def stop(signum: int, frame: object) -> None:
-            self.summary.interrupted = True
+            if not self.summary.interrupted:
+                self.summary.interrupted = True
+                return
+            self.abandoning = True
             signal.signal(signal.SIGINT, signal.default_int_handler)
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            try:
+                self.conn.cancel_safe(timeout=5)
+            except psycopg.Error:  # the connection may be gone, or the command over
+                pass
 
         for sig in previous:
             signal.signal(sig, stop)
@@ -874,6 +905,16 @@ class Loader:
         except psycopg.errors.UniqueViolation:
             self._abandon_copy()
             self.merging = True  # the rest of the batch is merged at its end
+
+    def _close_if_busy(self) -> None:
+        """Close the connection if a Ctrl-C left it inside a command.
+
+        psycopg cancels the command it interrupts but waits for the server
+        only a moment; a connection still inside it takes no other command,
+        not even the rollback.  Closed, the server rolls the batch back.
+        """
+        if self.conn.pgconn.transaction_status == pq.TransactionStatus.ACTIVE:
+            self.conn.close()
 
     def _abandon_copy(self) -> None:
         """Roll the open COPY's batch back (the connection may be gone)."""
