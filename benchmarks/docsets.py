@@ -205,6 +205,37 @@ def rotation_indexes(conn: Connection, table: str) -> list[str]:
         f"SELECT x.indexrelid::regclass::text FROM ({ROTATION_INDEXES}) x", (table,))]
 
 
+@dataclass(frozen=True)
+class LoadIO:
+    """What a COPY cost the server besides time, from its statistics views."""
+
+    wal_bytes: float
+    full_page_images: float  # WAL records carrying a whole 8 kB page
+    index_reads: float  # index blocks read from outside shared_buffers
+    buffer_writes: float  # blocks written out of shared_buffers, by anyone
+
+    def __sub__(self, other: LoadIO) -> LoadIO:
+        return LoadIO(self.wal_bytes - other.wal_bytes,
+                      self.full_page_images - other.full_page_images,
+                      self.index_reads - other.index_reads,
+                      self.buffer_writes - other.buffer_writes)  # fmt: skip
+
+
+def load_io(conn: Connection, qualified: str) -> LoadIO:
+    """The server's counters now (cluster-wide, but for the table's index reads)."""
+    # The statistics of this backend's last transaction are flushed when it
+    # is next idle: after this statement, before the next.
+    conn.execute("SELECT pg_catalog.pg_stat_force_next_flush()")
+    row = conn.execute(
+        "SELECT w.wal_bytes::float8, w.wal_fpi::float8, coalesce(t.idx_blks_read, 0)::float8,"
+        " (b.buffers_checkpoint + b.buffers_clean + b.buffers_backend)::float8"
+        " FROM pg_catalog.pg_stat_wal w, pg_catalog.pg_stat_bgwriter b,"
+        " pg_catalog.pg_statio_all_tables t WHERE t.relid = %s::regclass", (qualified,),
+    ).fetchone()
+    assert row is not None
+    return LoadIO(*row)
+
+
 @dataclass
 class DocSet:
     """A documents table enabled for nearsim, and what the client knows of it."""
@@ -221,6 +252,7 @@ class DocSet:
     bands: int
     load_seconds: float = 0.0
     million_seconds: tuple[float, ...] = ()  # of the COPY, for each million rows
+    million_io: tuple[LoadIO, ...] = ()  # what the COPY of each million wrote and read
     loaded: Storage | None = None  # as the inserts left it after the COPY
     reindexed: Storage | None = None  # after REINDEX, as nearsim_enable builds it
 
@@ -274,17 +306,14 @@ def make_docset(conn: Connection, schema: str, kind: str, fingerprints: Fingerpr
     values = fingerprints.tolist()
     # One COPY per million rows (each its own transaction, as a loader's
     # batches are), so that the rate can be read for each million.
-    millions = []
+    millions, io = [], []
     for million in range(0, rows, 1_000_000):
-        begun = time.perf_counter()
-        copy_sql = sql.SQL("COPY {} (id, body, si) FROM STDIN").format(table)
-        with conn.transaction(), conn.cursor() as cur, cur.copy(copy_sql) as copy:
-            for start in range(million, min(million + 1_000_000, rows), 100_000):
-                copy.write("".join(f"{i}\tdoc {i}\t{values[i - 1]}\n"
-                                   for i in range(start + 1, min(start + 100_000, rows) + 1)))
+        seconds, cost = copy_rows(conn, docset, million + 1, values[million:million + 1_000_000])
         if million + 1_000_000 <= rows:
-            millions.append(time.perf_counter() - begun)
+            millions.append(seconds)
+            io.append(cost)
     docset.million_seconds = tuple(millions)
+    docset.million_io = tuple(io)
     docset.load_seconds = time.perf_counter() - started
     conn.execute(sql.SQL("VACUUM ANALYZE {}").format(table))
     docset.loaded = index_storage(conn, qualified)
@@ -298,6 +327,21 @@ def make_docset(conn: Connection, schema: str, kind: str, fingerprints: Fingerpr
     if row is None or not row[0] or row[1] != rows:
         raise BenchError(f"{docset.label}: nearsim_verify after the COPY says {row}")
     return docset
+
+
+def copy_rows(conn: Connection, docset: DocSet, first_id: int,
+              values: Sequence[int]) -> tuple[float, LoadIO]:  # fmt: skip
+    """COPY ``values`` as fingerprints of ids from ``first_id`` in one transaction:
+    its seconds, and what it wrote and read."""
+    before = load_io(conn, docset.qualified)
+    begun = time.perf_counter()
+    copy_sql = sql.SQL("COPY {} (id, body, si) FROM STDIN").format(docset.table)
+    with conn.transaction(), conn.cursor() as cur, cur.copy(copy_sql) as copy:
+        for start in range(0, len(values), 100_000):
+            copy.write("".join(f"{first_id + i}\tdoc {first_id + i}\t{values[i]}\n"
+                               for i in range(start, min(start + 100_000, len(values)))))
+    seconds = time.perf_counter() - begun
+    return seconds, load_io(conn, docset.qualified) - before
 
 
 def shared_buffers(conn: Connection) -> str:

@@ -18,9 +18,16 @@ million rows; no rebuild, no tuning.  Measured in the same run:
   smallest size);
 - at the smallest size: the exact k-nearest search (``nearsim_nearest``)
   for n = 1, 10 and 100 beside ``ORDER BY hamming(si, q), id LIMIT n``, and
-  single-row INSERTs per second with and without a check-in guard.
+  single-row INSERTs per second with and without a check-in guard;
+- what each million's COPY wrote and read (WAL, full-page images, index
+  blocks read from outside shared_buffers, blocks written out of it);
+- with ``--max-wal-size SIZE`` (it changes the server's configuration with
+  ALTER SYSTEM, and resets it afterwards: for a cluster of the benchmark's
+  own), a million more rows into the largest uniform table at the server's
+  max_wal_size and again at SIZE.
 
-Usage: ``python -m benchmarks.scale --dsn DSN [--sizes N ...] [--results FILE]``.
+Usage: ``python -m benchmarks.scale --dsn DSN [--sizes N ...] [--max-wal-size SIZE]
+[--results FILE]``.
 """
 
 from __future__ import annotations
@@ -62,12 +69,16 @@ from .common import (
     wrap,
 )
 from .docsets import (
+    SEED,
     TARGET_BUCKET_BYTES,
     UNIFORM,
     DocSet,
+    LoadIO,
     check_bucket_api,
+    copy_rows,
     load_docsets,
     prewarm_search,
+    random_fingerprints,
     shared_buffers,
 )
 from .search import GENERIC, HAMMING, Match, expected_matches, run_search, search_statements, within
@@ -105,6 +116,8 @@ class SetResult:
     nearest_scan: dict[int, float] = field(default_factory=dict)  # n -> p50 ms, ORDER BY scan
     inserts: dict[str, float] = field(default_factory=dict)  # guard or not -> rows/s
     loader: dict[str, float] = field(default_factory=dict)  # empty or full table -> rows/s
+    # max_wal_size -> (rows/s, cost) of a million more rows into the full table
+    wal_sizes: dict[str, tuple[float, LoadIO]] = field(default_factory=dict)
 
 
 def time_nearest(conn: Connection, result: SetResult) -> None:
@@ -235,6 +248,54 @@ def time_loader(dsn: str, conn: Connection, schema: str, result: SetResult,
     conn.execute(sql.SQL("DROP TABLE {}").format(empty))
 
 
+def time_max_wal_size(conn: Connection, result: SetResult, size: str) -> None:
+    """COPY a million more rows into the full table at the server's max_wal_size,
+    then another million with max_wal_size = ``size`` (ALTER SYSTEM, reset after).
+
+    A checkpoint starts every full-page image afresh: each index page an
+    insert touches first after it is written whole into the WAL, and a
+    checkpoint comes every max_wal_size of WAL.  Each COPY starts right after
+    one.
+    """
+    docset = result.docset
+    rng = np.random.default_rng(SEED + 1)
+
+    def copied() -> tuple[float, LoadIO]:
+        row = conn.execute(sql.SQL("SELECT max(id) FROM {}").format(docset.table)).fetchone()
+        first_id = (row[0] if row and row[0] is not None else 0) + 1
+        conn.execute("CHECKPOINT")
+        seconds, cost = copy_rows(conn, docset, first_id,
+                                  random_fingerprints(rng, 1_000_000).tolist())
+        return 1_000_000 / seconds, cost
+
+    def configured(value: str | None) -> str:
+        statement = ("ALTER SYSTEM RESET max_wal_size" if value is None else
+                     sql.SQL("ALTER SYSTEM SET max_wal_size = {}").format(sql.Literal(value)))
+        conn.execute(statement)
+        conn.execute("SELECT pg_catalog.pg_reload_conf()")
+        wanted = None if value is None else conn.execute(
+            "SELECT pg_catalog.pg_size_bytes(%s)", (value,)).fetchone()
+        for _ in range(100):  # the postmaster signals the reload; this backend sees it soon
+            row = conn.execute("SELECT pg_catalog.pg_size_bytes("
+                               "pg_catalog.current_setting('max_wal_size'))").fetchone()
+            if wanted is None or row == wanted:
+                break
+            time.sleep(0.05)
+        else:
+            raise BenchError(f"max_wal_size is not {value} after pg_reload_conf()")
+        return str(conn.execute("SHOW max_wal_size").fetchone()[0])  # type: ignore[index]
+
+    default = str(conn.execute("SHOW max_wal_size").fetchone()[0])  # type: ignore[index]
+    result.wal_sizes[default] = copied()
+    try:
+        result.wal_sizes[configured(size)] = copied()
+    finally:
+        configured(None)
+    print("   a million more rows: " + ", ".join(
+        f"{rate:,.0f} rows/s at max_wal_size {name}" for name, (rate, _) in
+        result.wal_sizes.items()))
+
+
 def fresh_connections(dsn: str, docset: DocSet, count: int) -> tuple[list[float], list[float]]:
     """Seconds of the first search of each of ``count`` new connections, and of a second one.
 
@@ -268,6 +329,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--queries", type=int, default=QUERIES)
     parser.add_argument("--scan-queries", type=int, default=SCAN_QUERIES)
     parser.add_argument("--connections", type=int, default=CONNECTIONS)
+    parser.add_argument("--max-wal-size", metavar="SIZE",
+                        help="also load a million more rows with max_wal_size = SIZE (ALTER"
+                        " SYSTEM on the server, reset afterwards)")
     parser.add_argument("--results", metavar="FILE")
     args = parser.parse_args(argv)
     if not args.dsn:
@@ -276,14 +340,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("--sizes must be at least 1000, --queries and --scan-queries at least 1")
     try:
         return run(args.dsn, sorted(args.sizes), args.queries, args.scan_queries,
-                   args.connections, args.results)
+                   args.connections, args.results, args.max_wal_size)
     except BenchError as error:
         print(f"benchmarks.scale: {error}", file=sys.stderr)
         return error.status
 
 
 def run(dsn: str, sizes: Sequence[int], queries: int, scan_queries: int, connections: int,
-        results_file: str | None) -> int:
+        results_file: str | None, max_wal_size: str | None = None) -> int:
     started = time.perf_counter()
     conn = connect(dsn)
     schema = f"nearsim_scale_{os.getpid()}_{secrets.token_hex(3)}"
@@ -317,6 +381,8 @@ def run(dsn: str, sizes: Sequence[int], queries: int, scan_queries: int, connect
                         fresh = fresh_connections(dsn, docset, connections)
                     if rows == sizes[-1] and docset.kind == UNIFORM:
                         time_loader(dsn, conn, schema, results[-1], chapters.texts)
+                        if max_wal_size:
+                            time_max_wal_size(conn, results[-1], max_wal_size)
                 for docset in sets:
                     conn.execute("SELECT nearsim_disable(%s::regclass)", (docset.qualified,))
                     conn.execute(sql.SQL("DROP TABLE {}").format(docset.table))
@@ -326,6 +392,32 @@ def run(dsn: str, sizes: Sequence[int], queries: int, scan_queries: int, connect
             except psycopg.Error as error:
                 print(f"could not drop {schema}: {error}", file=sys.stderr)
     return report(results, fresh, time.perf_counter() - started, version, results_file)
+
+
+IO_COLUMNS = ["rows/s", "WAL bytes/row", "full-page images/row", "index reads/row",
+              "blocks written/row"]
+
+
+def million_costs(docset: DocSet) -> dict[str, tuple[float, LoadIO]]:
+    """Rows/s of the COPY of the first and of the last million, and what it wrote and read."""
+    if not docset.million_io:
+        return {}
+    return {"first": (1_000_000 / docset.million_seconds[0], docset.million_io[0]),
+            "last": (1_000_000 / docset.million_seconds[-1], docset.million_io[-1])}
+
+
+def per_row_io_dict(cost: LoadIO) -> dict[str, float]:
+    million = 1_000_000
+    return {"wal_bytes": cost.wal_bytes / million,
+            "full_page_images": cost.full_page_images / million,
+            "index_reads": cost.index_reads / million,
+            "buffer_writes": cost.buffer_writes / million}  # fmt: skip
+
+
+def per_row_io(cost: LoadIO) -> list[str]:
+    figures = per_row_io_dict(cost)
+    return [f"{figures['wal_bytes']:,.0f}", f"{figures['full_page_images']:.2f}",
+            f"{figures['index_reads']:.2f}", f"{figures['buffer_writes']:.2f}"]
 
 
 def report(results: Sequence[SetResult], fresh: tuple[list[float], list[float]] | None,
@@ -352,6 +444,12 @@ def report(results: Sequence[SetResult], fresh: tuple[list[float], list[float]] 
                      f"{d.loaded.per_doc(d.rows):.1f}", f"{d.reindexed.per_doc(d.rows):.1f}"])
     print_table(["set", "COPY s", "rows/s first million", "rows/s last million", "last/first",
                  "index bytes/doc as loaded", "rebuilt"], rows, "<>>>>>>")
+    print()
+    rows = [[f"{r.docset.label}, {which} million", f"{rate:,.0f}", *per_row_io(cost)]
+            for r in results for which, (rate, cost) in million_costs(r.docset).items()]
+    rows += [[f"{r.docset.label}, 1M more, max_wal_size {name}", f"{rate:,.0f}",
+              *per_row_io(cost)] for r in results for name, (rate, cost) in r.wal_sizes.items()]
+    print_table(["COPY", *IO_COLUMNS], rows, "<>>>>>")
     summary: list[list[str]] = []
     for r in results:
         d = r.docset
@@ -377,6 +475,11 @@ def report(results: Sequence[SetResult], fresh: tuple[list[float], list[float]] 
                             f"{first:,.0f} (first million)", f"{last / first:.2f}",
                             f">= {TARGET_LOAD_RATIO:g}", yes_no(last / first >= TARGET_LOAD_RATIO)])
     for r in results:
+        first = r.docset.million_rate(0)
+        for name, (rate, _) in r.wal_sizes.items():
+            summary.append([f"COPY into {r.docset.label} (1M more), max_wal_size {name}, rows/s",
+                            f"{rate:,.0f}", f"{first:,.0f} (first million)" if first else "-",
+                            f"{rate / first:.2f}" if first else "-", "-", "-"])
         if r.loader:
             empty, full = r.loader["empty"], r.loader["full"]
             summary.append([f"nearsim-load into {r.docset.label}"
@@ -416,6 +519,10 @@ def report(results: Sequence[SetResult], fresh: tuple[list[float], list[float]] 
                       "inserts_per_second": r.inserts,
                       "loader_rows_per_second": r.loader,
                       "copy_million_seconds": list(r.docset.million_seconds),
+                      "copy_million_io": {which: per_row_io_dict(cost) for which, (_, cost)
+                                          in million_costs(r.docset).items()},
+                      "max_wal_size": {name: {"rows_per_second": rate, **per_row_io_dict(cost)}
+                                       for name, (rate, cost) in r.wal_sizes.items()},
                       "loaded_bytes_per_doc": r.docset.loaded.per_doc(r.docset.rows)
                       if r.docset.loaded else None,
                       "built_bytes_per_doc": r.docset.reindexed.per_doc(r.docset.rows)
