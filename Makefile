@@ -15,7 +15,7 @@ LOCAL_DSN := host=$(abspath $(CLUSTER_DIR))/run port=$(CLUSTER_PORT) user=postgr
 NEARSIM_DSN ?=
 DSN = $(or $(NEARSIM_DSN),$(LOCAL_DSN) dbname=nearsim)
 
-.PHONY: all install uninstall system setup venv cluster database demo test installcheck pytest bench bench-10m bench-verified bench-spark lint stop clean dist
+.PHONY: all install uninstall system setup venv cluster database demo test installcheck pytest bench bench-10m bench-verified bench-spark bench-spark-10m lint stop clean dist
 
 # `make` and `make install` build and install the extension alone, as PGXN
 # clients expect (they pass PG_CONFIG); the packages it needs must be there.
@@ -117,6 +117,12 @@ bench-spark: database
 	mkdir -p $(BENCH_RESULTS)
 	$(VENV_PYTHON) -m benchmarks.spark --dsn "$(DSN)" --sizes $(SPARK_SIZES) \
 		--results $(BENCH_RESULTS)/spark.json
+
+# 10 million synthetic fingerprints alone (about two hours on 2 cores), added
+# to the results of make bench-spark.
+bench-spark-10m: database
+	$(VENV_PYTHON) -m benchmarks.spark --dsn "$(DSN)" --sizes 10000000 --corpus none \
+		--results $(BENCH_RESULTS)/spark-10m.json --add-to $(BENCH_RESULTS)/spark.json
 
 # ruff on every Python file; mypy --strict on the package (core, server and
 # client) and on the benchmarks.  Part of `make test`: a finding fails it.

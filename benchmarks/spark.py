@@ -687,6 +687,17 @@ index with fewer probes each), not only more executors."""
     return "#### One billion documents on N executors, on paper\n\n" + _prose(text)
 
 
+def separate_runs(results: dict[str, Any]) -> str:
+    """A sentence on the synthetic sizes measured by runs of their own (``--add-to``)."""
+    runs = [size for size in results.get("sizes", []) if "run" in size]
+    if not runs:
+        return ""
+    return " " + " ".join(
+        f"The {size['rows']:,} fingerprints were measured by a run of their own with the same"
+        f" settings (`make bench-spark-10m`, {size['run']['seconds']:.0f} s), PostgreSQL's"
+        " answers in that run too." for size in runs)
+
+
 def spark_section(results: dict[str, Any] | None) -> str:
     """The Spark section of docs/BENCHMARKS.md, from the JSON ``make bench-spark`` writes.
 
@@ -710,7 +721,7 @@ the same data in the same run; nearsim {results["nearsim"]}, {results["cpu"]},
 the job's stages (Spark's monitoring API), per document; candidates are the rows of the band
 join before the distance check, per document (for verified pairs: of the join of the shingle
 prefixes, before the overlaps are counted). Every Spark answer is checked against PostgreSQL's
-in the run.""")]
+in the run.{separate_runs(results)}""")]
     corpus = results.get("corpus")
     if corpus:
         intro = f"""{corpus["documents"]:,} documents of `benchmarks/corpus.py` (size
@@ -764,6 +775,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--corpus", choices=CORPUS_SIZES, default="full",
                         help="the evaluation corpus's size, or none")
     parser.add_argument("--results", help="write the figures as JSON to this file")
+    parser.add_argument("--add-to", metavar="FILE",
+                        help="put this run's synthetic sizes into the results of an earlier run"
+                        " (replacing those of the same size; its corpus and the rest stay)")
     args = parser.parse_args(argv)
     try:
         report = run(args.dsn, args.sizes, args.radii, args.corpus)
@@ -774,7 +788,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"\n   {report['seconds']:.0f} s in all", flush=True)
     if args.results:
         Path(args.results).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    if args.add_to:
+        target = Path(args.add_to)
+        merged = added_sizes(json.loads(target.read_text(encoding="utf-8")), report)
+        target.write_text(json.dumps(merged, indent=2) + "\n", encoding="utf-8")
     return 0
+
+
+def added_sizes(earlier: dict[str, Any], report: dict[str, Any]) -> dict[str, Any]:
+    """``earlier``'s results with ``report``'s synthetic sizes in them.
+
+    Each added size remembers the run it came from (its seconds); a size
+    that was there is replaced.  The billion-document model follows the
+    largest size, so it is taken from ``report`` when that has the largest.
+    """
+    merged = dict(earlier)
+    added = {size["rows"]: {**size, "run": {"seconds": report["seconds"],
+                                            "spark": report["spark"],
+                                            "nearsim": report["nearsim"]}}
+             for size in report["sizes"]}  # fmt: skip
+    kept = [size for size in earlier.get("sizes", []) if size["rows"] not in added]
+    merged["sizes"] = sorted([*kept, *added.values()], key=lambda size: size["rows"])
+    if added and merged["sizes"][-1]["rows"] in added and report.get("model"):
+        merged["model"] = report["model"]
+    return merged
 
 
 if __name__ == "__main__":

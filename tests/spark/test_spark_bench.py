@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from benchmarks.spark import BILLION, band_model, spark_section
+from benchmarks.spark import BILLION, added_sizes, band_model, spark_section
 
 
 def run_results(sizes: bool = True, corpus: bool = True) -> dict[str, Any]:
@@ -96,3 +96,28 @@ def test_the_section_of_partial_runs() -> None:
     only_sizes = spark_section(run_results(corpus=False))
     assert "#### The evaluation corpus" not in only_sizes and "1,000,000" in only_sizes
     assert spark_section(None).startswith("No results of `make bench-spark`")
+
+
+def test_a_larger_size_from_a_run_of_its_own_joins_the_results() -> None:
+    earlier = run_results()
+    larger = run_results(corpus=False)
+    size = larger["sizes"][0]
+    size["rows"], size["distinct"] = 10_000_000, 8_180_000
+    larger["seconds"] = 7_000.0
+    larger["model"] = {str(k): {"measured": band_model(8_180_000, k),
+                                "billion": band_model(BILLION, k)} for k in (3, 6)}
+    merged = added_sizes(earlier, larger)
+    assert [s["rows"] for s in merged["sizes"]] == [1_000_000, 10_000_000]
+    assert merged["corpus"] == earlier["corpus"] and merged["seconds"] == 1234.0
+    assert merged["model"] == larger["model"]  # the model follows the largest size
+    assert "run" not in merged["sizes"][0] and merged["sizes"][1]["run"]["seconds"] == 7_000.0
+    section = " ".join(spark_section(merged).split())
+    assert "The 10,000,000 fingerprints were measured by a run of their own" in section
+    assert "`make bench-spark-10m`, 7000 s" in section
+    assert "From `local[1]` at k = 3 on the 10,000,000 synthetic fingerprints" in section
+    # the same size again replaces it; a smaller one leaves the model alone
+    again = added_sizes(merged, larger)
+    assert [s["rows"] for s in again["sizes"]] == [1_000_000, 10_000_000]
+    smaller = added_sizes(merged, run_results(corpus=False))
+    assert smaller["model"] == larger["model"]
+    assert smaller["sizes"][0]["run"]["seconds"] == 1234.0
