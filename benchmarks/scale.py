@@ -288,7 +288,8 @@ def time_max_wal_size(conn: Connection, result: SetResult, size: str) -> None:
     default = str(conn.execute("SHOW max_wal_size").fetchone()[0])  # type: ignore[index]
     result.wal_sizes[default] = copied()
     try:
-        result.wal_sizes[configured(size)] = copied()
+        raised = configured(size)  # before the COPY (a[k()] = v() calls v first)
+        result.wal_sizes[raised] = copied()
     finally:
         configured(None)
     print("   a million more rows: " + ", ".join(
@@ -402,8 +403,10 @@ def million_costs(docset: DocSet) -> dict[str, tuple[float, LoadIO]]:
     """Rows/s of the COPY of the first and of the last million, and what it wrote and read."""
     if not docset.million_io:
         return {}
-    return {"first": (1_000_000 / docset.million_seconds[0], docset.million_io[0]),
-            "last": (1_000_000 / docset.million_seconds[-1], docset.million_io[-1])}
+    costs = {"first": (1_000_000 / docset.million_seconds[0], docset.million_io[0])}
+    if len(docset.million_io) > 1:
+        costs["last"] = (1_000_000 / docset.million_seconds[-1], docset.million_io[-1])
+    return costs
 
 
 def per_row_io_dict(cost: LoadIO) -> dict[str, float]:
