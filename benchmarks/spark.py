@@ -86,12 +86,19 @@ SHUFFLE_PARTITIONS = 16
 DRIVER_MEMORY = "3g"
 
 
+def shuffle_partitions() -> int:
+    """Spark's shuffle partitions: 16, or NEARSIM_BENCH_SPARK_PARTITIONS (more for
+    10 million rows, whose band join would otherwise sort gigabytes per task and
+    spill them to disk)."""
+    return int(os.environ.get("NEARSIM_BENCH_SPARK_PARTITIONS", SHUFFLE_PARTITIONS))
+
+
 def spark_session(master: str) -> Any:
     from nearsim.spark import session
 
     spark = session(master, "nearsim-bench", {
         "spark.driver.memory": os.environ.get("NEARSIM_BENCH_SPARK_MEMORY", DRIVER_MEMORY),
-        "spark.sql.shuffle.partitions": str(SHUFFLE_PARTITIONS),
+        "spark.sql.shuffle.partitions": str(shuffle_partitions()),
         "spark.ui.showConsoleProgress": "false",
         "spark.ui.port": "4050",
         "spark.port.maxRetries": "50",
@@ -416,7 +423,7 @@ def run(dsn: str, sizes: Sequence[int], radii: Sequence[int],
     report: dict[str, Any] = {
         "cpu": cpu_model(), "cores": os.cpu_count(), "python": platform.python_version(),
         "postgresql": version, "nearsim": nearsim.__version__, "spark": pyspark.__version__,
-        "masters": list(MASTERS), "shuffle_partitions": SHUFFLE_PARTITIONS,
+        "masters": list(MASTERS), "shuffle_partitions": shuffle_partitions(),
         "driver_memory": os.environ.get("NEARSIM_BENCH_SPARK_MEMORY", DRIVER_MEMORY),
         "sizes": [], "corpus": None, "model": {},
     }  # fmt: skip
@@ -692,10 +699,16 @@ def separate_runs(results: dict[str, Any]) -> str:
     runs = [size for size in results.get("sizes", []) if "run" in size]
     if not runs:
         return ""
+    def settings(run: dict[str, Any]) -> str:
+        radii = " and ".join(str(k) for k in run.get("radii", []))
+        return (f"`make bench-spark-10m`, {run['seconds']:.0f} s;"
+                f" {run.get('shuffle_partitions', SHUFFLE_PARTITIONS)} shuffle partitions"
+                + (f", k = {radii} only" if radii and run["radii"] != list(DEFAULT_RADII)
+                   else ""))
+
     return " " + " ".join(
-        f"The {size['rows']:,} fingerprints were measured by a run of their own with the same"
-        f" settings (`make bench-spark-10m`, {size['run']['seconds']:.0f} s), PostgreSQL's"
-        " answers in that run too." for size in runs)
+        f"The {size['rows']:,} fingerprints were measured by a run of their own"
+        f" ({settings(size['run'])}), PostgreSQL's answers in that run too." for size in runs)
 
 
 def spark_section(results: dict[str, Any] | None) -> str:
@@ -803,10 +816,9 @@ def added_sizes(earlier: dict[str, Any], report: dict[str, Any]) -> dict[str, An
     largest size, so it is taken from ``report`` when that has the largest.
     """
     merged = dict(earlier)
-    added = {size["rows"]: {**size, "run": {"seconds": report["seconds"],
-                                            "spark": report["spark"],
-                                            "nearsim": report["nearsim"]}}
-             for size in report["sizes"]}  # fmt: skip
+    run = {name: report[name] for name in ("seconds", "spark", "nearsim", "shuffle_partitions")}
+    run["radii"] = sorted({int(k) for size in report["sizes"] for k in size["postgresql"]})
+    added = {size["rows"]: {**size, "run": run} for size in report["sizes"]}
     kept = [size for size in earlier.get("sizes", []) if size["rows"] not in added]
     merged["sizes"] = sorted([*kept, *added.values()], key=lambda size: size["rows"])
     if added and merged["sizes"][-1]["rows"] in added and report.get("model"):

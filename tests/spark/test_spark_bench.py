@@ -113,7 +113,7 @@ def test_a_larger_size_from_a_run_of_its_own_joins_the_results() -> None:
     assert "run" not in merged["sizes"][0] and merged["sizes"][1]["run"]["seconds"] == 7_000.0
     section = " ".join(spark_section(merged).split())
     assert "The 10,000,000 fingerprints were measured by a run of their own" in section
-    assert "`make bench-spark-10m`, 7000 s" in section
+    assert "`make bench-spark-10m`, 7000 s; 16 shuffle partitions)" in section
     assert "From `local[1]` at k = 3 on the 10,000,000 synthetic fingerprints" in section
     # the same size again replaces it; a smaller one leaves the model alone
     again = added_sizes(merged, larger)
