@@ -811,9 +811,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 def added_sizes(earlier: dict[str, Any], report: dict[str, Any]) -> dict[str, Any]:
     """``earlier``'s results with ``report``'s synthetic sizes in them.
 
-    Each added size remembers the run it came from (its seconds); a size
-    that was there is replaced.  The billion-document model follows the
-    largest size, so it is taken from ``report`` when that has the largest.
+    Each added size remembers the run it came from (its seconds, shuffle
+    partitions and radii); a size that was there is replaced.  The
+    billion-document model follows the largest size, so it is taken from
+    ``report`` when that has the largest, for the radii ``report`` measured.
     """
     merged = dict(earlier)
     run = {name: report[name] for name in ("seconds", "spark", "nearsim", "shuffle_partitions")}
@@ -822,7 +823,8 @@ def added_sizes(earlier: dict[str, Any], report: dict[str, Any]) -> dict[str, An
     kept = [size for size in earlier.get("sizes", []) if size["rows"] not in added]
     merged["sizes"] = sorted([*kept, *added.values()], key=lambda size: size["rows"])
     if added and merged["sizes"][-1]["rows"] in added and report.get("model"):
-        merged["model"] = report["model"]
+        # a radius the run left out keeps the earlier model
+        merged["model"] = {**earlier.get("model", {}), **report["model"]}
     return merged
 
 

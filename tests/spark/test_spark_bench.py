@@ -121,3 +121,20 @@ def test_a_larger_size_from_a_run_of_its_own_joins_the_results() -> None:
     smaller = added_sizes(merged, run_results(corpus=False))
     assert smaller["model"] == larger["model"]
     assert smaller["sizes"][0]["run"]["seconds"] == 1234.0
+
+
+def test_a_run_of_its_own_at_one_radius_says_so() -> None:
+    larger = run_results(corpus=False)
+    size = larger["sizes"][0]
+    size["rows"] = 10_000_000
+    del size["postgresql"]["6"]
+    size["spark"] = [run for run in size["spark"] if run["k"] == 3]
+    larger["shuffle_partitions"] = 128
+    larger["model"] = {"3": {"measured": band_model(8_180_000, 3),
+                             "billion": band_model(BILLION, 3)}}
+    merged = added_sizes(run_results(), larger)
+    assert merged["model"]["3"] == larger["model"]["3"]
+    assert merged["model"]["6"] == run_results()["model"]["6"]  # kept from the earlier run
+    section = " ".join(spark_section(merged).split())
+    assert "(`make bench-spark-10m`, 1234 s; 128 shuffle partitions, k = 3 only)" in section
+    assert "| 10,000,000 | 3 |" in section and "| 10,000,000 | 6 |" not in section
