@@ -205,6 +205,7 @@ page cache. nearsim {scale["nearsim"]}, PostgreSQL {scale["postgresql"]}; {scale
 
 def load_costs(scale: dict[str, Any]) -> str:
     """What the COPY of the first and the last million wrote and read, per row."""
+    from .scale import io_cells  # the same cells as the benchmark prints
     rows, more = [], []
     for d in scale["sets"]:
         for which, cost in d.get("copy_million_io", {}).items():
@@ -248,10 +249,6 @@ that is merged into the large ones in key order, is not built.
 
 """
 
-
-def io_cells(cost: dict[str, float]) -> list[str]:
-    return [f"{cost['wal_bytes']:,.0f}", f"{cost['full_page_images']:.2f}",
-            f"{cost['index_reads']:.2f}", f"{cost['buffer_writes']:.2f}"]
 
 
 def hundred_million(scale: dict[str, Any]) -> str:

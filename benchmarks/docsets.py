@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass
 
 import numpy as np
 from numpy.typing import NDArray
@@ -215,10 +215,7 @@ class LoadIO:
     buffer_writes: float  # blocks written out of shared_buffers, by anyone
 
     def __sub__(self, other: LoadIO) -> LoadIO:
-        return LoadIO(self.wal_bytes - other.wal_bytes,
-                      self.full_page_images - other.full_page_images,
-                      self.index_reads - other.index_reads,
-                      self.buffer_writes - other.buffer_writes)  # fmt: skip
+        return LoadIO(*(a - b for a, b in zip(astuple(self), astuple(other), strict=True)))
 
 
 def load_io(conn: Connection, qualified: str) -> LoadIO:

@@ -417,10 +417,14 @@ def per_row_io_dict(cost: LoadIO) -> dict[str, float]:
             "buffer_writes": cost.buffer_writes / million}  # fmt: skip
 
 
-def per_row_io(cost: LoadIO) -> list[str]:
-    figures = per_row_io_dict(cost)
+def io_cells(figures: dict[str, float]) -> list[str]:
+    """Per-row figures of :func:`per_row_io_dict` as table cells (also docs/BENCHMARKS.md's)."""
     return [f"{figures['wal_bytes']:,.0f}", f"{figures['full_page_images']:.2f}",
             f"{figures['index_reads']:.2f}", f"{figures['buffer_writes']:.2f}"]
+
+
+def per_row_io(cost: LoadIO) -> list[str]:
+    return io_cells(per_row_io_dict(cost))
 
 
 def report(results: Sequence[SetResult], fresh: tuple[list[float], list[float]] | None,

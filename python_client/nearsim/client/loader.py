@@ -750,10 +750,10 @@ class Loader:
 
         A second signal stops at once: the command at hand is cancelled in
         the server and its batch rolled back.  Only a third one interrupts
-        the loader wherever it is (KeyboardInterrupt for SIGINT), as
-        PostgreSQL's own programs do: raised at any point, even inside a
-        finalizer, where Python drops it, an interrupt could not be counted on
-        to stop at once, nor to leave the connection usable.
+        the loader wherever it is (KeyboardInterrupt for SIGINT): raised at
+        any point, even inside a finalizer, where Python drops it, an
+        interrupt could not be counted on to stop at once, nor to leave the
+        connection usable.
         """
         if threading.current_thread() is not threading.main_thread():
             yield
