@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import psycopg
+import pyspark
 import pytest
 from click.testing import CliRunner
 from psycopg import sql
@@ -160,3 +164,40 @@ def test_dedup_command_errors(tmp_path: Path) -> None:
                                       "--text-column", "body", "--hamming", "-s", "0.9",
                                       "-o", str(tmp_path / "o")])  # fmt: skip
     assert result.exit_code == 2 and "--hamming" in result.output
+
+
+def test_the_command_runs_under_spark_submit(spark: SparkSession, tmp_path: Path) -> None:
+    """spark-submit runs the job file as the driver, with its master and the command's options."""
+    paths = write_inputs(tmp_path)
+    job = CliRunner().invoke(cli, ["spark", "job-file"])
+    assert job.exit_code == 0, job.output
+    job_file = Path(job.stdout.strip())
+    assert job_file.is_file()
+    submit = Path(pyspark.__file__).parent / "bin" / "spark-submit"
+    output = tmp_path / "groups.parquet"
+    environment = {**os.environ, "PYSPARK_PYTHON": sys.executable,
+                   "PYSPARK_DRIVER_PYTHON": sys.executable}  # fmt: skip
+    ran = subprocess.run(
+        [str(submit), "--master", "local[2]", "--driver-memory", "1g",
+         "--conf", "spark.ui.enabled=false", "--conf", "spark.sql.shuffle.partitions=4",
+         str(job_file), "dedup", str(paths["jsonl"]), "--key-column", "id",
+         "--text-column", "body", "--hamming", "-k", "3", "-o", str(output), "--json"],
+        capture_output=True, text=True, env=environment, timeout=600, check=False)
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    summary = json.loads(ran.stdout)
+    _, expected = dedup(spark, str(paths["jsonl"]), str(tmp_path / "in-process"), "id", "body",
+                        min_similarity=None, max_distance=3)  # fmt: skip
+    assert summary["bad_rows_by_reason"] == expected.bad
+    assert (summary["documents"], summary["pairs"], summary["groups"]) == (
+        expected.documents, expected.pairs, expected.groups)
+    found = sorted(map(tuple, spark.read.parquet(str(output)).collect()))
+    assert found == [(1, 1, None), (2, 1, None)]
+    refused = subprocess.run(
+        [str(submit), "--master", "local[1]", "--conf", "spark.ui.enabled=false", str(job_file),
+         "dedup", str(paths["jsonl"]), "--key-column", "id", "--text-column", "nope", "-o",
+         str(tmp_path / "other")],
+        capture_output=True, text=True, env=environment, timeout=600, check=False)
+    # (spark-submit passes on the driver's stderr on its stdout)
+    assert refused.returncode == 2, refused.stderr[-3000:]
+    assert "Error: the JSON Lines input has no column 'nope'" in refused.stdout
+    assert "Traceback" not in refused.stdout + refused.stderr

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import click
@@ -142,4 +143,19 @@ def dedup_command(ctx: click.Context, inputs: tuple[str, ...], input_format: str
             click.echo(line, err=True)
 
 
-__all__ = ["dedup_command", "spark_group"]
+@spark_group.command("job-file")
+def job_file_command() -> None:
+    """Print the path of the program to give spark-submit.
+
+    spark-submit runs it as the job's driver, with its own master and
+    options; the arguments after it are those of nearsim spark.
+
+    \b
+    Example:
+      spark-submit --master yarn --deploy-mode cluster "$(nearsim spark job-file)" \\
+          dedup hdfs:///crawl/ --key-column url --text-column body -o hdfs:///groups
+    """
+    click.echo(str(Path(__file__).resolve().parent.parent / "spark" / "job.py"))
+
+
+__all__ = ["dedup_command", "job_file_command", "spark_group"]
