@@ -280,3 +280,25 @@ def test_rerun_into_quoted_names_of_other_key_types(database: str, spark: SparkS
     with pytest.raises(WriteError, match="value too long"):
         write_table(too_long, database, name, "url", "text", on_conflict="replace")
     assert query(database, f"SELECT ok FROM nearsim_verify('{name}', true)") == [(True,)]
+
+
+def test_a_parquet_directory_spark_wrote_loads_with_nearsim_load(
+        database: str, corpus: Corpus, table: str, tmp_path: Path) -> None:  # fmt: skip
+    """Spark's output (part files and a _SUCCESS marker) into the table by nearsim-load."""
+    output = tmp_path / "documents.parquet"
+    rows = fingerprints(corpus.frame.where("body IS NOT NULL AND trim(body) <> ''"), "body")
+    rows.repartition(3).write.parquet(str(output))
+    parts = sorted(path.name for path in output.iterdir() if path.suffix == ".parquet")
+    assert len(parts) >= 2 and (output / "_SUCCESS").exists()
+    expected = {row["id"]: (row["body"], row["si"]) for row in rows.collect()}
+    result = CliRunner().invoke(cli, [
+        "load", str(output), "--format", "parquet", "--include", "*.parquet", "--dsn", database,
+        "--table", table, "--id-field", "id", "--text-field", "body", "--quiet", "--json",
+        "--workers", "1"])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    assert (summary["loaded"], summary["failed"]) == (len(expected), 0), result.output
+    found = stored(database, table)
+    assert {key: (text, si) for key, (text, si, _) in found.items()} == expected
+    assert all(si == fresh for _, si, fresh in found.values())
+    assert verified(database, table)
