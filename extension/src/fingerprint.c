@@ -34,7 +34,10 @@
  *
  * The text is processed in pieces cut before ASCII whitespace (or, in text
  * without any, before a character that no normalisation reaches across), so
- * normalisation needs memory for one piece at a time.  The tokens go into a
+ * normalisation needs memory for one piece at a time.  Within a piece, only
+ * the stretches around code points that NFKC may change or join to their
+ * neighbours are normalised; letters below U+0800 (Latin, Greek, Cyrillic,
+ * Hebrew, Arabic...) are classified by a direct table.  The tokens go into a
  * buffer that keeps only the last two tokens and the one being read, so a
  * shingle may span pieces.  ASCII text is read 64 bytes at a time: a bit
  * mask marks its word characters while its letters are lower-cased, and
@@ -152,6 +155,34 @@ casefold_lookup(pg_wchar cp)
 			return &casefold_table[mid];
 	}
 	return NULL;
+}
+
+/* Whether a text may be cut before cp (see next_piece): boundary_table */
+static inline bool
+is_boundary(pg_wchar cp)
+{
+	if (cp < SMALL_CODE_POINTS)
+		return (small_table[cp] & SMALL_BOUNDARY) != 0;
+	return range_kind(boundary_table, lengthof(boundary_table), cp) != 0;
+}
+
+/* The kind of cp in word_table: WORD_JOINED, WORD_SOLO or 0 */
+static inline int
+word_kind(pg_wchar cp)
+{
+	if (cp < SMALL_CODE_POINTS)
+		return (small_table[cp] & SMALL_JOINED) ? WORD_JOINED :
+			(small_table[cp] & SMALL_SOLO) ? WORD_SOLO : 0;
+	return range_kind(word_table, lengthof(word_table), cp);
+}
+
+/* The case folding of cp (not ASCII), or NULL when it is itself */
+static inline const CaseFolding *
+folding_of(pg_wchar cp)
+{
+	if (cp < SMALL_CODE_POINTS && (small_table[cp] & SMALL_FOLDS) == 0)
+		return NULL;
+	return casefold_lookup(cp);
 }
 
 /* The whitespace before which the reference cuts texts: [\t\n\v\f\r ] */
@@ -734,7 +765,7 @@ read_folded(Shingler *sh, pg_wchar cp)
 			token_byte(sh, (char) c);
 		return;
 	}
-	kind = range_kind(word_table, lengthof(word_table), cp);
+	kind = word_kind(cp);
 	if (kind == 0)
 	{
 		end_token(sh);
@@ -742,6 +773,12 @@ read_folded(Shingler *sh, pg_wchar cp)
 	}
 	if (kind == WORD_SOLO)
 		end_token(sh);
+	if (cp < SMALL_CODE_POINTS)
+	{
+		token_byte(sh, (char) (0xC0 | (cp >> 6)));
+		token_byte(sh, (char) (0x80 | (cp & 0x3F)));
+		return;
+	}
 	unicode_to_utf8(cp, utf8);
 	n = pg_utf_mblen(utf8);
 	for (int i = 0; i < n; i++)
@@ -750,17 +787,43 @@ read_folded(Shingler *sh, pg_wchar cp)
 		end_token(sh);
 }
 
+/* Marks a code point of a stretch that is not in boundary_table */
+#define NOT_BOUNDARY ((pg_wchar) 0x80000000)
+
+/* Steps 2 (case folding) and 3 for n code points in NFKC form */
+static void
+read_normalised(Shingler *sh, const pg_wchar *p, Size n)
+{
+	for (const pg_wchar *end = p + n; p < end; p++)
+	{
+		const CaseFolding *folding = *p < 0x80 ? NULL : folding_of(*p);
+
+		/* up to CASEFOLD_MAX code points of 4 bytes, a space around each */
+		reserve(sh, 6 * CASEFOLD_MAX);
+		if (folding == NULL)
+			read_folded(sh, *p);
+		else
+			for (int i = 0; i < CASEFOLD_MAX && folding->folded[i] != 0; i++)
+				read_folded(sh, folding->folded[i]);
+	}
+}
+
 /*
  * Steps 1 to 3 for any text: the pinned Unicode version, NFKC, case folding
  * (not normalised again, like str.casefold()) and word characters.
+ *
+ * A cut before a code point of boundary_table (or ASCII) changes nothing
+ * (see next_piece), and such code points are their own NFKC.  So only the
+ * stretches from the last of them before a code point that is not one to
+ * the next after it are normalised; the rest is read as it is.
  */
 static void
 read_general(Shingler *sh, const unsigned char *s, Size n)
 {
 	const unsigned char *end = s + n;
 	Size		count = 0;
+	Size		done = 0;
 	pg_wchar   *wchars;
-	pg_wchar   *normalised;
 
 	if (n + 1 > sh->wchars_cap)
 	{
@@ -772,42 +835,70 @@ read_general(Shingler *sh, const unsigned char *s, Size n)
 	}
 	wchars = sh->wchars;
 
+	/* step 1, marking the code points that are not boundaries */
 	while (s < end)
 	{
 		pg_wchar	cp;
+		int			kind;
 
 		if (*s < 0x80)
-			cp = *s++;
+		{
+			wchars[count++] = *s++;
+			continue;
+		}
+		if ((*s & 0xE0) == 0xC0)	/* two bytes, inline */
+		{
+			cp = ((pg_wchar) (s[0] & 0x1F) << 6) | (s[1] & 0x3F);
+			s += 2;
+		}
 		else
 		{
-			int			kind;
-
 			cp = utf8_to_unicode(s);
 			s += pg_utf_mblen(s);
-			kind = range_kind(pinned_table, lengthof(pinned_table), cp);
-			if (kind == PINNED_IGNORABLE)
-				continue;
-			if (kind == PINNED_UNASSIGNED)
-				cp = ' ';
 		}
-		wchars[count++] = cp;
+		if (is_boundary(cp))
+		{
+			wchars[count++] = cp;
+			continue;
+		}
+		kind = range_kind(pinned_table, lengthof(pinned_table), cp);
+		if (kind == PINNED_IGNORABLE)
+			continue;
+		wchars[count++] = kind == PINNED_UNASSIGNED ? ' ' : cp | NOT_BOUNDARY;
 	}
-	wchars[count] = 0;
 
-	normalised = unicode_normalize(UNICODE_NFKC, wchars);
-	for (pg_wchar *p = normalised; *p != 0; p++)
+	while (done < count)
 	{
-		const CaseFolding *folding = *p < 0x80 ? NULL : casefold_lookup(*p);
+		Size		first = done;
+		Size		start;
+		Size		stop;
+		Size		length;
+		pg_wchar	after;
+		pg_wchar   *normalised;
 
-		/* up to CASEFOLD_MAX code points of 4 bytes, a space around each */
-		reserve(sh, 6 * CASEFOLD_MAX);
-		if (folding == NULL)
-			read_folded(sh, *p);
-		else
-			for (int i = 0; i < CASEFOLD_MAX && folding->folded[i] != 0; i++)
-				read_folded(sh, folding->folded[i]);
+		while (first < count && !(wchars[first] & NOT_BOUNDARY))
+			first++;
+		if (first == count)
+			break;
+		/* from the boundary before it (or where this stretch began) */
+		start = first;
+		while (start > done && (wchars[start] & NOT_BOUNDARY))
+			start--;
+		/* to the next boundary */
+		for (stop = first; stop < count && (wchars[stop] & NOT_BOUNDARY); stop++)
+			wchars[stop] &= ~NOT_BOUNDARY;
+		read_normalised(sh, wchars + done, start - done);
+		after = wchars[stop];
+		wchars[stop] = 0;
+		normalised = unicode_normalize(UNICODE_NFKC, wchars + start);
+		wchars[stop] = after;
+		for (length = 0; normalised[length] != 0; length++)
+			;
+		read_normalised(sh, normalised, length);
+		pfree(normalised);
+		done = stop;
 	}
-	pfree(normalised);
+	read_normalised(sh, wchars + done, count - done);
 }
 
 /* Offset of the first non-ASCII byte of s (n when there is none) */
@@ -902,8 +993,7 @@ next_piece(const unsigned char *s, Size start, Size len)
 	{
 		if (s[i] < 0x80)
 			return i;
-		if ((s[i] & 0xC0) != 0x80 &&
-			range_kind(boundary_table, lengthof(boundary_table), utf8_to_unicode(s + i)))
+		if ((s[i] & 0xC0) != 0x80 && is_boundary(utf8_to_unicode(s + i)))
 			return i;
 	}
 	return len;

@@ -153,6 +153,55 @@ def test_every_character_alone_and_in_words(conn: psycopg.Connection[Any]) -> No
     assert_same_as_python(conn, texts)
 
 
+# -- text that is its own NFKC ------------------------------------------------------
+# Text made only of ASCII and of code points that NFKC keeps and that nothing
+# composes with is not normalised by the C code; the letters below U+0800
+# (Latin, Greek, Cyrillic, Armenian, Hebrew, Arabic...) are looked up in a
+# table of their own.  A combining mark or a compatibility character in a
+# piece makes the C code normalise the whole piece.
+
+SMALL_LETTERS = "".join(
+    chr(cp) for cp in range(0x80, 0x800)
+    if chr(cp).isalpha() and unicodedata.normalize("NFKC", chr(cp)) == chr(cp)
+    and not unicodedata.combining(chr(cp))
+)
+OTHER_LETTERS = "\u4e00\u5b57\u3042\u30a2\u0915\u0e01\u10d0\u1200\uac00\u13a0\U00020000"
+own_nfkc_text = st.lists(
+    st.one_of(
+        st.text(alphabet=st.sampled_from(SMALL_LETTERS), min_size=1, max_size=12),
+        st.text(alphabet=st.sampled_from(SMALL_LETTERS + OTHER_LETTERS), min_size=1, max_size=4),
+        st.sampled_from((" ", " ", "  ", "\n", ", ", ". ", "x", "Ab1")),
+    ),
+    max_size=60,
+).map("".join)
+mixed_nfkc_text = st.tuples(own_nfkc_text, st.text(alphabet=st.sampled_from(TRICKY), max_size=2),
+                            own_nfkc_text).map("".join)
+
+
+@PROPERTY_SETTINGS
+@given(texts=st.lists(own_nfkc_text, min_size=BATCH, max_size=BATCH))
+def test_text_that_is_its_own_nfkc(conn: psycopg.Connection[Any], texts: list[str]) -> None:
+    assert_same_as_python(conn, texts)
+
+
+@PROPERTY_SETTINGS
+@given(texts=st.lists(mixed_nfkc_text, min_size=BATCH, max_size=BATCH))
+def test_such_text_with_a_character_to_normalise(conn: psycopg.Connection[Any],
+                                                 texts: list[str]) -> None:  # fmt: skip
+    assert_same_as_python(conn, texts)
+
+
+def test_every_letter_below_u0800_in_words_of_both_cases(conn: psycopg.Connection[Any]) -> None:
+    """Each letter in words of its own script's neighbours, as typed and upper-cased
+    (case foldings to several characters among them), then a combining mark after each."""
+    words = [SMALL_LETTERS[i : i + 7] for i in range(0, len(SMALL_LETTERS), 7)]
+    texts = [" ".join(words), " ".join(words).upper(), " ".join(w.upper() for w in words[::2]),
+             "".join(words), " ".join(c + "\u0301" for c in SMALL_LETTERS),
+             " ".join(c + "\u0308x" for c in SMALL_LETTERS)]
+    texts += [" ".join(words[i : i + 20]) for i in range(0, len(words), 20)]
+    assert_same_as_python(conn, texts)
+
+
 # -- the ASCII path -----------------------------------------------------------------
 # ASCII text takes its own way through the C code: a bit mask of the word
 # characters of 64 bytes at a time, tokens copied lower-cased 16 bytes at a
