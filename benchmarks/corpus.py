@@ -63,6 +63,7 @@ import sys
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 
 from nearsim.client.samples import kjv_chapters
@@ -79,6 +80,7 @@ __all__ = [
     "nested_corpus",
     "original_documents",
     "read_jsonl",
+    "translated_manpages",
     "write_jsonl",
 ]
 
@@ -209,15 +211,15 @@ def _package_version(package: str) -> str:
     ).stdout.strip()
 
 
-def _manpage_files() -> list[str]:
+def _manpage_files(packages: Sequence[str] = MANPAGE_PACKAGES) -> list[str]:
     """The packages' own manual page files (no symlinks, no ``.so`` stubs), sorted."""
     listed = subprocess.run(
-        ["dpkg", "-L", *MANPAGE_PACKAGES], check=True, capture_output=True, text=True
+        ["dpkg", "-L", *packages], check=True, capture_output=True, text=True
     ).stdout.split("\n")
     files = []
     for name in sorted(set(listed)):
-        if "/man/man" not in name or not name.endswith(".gz"):
-            continue
+        if not re.search(r"/share/man/([^/]+/)?man[^/]+/[^/]+\.gz$", name):
+            continue  # pages are in man/man1/, translations in man/de/man1/...
         path = Path(name)
         if path.is_symlink() or not path.is_file():
             continue
@@ -229,13 +231,18 @@ def _manpage_files() -> list[str]:
     return files
 
 
-def _render(path: str) -> str:
-    """One manual page as plain text (no overstriking, no colour, no hyphenation)."""
+def _render(path: str, utf8_source: bool = False) -> str:
+    """One manual page as plain text (no overstriking, no colour, no hyphenation).
+
+    ``utf8_source``: the page is UTF-8 (translations), which groff reads
+    through preconv; the English pages are rendered as they always were.
+    """
     with gzip.open(path, "rb") as source:
         roff = source.read()
     environment = {**os.environ, "LC_ALL": "C.UTF-8", "MANWIDTH": "80"}
+    preconv = ["-k", "-Kutf-8"] if utf8_source else []
     rendered = subprocess.run(
-        ["groff", "-man", "-Tutf8", "-P-c", "-P-b", "-P-u", "-rHY=0"],
+        ["groff", *preconv, "-man", "-Tutf8", "-P-c", "-P-b", "-P-u", "-rHY=0"],
         input=roff, capture_output=True, check=False, env=environment,
     ).stdout.decode("utf-8", errors="replace")
     # Page headers and footers repeat the page's name and date: keep the body.
@@ -245,17 +252,23 @@ def _render(path: str) -> str:
     return "\n".join(line.rstrip() for line in lines).strip() + "\n"
 
 
-def _manpage_texts(cache_directory: Path = CACHE_DIRECTORY) -> list[tuple[str, str]]:
-    """(file, rendered text) of every manual page, rendered once and cached."""
-    versions = {p: _package_version(p) for p in (*MANPAGE_PACKAGES, "groff-base")}
+def _manpage_texts(cache_directory: Path = CACHE_DIRECTORY,
+                   packages: Sequence[str] = MANPAGE_PACKAGES,
+                   limit: int | None = None) -> list[tuple[str, str]]:
+    """(file, rendered text) of every manual page (the first ``limit``), rendered
+    once and cached."""
+    versions: dict[str, str | int] = {p: _package_version(p) for p in (*packages, "groff-base")}
+    if limit is not None:
+        versions["limit"] = limit
     key = hashlib.sha256(json.dumps(versions, sort_keys=True).encode()).hexdigest()[:16]
     cache = cache_directory / f"manpages-{key}.json"
     if cache.exists():
         cached: list[tuple[str, str]] = [tuple(x) for x in json.loads(cache.read_text())]
         return cached
-    files = _manpage_files()
+    files = _manpage_files(packages)[:limit]
+    translated = tuple(packages) != MANPAGE_PACKAGES
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
-        texts = list(pool.map(_render, files))
+        texts = list(pool.map(partial(_render, utf8_source=translated), files))
     result = list(zip(files, texts, strict=True))
     cache_directory.mkdir(parents=True, exist_ok=True)
     temporary = cache.with_suffix(".tmp")
@@ -272,6 +285,17 @@ def manpage_sections(cache_directory: Path = CACHE_DIRECTORY) -> list[tuple[str,
         for number, section in enumerate(_sections(text), start=1):
             result.append((f"man:{name}#{number}", section))
     return result
+
+
+def translated_manpages(package: str, limit: int | None = None,
+                        cache_directory: Path = CACHE_DIRECTORY) -> list[str]:
+    """The rendered manual pages of a translation package (``manpages-de``...), in
+    order (the first ``limit``)."""
+    try:
+        return [text for _, text in _manpage_texts(cache_directory, (package,), limit)]
+    except (OSError, subprocess.CalledProcessError) as error:
+        raise RuntimeError(f"cannot read the manual pages of {package} (apt-get install"
+                           f" {package} groff-base): {error}") from None
 
 
 def original_documents(size: str) -> list[Document]:

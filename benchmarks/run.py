@@ -291,7 +291,7 @@ def run(dsn: str, rows: int, repeat: int, quick: bool, plan: BucketPlan,
               " the end)")
         conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
         try:
-            corpora = read_corpora()
+            corpora = read_corpora(quick)
             db, reference = database_simhash(conn, schema, corpora, repeat)
             client = client_simhash(corpora, repeat)
             scan = hamming_scan(conn, schema, rows, repeat)

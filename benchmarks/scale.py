@@ -82,7 +82,7 @@ from .docsets import (
     shared_buffers,
 )
 from .search import GENERIC, HAMMING, Match, expected_matches, run_search, search_statements, within
-from .throughput import read_corpora
+from .throughput import kjv_corpora
 
 SIZES = (1_000_000, 10_000_000)
 RADII = (3, 6, 10)
@@ -370,7 +370,7 @@ def run(dsn: str, sizes: Sequence[int], queries: int, scan_queries: int, connect
         results: list[SetResult] = []
         fresh: tuple[list[float], list[float]] | None = None
         try:
-            chapters = read_corpora()[0]
+            chapters = kjv_corpora()[0]
             for rows in sizes:
                 sets, _ = load_docsets(conn, schema, [rows], queries, chapters)
                 for docset in sets:

@@ -74,7 +74,7 @@ from nearsim.core.bands import band_radius, band_width
 
 from .common import BenchError, Connection, connect, cpu_model, prepare_session, print_table, wrap
 from .docsets import TEXT_LIKE, RealFingerprints, make_docset, text_like_fingerprints
-from .throughput import read_corpora
+from .throughput import kjv_corpora
 
 DEFAULT_SIZES = (1_000_000,)
 DEFAULT_RADII = (3, 6)
@@ -429,7 +429,7 @@ def run(dsn: str, sizes: Sequence[int], radii: Sequence[int],
     }  # fmt: skip
     try:
         if sizes:
-            chapters = read_corpora()[0]
+            chapters = kjv_corpora()[0]
             real = RealFingerprints(chapters)
         for rows in sizes:
             rng = np.random.default_rng(rows)

@@ -7,7 +7,9 @@
    texts (MB/s, one core).
 
 Both run on the KJV chapters and on the same text joined into documents of
-about 400 KB, so that per-document costs and per-byte costs show apart.
+about 400 KB, so that per-document costs and per-byte costs show apart, and
+on text that is not ASCII: the German and the Russian manual pages of Debian
+(packages manpages-de and manpages-ru, rendered with groff).
 """
 
 from __future__ import annotations
@@ -21,13 +23,31 @@ import nearsim
 from nearsim.client.samples import Chapter, SampleUnavailable, kjv_chapters
 
 from .common import MB, BenchError, Connection, Corpus, best_of, print_table, wrap
+from .corpus import translated_manpages
 
 SEED_JAVA_MBPS = 3.3  # the seed paper's Java implementation, MB/s
 TARGET_MBPS = 50.0  # target for simhash(text) in the database, MB/s per core
 LONG_DOC_BYTES = 400_000  # size of one "long document"
+# Real text that is not ASCII: (corpus name, Debian package of manual pages)
+TRANSLATED_MANPAGES = (("German manual pages", "manpages-de"),
+                       ("Russian manual pages", "manpages-ru"))
+QUICK_MANPAGES = 40  # pages of each in a quick run
 
 
-def read_corpora() -> tuple[Corpus, Corpus]:
+def read_corpora(quick: bool = False) -> list[Corpus]:
+    """The KJV corpora (:func:`kjv_corpora`), then the German and the Russian manual
+    pages (their first QUICK_MANPAGES in a ``quick`` run)."""
+    corpora = kjv_corpora()
+    for name, package in TRANSLATED_MANPAGES:
+        try:
+            pages = translated_manpages(package, QUICK_MANPAGES if quick else None)
+        except RuntimeError as error:
+            raise BenchError(str(error), status=1) from None
+        corpora.append(Corpus(name, pages, [nearsim.simhash(t) for t in pages]))
+    return corpora
+
+
+def kjv_corpora() -> list[Corpus]:
     """The KJV chapters, and the same text cut into documents of about 400 KB."""
     try:
         chapters: list[Chapter] = kjv_chapters()
@@ -50,10 +70,10 @@ def read_corpora() -> tuple[Corpus, Corpus]:
         long_texts.append("".join(current))
     # The client's fingerprints, to check that the database computes the same;
     # this is also the client's warm-up pass.
-    return (
+    return [
         Corpus("KJV chapters", texts, [nearsim.simhash(t) for t in texts]),
         Corpus("long documents", long_texts, [nearsim.simhash(t) for t in long_texts]),
-    )
+    ]
 
 
 def load_corpus(conn: Connection, table: sql.Composable, corpus: Corpus) -> int:

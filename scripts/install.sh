@@ -49,6 +49,7 @@ if [ "$NEARSIM_PACKAGES" = all ]; then
   packages+=(
     chromium                            # the tests look at `nearsim report` pages in a browser
     manpages manpages-dev groff-base     # texts of the evaluation corpus (benchmarks/)
+    manpages-de manpages-ru             # German and Russian texts of the fingerprint benchmark
     pgbouncer                           # the tests load through a pooler in transaction mode
     openjdk-17-jre-headless             # Spark (nearsim[spark], tests/spark) runs on Java 17
   )
