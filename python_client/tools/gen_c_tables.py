@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import sys
 import unicodedata
+from bisect import bisect_right
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -50,39 +51,15 @@ def word_kind(cp: int) -> int:
     return (JOINED, SOLO, 0)[text._SEPARATORS._find(cp)]
 
 
-def composes_with_previous() -> set[int]:
-    """Code points that canonical composition can join to the character before.
-
-    The second characters of the primary composites, plus Hangul vowel and
-    trailing consonant jamo (NFKC_Quick_Check = Maybe).
-    """
-    found = set(range(0x1161, 0x1176)) | set(range(0x11A8, 0x11C3))
-    for cp in code_points():
-        decomposition = unicodedata.decomposition(chr(cp))
-        if not decomposition or decomposition.startswith("<"):
-            continue
-        parts = [int(p, 16) for p in decomposition.split()]
-        if len(parts) != 2:
-            continue
-        if unicodedata.normalize("NFC", chr(parts[0]) + chr(parts[1])) == chr(cp):
-            found.add(parts[1])
-    return found
-
-
 def boundary_predicate() -> Callable[[int], bool]:
     """Whether a text may be cut just before the code point without changing
-    steps 1 to 3: it is kept by step 1, it is a starter in NFKC form that
-    nothing composes with, so no normalisation reaches across it."""
-    maybe = composes_with_previous()
+    steps 1 to 3: the reference's table of stable code points (kept by step 1,
+    starters in NFKC form that nothing composes with)."""
+    starts, ends = text._parse_table(_unicode14.STABLE)
 
     def boundary(cp: int) -> bool:
-        ch = chr(cp)
-        return (
-            pinned_kind(cp) == 0
-            and unicodedata.combining(ch) == 0
-            and unicodedata.normalize("NFKC", ch) == ch
-            and cp not in maybe
-        )
+        i = bisect_right(starts, cp) - 1
+        return i >= 0 and cp <= ends[i]
 
     return boundary
 

@@ -70,6 +70,39 @@ def is_solo(ch: str) -> bool:
     )
 
 
+def composes_with_previous() -> set[int]:
+    """Code points that canonical composition can join to the character before.
+
+    The second characters of the primary composites, plus Hangul vowel and
+    trailing consonant jamo (NFKC_Quick_Check = Maybe).
+    """
+    found = set(range(0x1161, 0x1176)) | set(range(0x11A8, 0x11C3))
+    for cp in range(1, sys.maxunicode + 1):
+        decomposition = unicodedata.decomposition(chr(cp))
+        if not decomposition or decomposition.startswith("<"):
+            continue
+        parts = [int(p, 16) for p in decomposition.split()]
+        if len(parts) != 2:
+            continue
+        if unicodedata.normalize("NFC", chr(parts[0]) + chr(parts[1])) == chr(cp):
+            found.add(parts[1])
+    return found
+
+
+def stable_predicate() -> Callable[[str], bool]:
+    """Whether step 1 keeps the character and it is a starter in NFKC form that
+    nothing composes with: text made of such characters is its own NFKC, and
+    a text may be cut before one without changing steps 1 to 3."""
+    maybe = composes_with_previous()
+
+    def stable(ch: str) -> bool:
+        return (not is_ignorable(ch) and not is_unassigned(ch) and not 0xD800 <= ord(ch) < 0xE000
+                and unicodedata.combining(ch) == 0
+                and unicodedata.normalize("NFKC", ch) == ch and ord(ch) not in maybe)
+
+    return stable
+
+
 def ranges(predicate: Callable[[str], bool]) -> Iterator[tuple[int, int]]:
     start = None
     for cp in range(sys.maxunicode + 2):
@@ -117,6 +150,9 @@ def render() -> str:
             lambda ch: is_word(ch) and not is_solo(ch),
         ),
         ("SOLO", "Word characters that form a token on their own (ideographs, kana).", is_solo),
+        ("STABLE", "Their own NFKC, kept by step 1, nothing composes with them: cuts before"
+         " them are safe.",
+         stable_predicate()),
     ):
         blocks += ["", f"# {doc}", f'{name} = """', encode(predicate), '"""']
     return "\n".join(blocks) + "\n"

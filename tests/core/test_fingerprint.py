@@ -120,6 +120,36 @@ def _tokens_in_one_piece(text: str) -> list[str]:
     return core_text.separated(text).split()
 
 
+# Letters of several scripts (and ideographs, kana, Hangul, astral ones) with
+# any characters between them: stretches that need no normalisation take
+# separated_quickly's tables, the others the steps per character.
+_LETTERS = "".join(chr(cp) for cp in range(0x41, 0x800) if chr(cp).isalpha()) + (
+    "\u4e00\u5b57\u3042\u30a2\uac00\u1100\u0915\u0e01\u13a0\uff21\U00020000")
+_MIXED_TEXT = st.lists(
+    st.one_of(
+        st.text(alphabet=st.sampled_from(_LETTERS), min_size=1, max_size=40),
+        st.text(alphabet=st.characters(), max_size=3),
+        st.sampled_from((" ", ", ", "\n", "\u2026", "e\u0301", "\u00a0", "\ufb01")),
+    ),
+    max_size=40,
+).map("".join)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_MIXED_TEXT)
+def test_separated_quickly_is_separated(text: str) -> None:
+    assert core_text.separated_quickly(text) == core_text.separated(text)
+
+
+def test_separated_quickly_on_every_code_point_below_u10000() -> None:
+    """Each in runs of its neighbours, alone between spaces, and after a letter."""
+    characters = "".join(chr(cp) for cp in range(1, 0x10000) if not 0xD800 <= cp < 0xE000)
+    for start in range(0, len(characters), 500):
+        chunk = characters[start : start + 500]
+        for text in (chunk, " ".join(chunk), "".join("a" + c for c in chunk), chunk.upper()):
+            assert core_text.separated_quickly(text) == core_text.separated(text), start
+
+
 def test_huge_text_is_cut_into_pieces_alike(monkeypatch: pytest.MonkeyPatch) -> None:
     text = ("Crème brûlée ΣΊΣΥΦΟΣ 東京タワー ﬁne\r\n" * 50) + "tail"
     whole = nearsim.simhash(text)

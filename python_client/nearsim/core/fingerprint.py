@@ -37,7 +37,7 @@ import xxhash
 from . import text as _text
 from ._xxh64 import PADDING, xxh64_ranges
 from .bits import BITS, to_signed
-from .text import separated, token_batches
+from .text import separated, separated_quickly, token_batches
 
 PROFILE = "default/1"
 """Name and version of the fingerprint profile this module computes."""
@@ -96,9 +96,9 @@ def _separated_utf8(piece: str) -> bytes:
 
 _NON_ASCII = re.compile(r"[^\x00-\x7f]")
 # Text with more non-ASCII bytes than this share (in UTF-8) goes through the
-# general steps whole: looking for its few ASCII stretches costs more than
-# it saves.
-_NON_ASCII_SHARE = 1 / 32
+# general steps whole (by tables where it needs no normalisation): looking
+# for its few ASCII stretches costs more than it saves.
+_NON_ASCII_SHARE = 1 / 128
 
 
 def _separated_around_non_ascii(piece: str) -> str:
@@ -111,7 +111,7 @@ def _separated_around_non_ascii(piece: str) -> str:
     """
     extra_bytes = len(piece.encode("utf-8", "surrogatepass")) - len(piece)
     if extra_bytes > len(piece) * _NON_ASCII_SHARE:
-        return separated(piece)
+        return separated_quickly(piece)
     parts: list[str] = []
     done = 0  # piece[:done] is in parts
     while (found := _NON_ASCII.search(piece, done)) is not None:
@@ -119,7 +119,7 @@ def _separated_around_non_ascii(piece: str) -> str:
         end = piece.find(" ", found.end())
         if end < 0:
             end = len(piece)
-        parts += (piece[done:start], separated(piece[start:end]))
+        parts += (piece[done:start], separated_quickly(piece[start:end]))
         done = end
     parts.append(piece[done:])
     return "".join(parts)

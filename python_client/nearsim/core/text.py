@@ -24,6 +24,11 @@ import re
 import unicodedata
 from bisect import bisect_right
 from collections.abc import Iterator
+from functools import cache
+from itertools import pairwise
+
+import numpy as np
+import numpy.typing as npt
 
 from . import _unicode14
 
@@ -132,7 +137,7 @@ def token_batches(text: str) -> Iterator[list[str]]:
     for piece in pieces(text):
         # Word characters are never whitespace, so splitting on whitespace
         # after the separators became spaces leaves exactly the tokens.
-        batch = separated(piece).split()
+        batch = separated_quickly(piece).split()
         if batch:
             yield batch
 
@@ -147,3 +152,72 @@ def separated(text: str) -> str:
     """Steps 1 to 3 without the split: every character that is not part of a
     token is a space, and ideographs and hiragana have spaces around them."""
     return normalize(text).translate(_SEPARATORS)
+
+
+# -- the same steps by tables, for text that needs no normalisation ------------
+# Text made only of code points of the STABLE table is its own NFKC and step 1
+# keeps it, and a text may be cut before any of them without changing steps 1
+# to 3.  So such stretches need only casefold() and step 3, which tables of
+# the code points below U+10000 do for a whole stretch at once; only the
+# stretches around other characters take the steps one character at a time.
+
+_SMALL = 0x10000  # the code points the tables hold
+_JOINS, _ALONE = 1, 2  # step 3's kinds in the word table (0: a space)
+_QUICK_CHARS = 64  # shorter text is quicker one character at a time
+
+
+@cache
+def _tables() -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.uint8]]:
+    """Whether each code point below U+10000 is stable, and its kind in step 3."""
+    stable = np.zeros(_SMALL, dtype=np.bool_)
+    for first, last in zip(*_parse_table(_unicode14.STABLE), strict=True):
+        stable[first : min(last + 1, _SMALL)] = True
+    kinds = np.zeros(_SMALL, dtype=np.uint8)
+    for kind, table in ((_JOINS, _unicode14.JOINED), (_ALONE, _unicode14.SOLO)):
+        for first, last in zip(*_parse_table(table), strict=True):
+            kinds[first : min(last + 1, _SMALL)] = kind
+    return stable, kinds
+
+
+def _code_points(text: str) -> npt.NDArray[np.uint32]:
+    return np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype="<u4")
+
+
+def _separated_stable(text: str) -> str:
+    """``separated(text)`` of text made of stable code points below U+10000."""
+    folded = text.casefold()
+    points = _code_points(folded)
+    if len(points) == 0 or int(points.max()) >= _SMALL:
+        return folded.translate(_SEPARATORS)
+    kinds = _tables()[1][points]
+    out = np.where(kinds == 0, np.uint32(ord(" ")), points)
+    alone = kinds == _ALONE
+    if alone.any():
+        counts = np.where(alone, 3, 1)
+        out = np.repeat(out, counts)
+        ends = np.cumsum(counts)[alone]
+        out[ends - 3] = out[ends - 1] = ord(" ")
+    return out.astype("<u4").tobytes().decode("utf-32-le")
+
+
+def separated_quickly(text: str) -> str:
+    """``separated(text)``, equal to it on every text; stretches of stable code
+    points take casefold() and a table instead of the steps per character."""
+    if len(text) < _QUICK_CHARS or text.isascii():
+        return separated(text)
+    points = _code_points(text)
+    small = points < _SMALL
+    stable = np.zeros(len(points), dtype=np.bool_)
+    stable[small] = _tables()[0][points[small]]
+    if stable.all():
+        return _separated_stable(text)
+    # A character that is not stable goes with the stable one before it (the
+    # cut before that one is safe; composition may join the two) and with
+    # those up to the next stable one.
+    slow = ~stable
+    slow[:-1] |= slow[1:]
+    edges = [0, *(np.flatnonzero(slow[1:] != slow[:-1]) + 1).tolist(), len(points)]
+    return "".join(
+        separated(text[start:end]) if slow[start] else _separated_stable(text[start:end])
+        for start, end in pairwise(edges)
+    )
