@@ -203,15 +203,40 @@ def test_loading_again_adds_nothing_and_changed_files_are_updated(
     assert verify(database, table)["ok"]
 
 
-def test_server_side_fingerprints_equal_client_side(database: str, tmp_path: Path) -> None:
+def function_calls(dsn: str) -> dict[str, int]:
+    """Calls of the fingerprint functions and triggers counted by the server so far."""
+    with psycopg.connect(dsn) as conn:
+        return {name: calls for name, calls in conn.execute(
+            "SELECT p.oid::pg_catalog.regprocedure::text, s.calls FROM pg_stat_user_functions s"
+            " JOIN pg_proc p ON p.oid = s.funcid"
+            " WHERE p.proname IN ('simhash', 'simhash_python') OR p.proname LIKE '%fingerprint'")}
+
+
+def test_server_side_fingerprints_equal_client_side(database: str, tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     root = tmp_path / "docs"
     root.mkdir()
-    for ref, text in list(CHAPTERS.items())[:20]:
+    documents = dict(list(CHAPTERS.items())[:20])
+    for ref, text in documents.items():
         (root / f"{ref}.txt").write_text(text)
     client, server = table_name(), table_name()
     assert load(database, client, str(root)).exit_code == 0
+    # The loader's sessions count their function calls: the server computes
+    # each fingerprint once, in C for the default profile, and no trigger
+    # computes it again.
+    monkeypatch.setenv("PGOPTIONS", "-c track_functions=all")
+    before = function_calls(database)
     assert load(database, server, str(root), extra=("--server-side",)).exit_code == 0
     assert rows(database, client) == rows(database, server)
+    deadline = time.monotonic() + 10
+    while True:  # the loader's backend reports its counts as it exits
+        calls = {name: count - before.get(name, 0)
+                 for name, count in function_calls(database).items()}
+        if calls.get("simhash(text)", 0) >= len(documents) or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    assert {name: count for name, count in calls.items() if count} == {
+        "simhash(text)": len(documents)}
 
 
 def test_json_lines_and_csv_records(database: str, tmp_path: Path) -> None:

@@ -576,9 +576,11 @@ class Loader:
                     f"table {self.table} holds fingerprints of profile {profile}, which this"
                     f" client cannot compute ({error}): load with --server-side"
                 ) from error
-            # The table's triggers keep fingerprints of a transaction that
-            # declares their profile instead of computing each again.
-            self.settings["nearsim.profile"] = profile
+        # The table's triggers keep fingerprints of a transaction that
+        # declares their profile instead of computing each again.  With
+        # --server-side the loader's own statement computes them in the
+        # server (or leaves them NULL for the trigger): once either way.
+        self.settings["nearsim.profile"] = profile
         self.options = replace(self.options, profile=profile)
 
     def _layout(self) -> Registration | None:
@@ -986,8 +988,7 @@ class Loader:
         staging = sql.Identifier("nearsim_load_staging")
         fingerprint: sql.Composable = sql.SQL("s.si")
         if self.options.server_side:
-            fingerprint = sql.SQL("{}.simhash(s.body, {})").format(
-                self.table.extension, sql.Literal(self.options.profile or PROFILE))
+            fingerprint = self._server_simhash(sql.SQL("s.body"))
         stored_origin = _origin_sql(sql.SQL("t.source"))
         new_origin = _origin_sql(sql.SQL("EXCLUDED.source"))
         if self.options.replace:
@@ -1039,6 +1040,15 @@ class Loader:
                 refused = {key: _taken(key, stored, sources[key]) for key, stored in taken}
             return self._screened(screened, batch, _Written(inserted, updated, refused))
 
+    def _server_simhash(self, text: sql.Composable) -> sql.Composable:
+        """The server's fingerprint of ``text`` in the table's profile: the C
+        ``simhash(text)`` for the default profile, else the PL/Python one."""
+        profile = self.options.profile or PROFILE
+        if canonical(profile) == PROFILE:
+            return sql.SQL("{}.simhash({})").format(self.table.extension, text)
+        return sql.SQL("{}.simhash({}, {})").format(self.table.extension, text,
+                                                    sql.Literal(profile))
+
     def _screen(self, staging: sql.Identifier, key_column: str,
                 fingerprint_column: str) -> _Screened:
         """Find the batch's near-duplicates and take those to leave out off the staging table.
@@ -1061,8 +1071,8 @@ class Loader:
             [GUARD_LOCK_CLASS, self.table.quoted])
         # The batch's fingerprints, once: computed here when the server computes them.
         staged = [(key, int(value)) for key, value in self.conn.execute(sql.SQL(
-            "SELECT key, COALESCE(si, {ext}.simhash(body, {profile})) FROM {staging}").format(
-                ext=ext, profile=sql.Literal(self.options.profile or PROFILE), staging=staging))
+            "SELECT key, COALESCE(si, {simhash}) FROM {staging}").format(
+                simhash=self._server_simhash(sql.SQL("body")), staging=staging))
             if value is not None]
         if not staged:
             return _Screened({})
