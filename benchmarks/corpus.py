@@ -253,10 +253,10 @@ def _render(path: str, utf8_source: bool = False) -> str:
 
 
 def _manpage_texts(cache_directory: Path = CACHE_DIRECTORY,
-                   packages: Sequence[str] = MANPAGE_PACKAGES,
-                   limit: int | None = None) -> list[tuple[str, str]]:
+                   packages: Sequence[str] = MANPAGE_PACKAGES, limit: int | None = None,
+                   utf8_source: bool = False) -> list[tuple[str, str]]:
     """(file, rendered text) of every manual page (the first ``limit``), rendered
-    once and cached."""
+    once and cached (see :func:`_render` for ``utf8_source``)."""
     versions: dict[str, str | int] = {p: _package_version(p) for p in (*packages, "groff-base")}
     if limit is not None:
         versions["limit"] = limit
@@ -266,9 +266,8 @@ def _manpage_texts(cache_directory: Path = CACHE_DIRECTORY,
         cached: list[tuple[str, str]] = [tuple(x) for x in json.loads(cache.read_text())]
         return cached
     files = _manpage_files(packages)[:limit]
-    translated = tuple(packages) != MANPAGE_PACKAGES
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
-        texts = list(pool.map(partial(_render, utf8_source=translated), files))
+        texts = list(pool.map(partial(_render, utf8_source=utf8_source), files))
     result = list(zip(files, texts, strict=True))
     cache_directory.mkdir(parents=True, exist_ok=True)
     temporary = cache.with_suffix(".tmp")
@@ -292,7 +291,8 @@ def translated_manpages(package: str, limit: int | None = None,
     """The rendered manual pages of a translation package (``manpages-de``...), in
     order (the first ``limit``)."""
     try:
-        return [text for _, text in _manpage_texts(cache_directory, (package,), limit)]
+        return [text for _, text in _manpage_texts(cache_directory, (package,), limit,
+                                                   utf8_source=True)]
     except (OSError, subprocess.CalledProcessError) as error:
         raise RuntimeError(f"cannot read the manual pages of {package} (apt-get install"
                            f" {package} groff-base): {error}") from None

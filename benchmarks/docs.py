@@ -250,7 +250,6 @@ that is merged into the large ones in key order, is not built.
 """
 
 
-
 def hundred_million(scale: dict[str, Any]) -> str:
     """What the measured curve implies for 100 million documents on one server."""
     by_size = {d["documents"]: d for d in scale["sets"] if d["set"].startswith("uniform")}

@@ -699,6 +699,7 @@ def separate_runs(results: dict[str, Any]) -> str:
     runs = [size for size in results.get("sizes", []) if "run" in size]
     if not runs:
         return ""
+
     def settings(run: dict[str, Any]) -> str:
         radii = " and ".join(str(k) for k in run.get("radii", []))
         return (f"`make bench-spark-10m`, {run['seconds']:.0f} s;"

@@ -1041,13 +1041,14 @@ class Loader:
             return self._screened(screened, batch, _Written(inserted, updated, refused))
 
     def _server_simhash(self, text: sql.Composable) -> sql.Composable:
-        """The server's fingerprint of ``text`` in the table's profile: the C
-        ``simhash(text)`` for the default profile, else the PL/Python one."""
+        """The server's fingerprint of ``text`` in the table's profile (canonical
+        since :meth:`check`): the C ``simhash(text)`` for the default profile,
+        else the PL/Python one; cast, as the server's ``catalog.simhash_sql``."""
         profile = self.options.profile or PROFILE
-        if canonical(profile) == PROFILE:
-            return sql.SQL("{}.simhash({})").format(self.table.extension, text)
-        return sql.SQL("{}.simhash({}, {})").format(self.table.extension, text,
-                                                    sql.Literal(profile))
+        if profile == PROFILE:
+            return sql.SQL("{}.simhash({}::pg_catalog.text)").format(self.table.extension, text)
+        return sql.SQL("{}.simhash({}::pg_catalog.text, {}::pg_catalog.text)").format(
+            self.table.extension, text, sql.Literal(profile))
 
     def _screen(self, staging: sql.Identifier, key_column: str,
                 fingerprint_column: str) -> _Screened:

@@ -168,8 +168,9 @@ _QUICK_CHARS = 64  # shorter text is quicker one character at a time
 
 @cache
 def _tables() -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.uint8]]:
-    """Whether each code point below U+10000 is stable, and its kind in step 3."""
-    stable = np.zeros(_SMALL, dtype=np.bool_)
+    """Whether each code point below U+10000 is stable (one more entry, False, stands
+    for every code point above), and its kind in step 3."""
+    stable = np.zeros(_SMALL + 1, dtype=np.bool_)
     for first, last in zip(*_parse_table(_unicode14.STABLE), strict=True):
         stable[first : min(last + 1, _SMALL)] = True
     kinds = np.zeros(_SMALL, dtype=np.uint8)
@@ -205,18 +206,13 @@ def separated_quickly(text: str) -> str:
     points take casefold() and a table instead of the steps per character."""
     if len(text) < _QUICK_CHARS or text.isascii():
         return separated(text)
-    points = _code_points(text)
-    small = points < _SMALL
-    stable = np.zeros(len(points), dtype=np.bool_)
-    stable[small] = _tables()[0][points[small]]
-    if stable.all():
-        return _separated_stable(text)
+    stable = _tables()[0][np.minimum(_code_points(text), _SMALL)]
     # A character that is not stable goes with the stable one before it (the
     # cut before that one is safe; composition may join the two) and with
     # those up to the next stable one.
     slow = ~stable
     slow[:-1] |= slow[1:]
-    edges = [0, *(np.flatnonzero(slow[1:] != slow[:-1]) + 1).tolist(), len(points)]
+    edges = [0, *(np.flatnonzero(slow[1:] != slow[:-1]) + 1).tolist(), len(slow)]
     return "".join(
         separated(text[start:end]) if slow[start] else _separated_stable(text[start:end])
         for start, end in pairwise(edges)
