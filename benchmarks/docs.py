@@ -234,18 +234,20 @@ server's max_wal_size and then with it raised (ALTER SYSTEM, reset afterwards).
 
 {costs}
 
-Each row adds an entry at a random place in each of three btrees. While the btrees fit in
+Each row adds an entry at a random place in the key order of each of three btrees. Their
+access method, `nearsim_btree`, holds a transaction's entries in its memory
+(`nearsim.insert_buffer`, 64 MB: 4 million entries) and inserts them in key order when it
+commits, so that each COPY of a million rows walks the leaf pages of each index in order,
+visiting each about once, instead of one random leaf per row. While the btrees fit in
 shared_buffers, their pages stay there and a checkpoint writes each once. At 10 million
-documents the three take about 900 MB against 128 MB of shared_buffers: nearly every insert
-reads its leaf page from the operating system's page cache and writes out another page to
-make room for it, and the first change to each page after a checkpoint writes the whole page
-into the WAL. Those full-page images make most of the WAL, a checkpoint comes every
-max_wal_size of WAL, and each checkpoint starts the full-page images afresh. A server that
-takes large loads into a large table therefore wants a larger max_wal_size (fewer
-checkpoints: the rows "a million more" above) and a shared_buffers that holds the rotation indexes
-(about 90 bytes per document). nearsim's default path asks for neither: loads stay correct
-at any size, at the rates above; the structural remedy, inserting into a small recent index
-that is merged into the large ones in key order, is not built.
+documents the three take about 900 MB against 128 MB of shared_buffers: the pages a COPY
+visits are read from the operating system's page cache and written out again, once per page
+rather than once per row, and the first change to each page after a checkpoint writes the
+whole page into the WAL. Small transactions gain little: `nearsim-load` commits every 2,000
+documents, a few entries per visited page (its rate into the full table, in the summary).
+A server that takes many small transactions into a large table therefore still wants a
+larger max_wal_size (fewer checkpoints: the rows "a million more" above) and a
+shared_buffers that holds the rotation indexes (about 90 bytes per document).
 
 """
 
@@ -278,8 +280,12 @@ The `hamming()` scan grows linearly: about {scan_ms / 1000:.1f} s at 100 million
 Where the design stops: when the indexes no longer fit in memory, each key range costs a
 random read from storage instead of a memory copy, so the latency is set by the storage's
 random reads (a few hundred ranges at k = 6); and a bulk load slows down well before that,
-as soon as the indexes outgrow shared_buffers (the last million against the first, above):
-inserts in random key order into three btrees evict a dirty page nearly every time."""
+as the indexes outgrow shared_buffers: a transaction's entries, inserted in key order, visit
+more leaf pages the larger the indexes, each read and written back once. At 100 million
+documents each index has about 450,000 leaf pages, so a transaction of a million rows puts
+about two entries on each page it visits, where it puts about twenty at 10 million; loads
+at that size want larger transactions (and `nearsim.insert_buffer` to match) or a
+shared_buffers that holds the indexes."""
 
 
 def verified_section(results: Path) -> tuple[str, dict[str, Any] | None]:

@@ -50,6 +50,7 @@ ERRORS: dict[str, str] = {
                            " distance outside 0..64; 54000 if one band would need more than"
                            " 2^20 probes",
     "nearsim_rotate": "none (NULL for a shift outside 0..63)",
+    "nearsim_btree_handler": "none (called by PostgreSQL for the nearsim_btree access method)",
     "nearsim_guard": "22023 for neither max_distance nor min_similarity, a max_distance outside"
                      " 0..64, a min_similarity outside the calibration without max_distance, an"
                      " unknown measure or action; 42501 unless the caller has the privileges of"

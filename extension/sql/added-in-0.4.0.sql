@@ -14,7 +14,31 @@ CREATE FUNCTION nearsim_rotate(fingerprint bigint, shift integer) RETURNS bigint
 	LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
 
 COMMENT ON FUNCTION nearsim_rotate(bigint, integer) IS
-'key of a rotation index: the fingerprint rotated left by shift bits (the first bit of a band) so that btree order is the order of its bits from there; NULL for a shift outside 0..63';
+'key of a rotation index: the fingerprint rotated left by shift bits (the first bit of a band) so that index order is the order of its bits from there; NULL for a shift outside 0..63';
+
+-- The access method of the rotation indexes (src/btree.c): PostgreSQL's
+-- btree, with a transaction's new entries inserted in key order.
+CREATE FUNCTION nearsim_btree_handler(internal) RETURNS index_am_handler
+	AS 'MODULE_PATHNAME', 'nearsim_btree_handler'
+	LANGUAGE C;
+
+COMMENT ON FUNCTION nearsim_btree_handler(internal) IS
+'handler of the nearsim_btree access method';
+
+CREATE ACCESS METHOD nearsim_btree TYPE INDEX HANDLER nearsim_btree_handler;
+
+COMMENT ON ACCESS METHOD nearsim_btree IS
+'btree of the rotation indexes: PostgreSQL''s btree, except that a transaction''s new entries wait in its memory (nearsim.insert_buffer) and go in in key order when it commits, before it scans the index, or when the memory is full';
+
+CREATE OPERATOR CLASS nearsim_btree_int8_ops DEFAULT FOR TYPE bigint USING nearsim_btree AS
+	OPERATOR 1 pg_catalog.< (bigint, bigint),
+	OPERATOR 2 pg_catalog.<= (bigint, bigint),
+	OPERATOR 3 pg_catalog.= (bigint, bigint),
+	OPERATOR 4 pg_catalog.>= (bigint, bigint),
+	OPERATOR 5 pg_catalog.> (bigint, bigint),
+	FUNCTION 1 pg_catalog.btint8cmp(bigint, bigint),
+	FUNCTION 2 pg_catalog.btint8sortsupport(internal),
+	FUNCTION 4 pg_catalog.btequalimage(oid);
 
 CREATE FUNCTION nearsim_search(tbl regclass, fingerprint_column name, query bigint,
 		max_distance integer)

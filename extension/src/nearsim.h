@@ -64,6 +64,9 @@ extern Size nearsim_shingle_hashes_utf8(const unsigned char *s, Size len, uint64
 /* resemblance.c: the distinct shingle hashes of a text datum, ascending */
 extern Size nearsim_text_shingles(text *document, uint64 **hashes);
 
+/* btree.c: the nearsim_btree access method's setting and hooks */
+extern void nearsim_btree_init(void);
+
 /* python_call.c: the PL/Python body <name>_python of a C function, its errors */
 extern Oid	nearsim_python_body(Oid outer);
 extern Datum nearsim_call_python_body(FunctionCallInfo fcinfo);

@@ -8,6 +8,7 @@
 #include "access/table.h"
 #include "access/tableam.h"
 #include "catalog/pg_am.h"
+#include "commands/defrem.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "executor/tuptable.h"
@@ -30,7 +31,8 @@
 #include "nearsim.h"
 
 /*
- * The rotation index: one btree per band over the fingerprint rotated so
+ * The rotation index: one btree per band (nearsim_btree, see btree.c; a
+ * plain btree also serves) over the fingerprint rotated so
  * that the band comes first (nearsim_rotate(si, band's first bit)).  If two
  * fingerprints differ in at most k bits, one of the bands differs in at
  * most its radius (see bands.c), so every document within k bits has, in
@@ -95,14 +97,15 @@ typedef struct Band
 
 /* The shift of index if it is a rotation index of column attnum, else -1 */
 static int
-rotation_shift(Relation index, AttrNumber attnum, Oid rotate)
+rotation_shift(Relation index, AttrNumber attnum, Oid rotate, Oid nearsim_btree)
 {
 	List	   *expressions;
 	FuncExpr   *call;
 	Node	   *column;
 	Node	   *shift;
 
-	if (index->rd_rel->relam != BTREE_AM_OID || index->rd_index->indnatts != 1 ||
+	if ((index->rd_rel->relam != nearsim_btree && index->rd_rel->relam != BTREE_AM_OID) ||
+		index->rd_index->indnatts != 1 ||
 		index->rd_index->indkey.values[0] != 0 || !index->rd_index->indisvalid ||
 		!index->rd_index->indisready || !heap_attisnull(index->rd_indextuple,
 														Anum_pg_index_indpred, NULL))
@@ -149,6 +152,7 @@ static int
 find_bands(Relation table, AttrNumber attnum, Oid rotate, int32 max_distance, Band **found)
 {
 	List	   *indexes = RelationGetIndexList(table);
+	Oid			nearsim_btree = get_index_am_oid("nearsim_btree", true);
 	Band	   *bands = palloc(sizeof(Band) * (list_length(indexes) + 1));
 	int			count = 0;
 	ListCell   *cell;
@@ -156,7 +160,7 @@ find_bands(Relation table, AttrNumber attnum, Oid rotate, int32 max_distance, Ba
 	foreach(cell, indexes)
 	{
 		Relation	index = index_open(lfirst_oid(cell), AccessShareLock);
-		int			shift = rotation_shift(index, attnum, rotate);
+		int			shift = rotation_shift(index, attnum, rotate, nearsim_btree);
 		bool		duplicate = false;
 
 		for (int i = 0; i < count; i++)

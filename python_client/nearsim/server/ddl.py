@@ -2,11 +2,14 @@
 
 On the table itself, owned by its owner as every index is:
 
-- one rotation index per band of the fingerprint, a btree over
+- one rotation index per band of the fingerprint over
   ``nearsim_rotate(si, band's first bit)`` (multi-index hashing over
   rotated fingerprints: see :mod:`nearsim.core.bands` and the extension's
   ``src/search.c``); PostgreSQL keeps them with the rows, so no trigger
-  writes them.
+  writes them.  They use the nearsim_btree access method, PostgreSQL's
+  btree with a transaction's new entries inserted in key order
+  (``src/btree.c``), which keeps bulk loads fast once the indexes outgrow
+  shared_buffers.
 
 Next to the table, in its schema and owned by its owner:
 
@@ -57,7 +60,7 @@ def create_rotation_indexes(session: Session, enabled: Enabled) -> None:
     table, reg = enabled.table, enabled.registration
     fp = session.ident(reg.hash_column)
     for key in rotation_keys(session, reg.bands, fp):
-        session.run(f"CREATE INDEX ON {table.qualified} ({key})")
+        session.run(f"CREATE INDEX ON {table.qualified} USING nearsim_btree ({key})")
 
 
 def drop_rotation_indexes(session: Session, enabled: Enabled) -> None:

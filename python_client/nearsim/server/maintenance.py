@@ -328,7 +328,9 @@ def _rotation_indexes_ok(session: Session, enabled: Enabled, bands: int) -> bool
     """Whether the table has exactly the valid rotation indexes of ``bands`` bands.
 
     A table enabled before 0.4.0 has its index on a bucket table instead:
-    nearsim_rebuild moves it onto the table.
+    nearsim_rebuild moves it onto the table.  Rotation indexes are
+    nearsim_btree indexes; plain btrees also serve searches, but take new
+    rows in random key order, so nearsim_rebuild replaces them.
     """
     indexes = rotation_indexes(session, enabled)
     if enabled.registration.bucket_table is not None or not all(i.valid for i in indexes):
@@ -337,6 +339,7 @@ def _rotation_indexes_ok(session: Session, enabled: Enabled, bands: int) -> bool
     fp = session.ident(enabled.registration.hash_column)
     keys = [f"nearsim_rotate({fp}, {band_start(bands, band)}))" for band in range(bands)]
     return len(definitions) == bands and all(
+        " USING nearsim_btree (" in definition for definition in definitions) and all(
         sum(definition.endswith(key) for definition in definitions) == 1 for key in keys)
 
 

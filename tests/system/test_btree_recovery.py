@@ -1,0 +1,135 @@
+"""The nearsim_btree rotation indexes through a crash and a two-phase commit.
+
+A transaction's index entries wait in its backend's memory until it
+commits or prepares; these tests take a server of their own and check that
+what a committed or prepared transaction wrote is in the indexes after
+crash recovery and after COMMIT PREPARED.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+from psycopg.conninfo import make_conninfo
+
+ROOT = Path(__file__).resolve().parents[2]
+CLUSTER = str(ROOT / "scripts" / "pgcluster.sh")
+ROWS = 20_000
+
+
+def cluster(*args: str) -> str:
+    return subprocess.run([CLUSTER, *args], check=True, capture_output=True,
+                          text=True).stdout.strip()
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[tuple[str, str]]:
+    """A throwaway cluster that allows prepared transactions: its directory and a DSN."""
+    directory = tempfile.mkdtemp(prefix="nearsim-recovery-")
+    Path(directory).chmod(0o755)
+    port = str(random.Random().randrange(20000, 30000))
+    try:
+        dsn = cluster("start", directory, port, "--throwaway")
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute("ALTER SYSTEM SET max_prepared_transactions = 4")
+            conn.execute("CREATE DATABASE recovery")
+        cluster("stop", directory)
+        cluster("start", directory, port, "--throwaway")
+        database = make_conninfo(dsn, dbname="recovery")
+        with psycopg.connect(database, autocommit=True) as conn:
+            conn.execute("CREATE EXTENSION nearsim CASCADE")
+        yield directory, database
+    finally:
+        subprocess.run([CLUSTER, "stop", directory], check=False)
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def fingerprints(seed: int) -> list[int]:
+    rng = random.Random(seed)
+    return [rng.getrandbits(64) - (1 << 63) for _ in range(ROWS)]
+
+
+def enabled_table(conn: psycopg.Connection, table: str) -> None:
+    conn.execute(f"CREATE TABLE {table} (id int PRIMARY KEY, body text, si bigint)")
+    conn.execute(f"SELECT nearsim_enable('{table}', 'body')")
+
+
+def copy_rows(conn: psycopg.Connection, table: str, values: list[int]) -> None:
+    conn.execute("SET nearsim.profile = 'default/1'")  # fingerprints computed elsewhere
+    with conn.cursor().copy(f"COPY {table} (id, body, si) FROM STDIN") as copy:
+        for i, fp in enumerate(values):
+            copy.write_row((i, f"document {i}", fp))
+
+
+def assert_exact(conn: psycopg.Connection, table: str, values: list[int]) -> None:
+    """Every row is in the rotation indexes; searches equal the hamming() scan."""
+    found = conn.execute(
+        f"SELECT cardinality(nearsim_search('{table}', 'si', 0, 64))").fetchone()
+    assert found == (len(values),)
+    for query in values[:: len(values) // 10]:
+        for k in (0, 3, 6):
+            by_index = conn.execute(f"SELECT array_agg((doc).id ORDER BY (doc).id) FROM"
+                                    f" {table}_similar(%s::bigint, %s)", (query, k)).fetchone()
+            by_scan = conn.execute(f"SELECT array_agg(id ORDER BY id) FROM {table}"
+                                   " WHERE hamming(si, %s) <= %s", (query, k)).fetchone()
+            assert by_index == by_scan
+    report = conn.execute(f"SELECT ok, missing, extra FROM nearsim_verify('{table}',"
+                          " fingerprints => false)").fetchone()
+    assert report == (True, 0, 0)
+
+
+def crash(directory: str) -> None:
+    """Stop the server as a crash does (SIGQUIT: no checkpoint), then start it."""
+    data = Path(directory).resolve() / "data"
+    postmaster = int((data / "postmaster.pid").read_text().split()[0])
+    os.kill(postmaster, signal.SIGQUIT)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            os.kill(postmaster, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.1)
+    else:
+        raise AssertionError("the server did not stop")
+    cluster("start", directory)
+
+
+def test_committed_entries_survive_a_crash(server: tuple[str, str]) -> None:
+    directory, database = server
+    values = fingerprints(1)
+    with psycopg.connect(database) as conn:
+        conn.execute("SET synchronous_commit = on")  # the commit is on disk when it returns
+        enabled_table(conn, "crashed")
+        conn.commit()
+        copy_rows(conn, "crashed", values)
+        conn.commit()
+    crash(directory)
+    with psycopg.connect(database, autocommit=True) as conn:
+        log = (Path(directory).resolve() / "data" / "server.log").read_text()
+        assert "database system was interrupted" in log
+        assert_exact(conn, "crashed", values)
+
+
+def test_a_prepared_transaction_keeps_its_entries(server: tuple[str, str]) -> None:
+    _, database = server
+    values = fingerprints(2)
+    with psycopg.connect(database) as conn:
+        enabled_table(conn, "prepared")
+        conn.commit()
+        copy_rows(conn, "prepared", values)
+        conn.execute("PREPARE TRANSACTION 'nearsim_load'")
+    with psycopg.connect(database, autocommit=True) as conn:
+        assert conn.execute("SELECT count(*) FROM prepared").fetchone() == (0,)
+        conn.execute("COMMIT PREPARED 'nearsim_load'")
+        assert_exact(conn, "prepared", values)
