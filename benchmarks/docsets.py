@@ -383,7 +383,8 @@ def bucket_storage_table(sets: Sequence[DocSet]) -> None:
         "Bytes per document of the rotation indexes on the documents table (btrees over"
         " nearsim_rotate(si, band's first bit), one per band; pg_total_relation_size of"
         " each): everything nearsim's index adds to the table. \"As loaded\": after the"
-        " COPY into the enabled table, the btrees grown by the inserts in random key order;"
+        " COPY into the enabled table, the btrees grown by its inserts (in key order at its"
+        " commit, up to nearsim.insert_buffer at a time);"
         " \"built\": after REINDEX, as nearsim_enable builds them on a filled table."
         f" Target: <= {TARGET_BUCKET_BYTES:g} bytes per document."
     )

@@ -43,9 +43,11 @@
  * - they fill nearsim.insert_buffer.
  * An aborted transaction's entries go with its memory, as its rows are
  * dead; an aborted subtransaction's go in anyway, as into any index, and
- * VACUUM removes them.  Entries of an index that is gone, or whose files
- * were replaced by a rebuild (TRUNCATE, REINDEX, CLUSTER, VACUUM FULL, a
- * table rewrite: they index the rows from the table again), are dropped.
+ * VACUUM removes them.  Entries of an index that is gone are dropped, and
+ * so are entries taken for files of the index that a rolled-back
+ * subtransaction made (TRUNCATE or REINDEX after a SAVEPOINT): their rows
+ * went with those files, and their tuple ids may name other rows in the
+ * files the index has again.
  */
 
 #define SIGN_BIT (UINT64CONST(1) << 63)
@@ -92,6 +94,8 @@ flush_index(Waiting *pending)
 	Relation	index;
 	Relation	table;
 	Entry	   *scratch;
+	MemoryContext per_entries;
+	MemoryContext caller;
 
 	/* an error (caught by a subtransaction) stopped the last flush after `done` entries */
 	if (pending->done > 0)
@@ -114,6 +118,10 @@ flush_index(Waiting *pending)
 		sort_entries(pending->entries, pending->count, scratch);
 		if (scratch)
 			pfree(scratch);
+		/* what btinsert leaves behind is freed every so many entries */
+		per_entries = AllocSetContextCreate(CurrentMemoryContext, "nearsim_btree flush",
+											ALLOCSET_DEFAULT_SIZES);
+		caller = MemoryContextSwitchTo(per_entries);
 		for (; pending->done < pending->count; pending->done++)
 		{
 			Entry	   *entry = &pending->entries[pending->done];
@@ -122,7 +130,11 @@ flush_index(Waiting *pending)
 
 			CHECK_FOR_INTERRUPTS();
 			btinsert(index, &value, &isnull, &entry->tid, table, UNIQUE_CHECK_NO, false, NULL);
+			if (pending->done % 1024 == 1023)
+				MemoryContextReset(per_entries);
 		}
+		MemoryContextSwitchTo(caller);
+		MemoryContextDelete(per_entries);
 		table_close(table, NoLock);
 	}
 	if (index != NULL)
