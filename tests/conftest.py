@@ -16,11 +16,13 @@ remove it afterwards.
 from __future__ import annotations
 
 import os
+import random
 import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
 import psycopg
@@ -64,22 +66,59 @@ def _cluster_command(*args: str) -> str:
     return result.stdout.strip()
 
 
+@contextmanager
+def _throwaway_cluster(prefix: str, port: str,
+                       settings: Mapping[str, str]) -> Iterator[tuple[str, str]]:
+    """A throwaway cluster in a new temporary directory, restarted with ``settings``
+    (ALTER SYSTEM) if any: its directory and the DSN of its postgres database.
+
+    Stopped and removed afterwards.
+    """
+    directory = tempfile.mkdtemp(prefix=prefix)
+    os.chmod(directory, 0o755)
+    try:
+        server = _cluster_command("start", directory, port, "--throwaway")
+        if settings:
+            with psycopg.connect(server, autocommit=True) as conn:
+                for name, value in settings.items():
+                    conn.execute(sql.SQL("ALTER SYSTEM SET {} = {}").format(
+                        sql.Identifier(name), sql.Literal(value)))
+            _cluster_command("stop", directory)
+            server = _cluster_command("start", directory, port, "--throwaway")
+        yield directory, server
+    finally:
+        subprocess.run([str(ROOT / "scripts" / "pgcluster.sh"), "stop", directory], check=False)
+        shutil.rmtree(directory, ignore_errors=True)
+
+
 @pytest.fixture(scope="session")
 def dsn() -> Iterator[str]:
     configured = os.environ.get("NEARSIM_TEST_DSN")
     if configured:
         yield configured
         return
-    directory = tempfile.mkdtemp(prefix="nearsim-test-")
-    os.chmod(directory, 0o755)
-    try:
-        server = _cluster_command("start", directory, "5432", "--throwaway")
+    with _throwaway_cluster("nearsim-test-", "5432", {}) as (_, server):
         with psycopg.connect(server, autocommit=True) as conn:
             conn.execute(f"CREATE DATABASE {TEST_DATABASE}")
         yield server.replace("dbname=postgres", f"dbname={TEST_DATABASE}")
-    finally:
-        subprocess.run([str(ROOT / "scripts" / "pgcluster.sh"), "stop", directory], check=False)
-        shutil.rmtree(directory, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def own_server() -> Callable[[str, Mapping[str, str]], AbstractContextManager[tuple[str, str]]]:
+    """Servers of a test module's own, for what the shared one cannot change:
+    ``with own_server(prefix, settings) as (directory, dsn)`` starts a
+    throwaway cluster on a random port with those settings."""
+    def start(prefix: str, settings: Mapping[str, str]) -> AbstractContextManager[
+            tuple[str, str]]:
+        return _throwaway_cluster(prefix, str(random.Random().randrange(20000, 30000)),
+                                  settings)
+    return start
+
+
+@pytest.fixture(scope="session")
+def pgcluster() -> Callable[..., str]:
+    """scripts/pgcluster.sh with the given arguments; its output."""
+    return _cluster_command
 
 
 @pytest.fixture(scope="module")

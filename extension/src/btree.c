@@ -207,6 +207,7 @@ nearsim_btree_insert(Relation index, Datum *values, bool *isnull, ItemPointer ti
 	pending = hash_search(waiting, &relid, HASH_ENTER, &found);
 	if (!found || pending->relfilenode != index->rd_node.relNode)
 	{
+		/* entries taken for files the index no longer has: flush_index drops them */
 		if (found)
 			flush_index(pending);
 		else

@@ -8,8 +8,8 @@
 #include "access/table.h"
 #include "access/tableam.h"
 #include "catalog/pg_am.h"
-#include "commands/defrem.h"
 #include "catalog/pg_type.h"
+#include "commands/defrem.h"
 #include "executor/spi.h"
 #include "executor/tuptable.h"
 #include "fmgr.h"
@@ -95,16 +95,23 @@ typedef struct Band
 	int			radius;			/* bits the band may differ in; -1: not probed */
 } Band;
 
+/* What makes an index a rotation index, looked up once per call site */
+typedef struct RotationIndexKind
+{
+	Oid			rotate;			/* nearsim_rotate of the extension's schema */
+	Oid			method;			/* the nearsim_btree access method */
+} RotationIndexKind;
+
 /* The shift of index if it is a rotation index of column attnum, else -1 */
 static int
-rotation_shift(Relation index, AttrNumber attnum, Oid rotate, Oid nearsim_btree)
+rotation_shift(Relation index, AttrNumber attnum, const RotationIndexKind *kind)
 {
 	List	   *expressions;
 	FuncExpr   *call;
 	Node	   *column;
 	Node	   *shift;
 
-	if ((index->rd_rel->relam != nearsim_btree && index->rd_rel->relam != BTREE_AM_OID) ||
+	if ((index->rd_rel->relam != kind->method && index->rd_rel->relam != BTREE_AM_OID) ||
 		index->rd_index->indnatts != 1 ||
 		index->rd_index->indkey.values[0] != 0 || !index->rd_index->indisvalid ||
 		!index->rd_index->indisready || !heap_attisnull(index->rd_indextuple,
@@ -114,7 +121,7 @@ rotation_shift(Relation index, AttrNumber attnum, Oid rotate, Oid nearsim_btree)
 	if (list_length(expressions) != 1 || !IsA(linitial(expressions), FuncExpr))
 		return -1;
 	call = linitial_node(FuncExpr, expressions);
-	if (call->funcid != rotate || list_length(call->args) != 2)
+	if (call->funcid != kind->rotate || list_length(call->args) != 2)
 		return -1;
 	column = linitial(call->args);
 	shift = lsecond(call->args);
@@ -149,10 +156,10 @@ compare_shifts(const void *a, const void *b)
  * An error unless the bands cover the 64 bits.
  */
 static int
-find_bands(Relation table, AttrNumber attnum, Oid rotate, int32 max_distance, Band **found)
+find_bands(Relation table, AttrNumber attnum, const RotationIndexKind *kind,
+		   int32 max_distance, Band **found)
 {
 	List	   *indexes = RelationGetIndexList(table);
-	Oid			nearsim_btree = get_index_am_oid("nearsim_btree", true);
 	Band	   *bands = palloc(sizeof(Band) * (list_length(indexes) + 1));
 	int			count = 0;
 	ListCell   *cell;
@@ -160,7 +167,7 @@ find_bands(Relation table, AttrNumber attnum, Oid rotate, int32 max_distance, Ba
 	foreach(cell, indexes)
 	{
 		Relation	index = index_open(lfirst_oid(cell), AccessShareLock);
-		int			shift = rotation_shift(index, attnum, rotate, nearsim_btree);
+		int			shift = rotation_shift(index, attnum, kind);
 		bool		duplicate = false;
 
 		for (int i = 0; i < count; i++)
@@ -372,7 +379,7 @@ nearsim_search(PG_FUNCTION_ARGS)
 	Name		column = PG_GETARG_NAME(1);
 	uint64		query = (uint64) PG_GETARG_INT64(2);
 	int32		max_distance = PG_GETARG_INT32(3);
-	Oid			rotate = fcinfo->flinfo->fn_extra ? *(Oid *) fcinfo->flinfo->fn_extra : InvalidOid;
+	RotationIndexKind *kind = (RotationIndexKind *) fcinfo->flinfo->fn_extra;
 	Relation	table;
 	AttrNumber	attnum;
 	AclResult	allowed;
@@ -390,18 +397,18 @@ nearsim_search(PG_FUNCTION_ARGS)
 	allowed = pg_class_aclcheck(relid, GetUserId(), ACL_SELECT);
 	if (allowed != ACLCHECK_OK)
 		aclcheck_error(allowed, OBJECT_TABLE, get_rel_name(relid));
-	if (!OidIsValid(rotate))
+	if (kind == NULL)
 	{
 		Oid			argtypes[2] = {INT8OID, INT4OID};
-		Oid		   *cached = MemoryContextAlloc(fcinfo->flinfo->fn_mcxt, sizeof(Oid));
 
+		kind = MemoryContextAlloc(fcinfo->flinfo->fn_mcxt, sizeof(RotationIndexKind));
 		/* nearsim_rotate of this function's own schema */
-		*cached = LookupFuncName(list_make2(makeString(get_namespace_name(
-																		 get_func_namespace(fcinfo->flinfo->fn_oid))),
-											makeString("nearsim_rotate")),
-								 2, argtypes, false);
-		fcinfo->flinfo->fn_extra = cached;
-		rotate = *cached;
+		kind->rotate = LookupFuncName(list_make2(makeString(get_namespace_name(
+																			   get_func_namespace(fcinfo->flinfo->fn_oid))),
+												 makeString("nearsim_rotate")),
+									  2, argtypes, false);
+		kind->method = get_index_am_oid("nearsim_btree", false);
+		fcinfo->flinfo->fn_extra = kind;
 	}
 
 	table = table_open(relid, AccessShareLock);
@@ -411,7 +418,7 @@ nearsim_search(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_UNDEFINED_COLUMN),
 				 errmsg("column %s of table %s does not exist", NameStr(*column),
 						RelationGetRelationName(table))));
-	count = find_bands(table, attnum, rotate, max_distance, &bands);
+	count = find_bands(table, attnum, kind, max_distance, &bands);
 
 	found.size = 64;
 	found.count = 0;

@@ -10,48 +10,31 @@ from __future__ import annotations
 
 import os
 import random
-import shutil
 import signal
-import subprocess
-import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 import psycopg
 import pytest
 from psycopg.conninfo import make_conninfo
 
-ROOT = Path(__file__).resolve().parents[2]
-CLUSTER = str(ROOT / "scripts" / "pgcluster.sh")
 ROWS = 20_000
 
 
-def cluster(*args: str) -> str:
-    return subprocess.run([CLUSTER, *args], check=True, capture_output=True,
-                          text=True).stdout.strip()
-
-
 @pytest.fixture(scope="module")
-def server() -> Iterator[tuple[str, str]]:
+def server(
+    own_server: Callable[..., AbstractContextManager[tuple[str, str]]],
+) -> Iterator[tuple[str, str]]:
     """A throwaway cluster that allows prepared transactions: its directory and a DSN."""
-    directory = tempfile.mkdtemp(prefix="nearsim-recovery-")
-    Path(directory).chmod(0o755)
-    port = str(random.Random().randrange(20000, 30000))
-    try:
-        dsn = cluster("start", directory, port, "--throwaway")
+    with own_server("nearsim-recovery-", {"max_prepared_transactions": "4"}) as (directory, dsn):
         with psycopg.connect(dsn, autocommit=True) as conn:
-            conn.execute("ALTER SYSTEM SET max_prepared_transactions = 4")
             conn.execute("CREATE DATABASE recovery")
-        cluster("stop", directory)
-        cluster("start", directory, port, "--throwaway")
         database = make_conninfo(dsn, dbname="recovery")
         with psycopg.connect(database, autocommit=True) as conn:
             conn.execute("CREATE EXTENSION nearsim CASCADE")
         yield directory, database
-    finally:
-        subprocess.run([CLUSTER, "stop", directory], check=False)
-        shutil.rmtree(directory, ignore_errors=True)
 
 
 def fingerprints(seed: int) -> list[int]:
@@ -88,7 +71,7 @@ def assert_exact(conn: psycopg.Connection, table: str, values: list[int]) -> Non
     assert report == (True, 0, 0)
 
 
-def crash(directory: str) -> None:
+def crash(directory: str, pgcluster: Callable[..., str]) -> None:
     """Stop the server as a crash does (SIGQUIT: no checkpoint), then start it."""
     data = Path(directory).resolve() / "data"
     postmaster = int((data / "postmaster.pid").read_text().split()[0])
@@ -102,10 +85,11 @@ def crash(directory: str) -> None:
         time.sleep(0.1)
     else:
         raise AssertionError("the server did not stop")
-    cluster("start", directory)
+    pgcluster("start", directory)
 
 
-def test_committed_entries_survive_a_crash(server: tuple[str, str]) -> None:
+def test_committed_entries_survive_a_crash(server: tuple[str, str],
+                                           pgcluster: Callable[..., str]) -> None:
     directory, database = server
     values = fingerprints(1)
     with psycopg.connect(database) as conn:
@@ -114,7 +98,7 @@ def test_committed_entries_survive_a_crash(server: tuple[str, str]) -> None:
         conn.commit()
         copy_rows(conn, "crashed", values)
         conn.commit()
-    crash(directory)
+    crash(directory, pgcluster)
     with psycopg.connect(database, autocommit=True) as conn:
         log = (Path(directory).resolve() / "data" / "server.log").read_text()
         assert "database system was interrupted" in log

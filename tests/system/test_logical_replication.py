@@ -8,44 +8,25 @@ every index: searches on the subscriber equal the scan.
 from __future__ import annotations
 
 import random
-import shutil
-import subprocess
-import tempfile
 import time
-from collections.abc import Iterator
-from pathlib import Path
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 
 import psycopg
 import pytest
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-ROOT = Path(__file__).resolve().parents[2]
-CLUSTER = str(ROOT / "scripts" / "pgcluster.sh")
 WORDS = ("beginning heaven earth form void darkness deep spirit waters light day night"
          " firmament evening morning seas grass herb seed fruit tree kind").split()
 
 
-def cluster(*args: str) -> str:
-    return subprocess.run([CLUSTER, *args], check=True, capture_output=True,
-                          text=True).stdout.strip()
-
-
 @pytest.fixture(scope="module")
-def logical_cluster() -> Iterator[str]:
+def logical_cluster(
+    own_server: Callable[..., AbstractContextManager[tuple[str, str]]],
+) -> Iterator[str]:
     """A throwaway cluster with wal_level = logical; the DSN of its postgres database."""
-    directory = tempfile.mkdtemp(prefix="nearsim-logical-")
-    Path(directory).chmod(0o755)
-    port = str(random.Random().randrange(20000, 30000))
-    try:
-        dsn = cluster("start", directory, port, "--throwaway")
-        with psycopg.connect(dsn, autocommit=True) as conn:
-            conn.execute("ALTER SYSTEM SET wal_level = logical")
-        cluster("stop", directory)
-        dsn = cluster("start", directory, port, "--throwaway")
+    with own_server("nearsim-logical-", {"wal_level": "logical"}) as (_, dsn):
         yield dsn
-    finally:
-        subprocess.run([CLUSTER, "stop", directory], check=False)
-        shutil.rmtree(directory, ignore_errors=True)
 
 
 def text(rng: random.Random) -> str:
