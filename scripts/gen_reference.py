@@ -51,8 +51,16 @@ ERRORS: dict[str, str] = {
                            " 2^20 probes",
     "nearsim_rotate": "none (NULL for a shift outside 0..63)",
     "nearsim_btree_handler": "none (called by PostgreSQL for the nearsim_btree access method)",
+    "nearsim_check_index": "42809 for a relation that is not a rotation index (an index of one"
+                           " bigint key, btree or nearsim_btree, without a predicate, on a heap"
+                           " table); 42501 unless the caller has the privileges of the owner of"
+                           " its table",
+    "nearsim_guard_lock": "42501 unless the caller may insert into or update `tbl`; 55000 if it"
+                          " has no primary key",
+    "nearsim_writes_as_owner": "none (false for a relation that is gone)",
     "nearsim_guard": "22023 for neither max_distance nor min_similarity, a max_distance outside"
-                     " 0..64, a min_similarity outside the calibration without max_distance, an"
+                     " 0..64, a min_similarity not above 0 or above 1 (or NaN) or outside the"
+                     " calibration without max_distance, an"
                      " unknown measure or action; 42501 unless the caller has the privileges of"
                      " the owner of `tbl`; 55000 if it is not enabled",
     "nearsim_unguard": "42501 unless the caller has the privileges of the owner of `tbl`",
@@ -84,7 +92,7 @@ ERRORS: dict[str, str] = {
     "nearsim_sketch": "none (NULL in, NULL out; NULL for a text without words)",
     "nearsim_resemblance_pairs": "22023 for a `min_similarity` not above 0 or above 1; 42501"
                                  " without SELECT on `tbl`; 42703 for a column `tbl` lacks",
-    "nearsim_minhash": "22023 if `hashes` is outside 1..100000",
+    "nearsim_minhash": "22023 if `hashes` is outside 1..10000",
     "nearsim_minhash_estimate": "22023 for signatures of different lengths, empty ones, or"
                                 " values that are NULL or negative",
     "nearsim_estimate": "22023 for a distance outside 0..64, an unknown profile or one"

@@ -7,5 +7,5 @@ CREATE FUNCTION nearsim_drop_extension() RETURNS event_trigger
 
 CREATE EVENT TRIGGER nearsim_drop_extension ON ddl_command_start
 	WHEN TAG IN ('DROP EXTENSION')
-	EXECUTE FUNCTION nearsim_drop_extension();
+	EXECUTE FUNCTION @extschema@.nearsim_drop_extension();
 

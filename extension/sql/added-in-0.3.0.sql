@@ -3,10 +3,10 @@
 -- part, from the install script).  And no role gains another's rights:
 
 -- The registry is written only through nearsim_register/nearsim_unregister.
-DROP POLICY owner_registers ON nearsim_tables;
-DROP POLICY owner_updates ON nearsim_tables;
-DROP POLICY owner_or_drop_removes ON nearsim_tables;
-REVOKE INSERT, UPDATE, DELETE ON nearsim_tables FROM PUBLIC;
+DROP POLICY owner_registers ON @extschema@.nearsim_tables;
+DROP POLICY owner_updates ON @extschema@.nearsim_tables;
+DROP POLICY owner_or_drop_removes ON @extschema@.nearsim_tables;
+REVOKE INSERT, UPDATE, DELETE ON @extschema@.nearsim_tables FROM PUBLIC;
 
 CREATE FUNCTION nearsim_as_owner(tbl regclass, statement text) RETURNS text
 	AS 'MODULE_PATHNAME', 'nearsim_as_owner'
@@ -32,8 +32,8 @@ CREATE FUNCTION nearsim_link_registered() RETURNS trigger
 	LANGUAGE plpgsql
 	AS $plpgsql$ BEGIN RETURN NULL; END $plpgsql$;
 
-CREATE TRIGGER nearsim_link_registered AFTER INSERT OR UPDATE ON nearsim_tables
-	FOR EACH ROW EXECUTE FUNCTION nearsim_link_registered();
+CREATE TRIGGER nearsim_link_registered AFTER INSERT OR UPDATE ON @extschema@.nearsim_tables
+	FOR EACH ROW EXECUTE FUNCTION @extschema@.nearsim_link_registered();
 
 CREATE FUNCTION nearsim_follow_owner() RETURNS event_trigger
 	LANGUAGE plpgsql
@@ -41,7 +41,7 @@ CREATE FUNCTION nearsim_follow_owner() RETURNS event_trigger
 
 CREATE EVENT TRIGGER nearsim_follow_owner ON ddl_command_end
 	WHEN TAG IN ('ALTER TABLE')
-	EXECUTE FUNCTION nearsim_follow_owner();
+	EXECUTE FUNCTION @extschema@.nearsim_follow_owner();
 
 CREATE FUNCTION nearsim_guard_alter_table() RETURNS event_trigger
 	AS 'MODULE_PATHNAME', 'nearsim_guard_alter_table'
@@ -49,4 +49,4 @@ CREATE FUNCTION nearsim_guard_alter_table() RETURNS event_trigger
 
 CREATE EVENT TRIGGER nearsim_guard_alter_table ON ddl_command_start
 	WHEN TAG IN ('ALTER TABLE')
-	EXECUTE FUNCTION nearsim_guard_alter_table();
+	EXECUTE FUNCTION @extschema@.nearsim_guard_alter_table();

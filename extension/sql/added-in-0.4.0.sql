@@ -25,7 +25,7 @@ CREATE FUNCTION nearsim_btree_handler(internal) RETURNS index_am_handler
 COMMENT ON FUNCTION nearsim_btree_handler(internal) IS
 'handler of the nearsim_btree access method';
 
-CREATE ACCESS METHOD nearsim_btree TYPE INDEX HANDLER nearsim_btree_handler;
+CREATE ACCESS METHOD nearsim_btree TYPE INDEX HANDLER @extschema@.nearsim_btree_handler;
 
 COMMENT ON ACCESS METHOD nearsim_btree IS
 'btree of the rotation indexes: PostgreSQL''s btree, except that a transaction''s new entries wait in its memory (nearsim.insert_buffer) and go in in key order when it commits, before it scans the index, or when the memory is full';
@@ -40,6 +40,17 @@ CREATE OPERATOR CLASS nearsim_btree_int8_ops DEFAULT FOR TYPE bigint USING nears
 	FUNCTION 2 pg_catalog.btint8sortsupport(internal),
 	FUNCTION 4 pg_catalog.btequalimage(oid);
 
+CREATE FUNCTION nearsim_check_index(index regclass, OUT entries bigint, OUT rows bigint,
+		OUT missing bigint, OUT duplicated bigint, OUT wrong bigint, OUT dangling bigint,
+		OUT sample tid[])
+	RETURNS record
+	AS 'MODULE_PATHNAME', 'nearsim_check_index'
+	LANGUAGE C VOLATILE STRICT
+	SET search_path = pg_catalog, pg_temp;
+
+COMMENT ON FUNCTION nearsim_check_index(regclass) IS
+'a rotation index read against its table (src/check.c): entries read; rows the snapshot sees; rows without their entry (missing); entries repeated (duplicated), under a key their row does not have (wrong) or naming no row (dangling); up to ten tuple ids in question; the table is locked against VACUUM meanwhile; for the table''s owner';
+
 CREATE FUNCTION nearsim_search(tbl regclass, fingerprint_column name, query bigint,
 		max_distance integer)
 	RETURNS tid[]
@@ -52,14 +63,28 @@ COMMENT ON FUNCTION nearsim_search(regclass, name, bigint, integer) IS
 -- The rotation indexes are on the documents table itself: a table enabled
 -- from now on has no bucket table and no bucket trigger function.  Tables
 -- enabled before keep theirs (and searches read them) until nearsim_rebuild.
-ALTER TABLE nearsim_tables ALTER COLUMN bucket_table DROP NOT NULL,
+ALTER TABLE @extschema@.nearsim_tables ALTER COLUMN bucket_table DROP NOT NULL,
 	ALTER COLUMN bucket_function DROP NOT NULL;
 
-COMMENT ON TABLE nearsim_tables IS
+COMMENT ON TABLE @extschema@.nearsim_tables IS
 'tables enabled for nearsim: their columns, index layout, fingerprint profile and generated objects; bucket_table and bucket_function are NULL unless the table was enabled before 0.4.0 and not rebuilt since';
 
 -- The check-in guard's trigger (src/guard.c); nearsim_guard and
 -- nearsim_unguard come from the install script.
+CREATE FUNCTION nearsim_guard_lock(tbl regclass) RETURNS void
+	AS 'MODULE_PATHNAME', 'nearsim_guard_lock'
+	LANGUAGE C VOLATILE STRICT;
+
+COMMENT ON FUNCTION nearsim_guard_lock(regclass) IS
+'take the check-in lock of tbl until the transaction ends (SHARE UPDATE EXCLUSIVE on its primary key index, which only this function and the guard take), as a check-in guard does before it looks: for a writer that checks documents itself; for a role that may insert into or update tbl';
+
+CREATE FUNCTION nearsim_writes_as_owner(tbl regclass) RETURNS boolean
+	AS 'MODULE_PATHNAME', 'nearsim_writes_as_owner'
+	LANGUAGE C STABLE STRICT PARALLEL SAFE;
+
+COMMENT ON FUNCTION nearsim_writes_as_owner(regclass) IS
+'whether the current user has the privileges of the owner of tbl: only then do the fingerprint triggers keep a fingerprint the session declares it computed (SET nearsim.profile) without computing it again';
+
 CREATE FUNCTION nearsim_guard_check() RETURNS trigger
 	AS 'MODULE_PATHNAME', 'nearsim_guard_check'
 	LANGUAGE C;
@@ -108,3 +133,10 @@ CREATE FUNCTION nearsim_resemblance_pairs(tbl regclass, key_column name, text_co
 
 COMMENT ON FUNCTION nearsim_resemblance_pairs(regclass, name, name, name, double precision) IS
 'every pair of rows of tbl whose texts have S_R at least min_similarity (above 0), exactly: keys as text with a before b in key order, the Hamming distance of their fingerprints, short when either text has fewer than 10 shingles; read with the caller''s rights, in memory (about 24 bytes per distinct shingle of each text)';
+
+-- The registry without row-level security: its policy (everyone reads)
+-- made pg_dump fail for any role but a superuser, and every nearsim
+-- function fail with row_security off.  Writes stay refused by privileges:
+-- only SELECT is granted, since 0.3.0.
+DROP POLICY everyone_reads ON @extschema@.nearsim_tables;
+ALTER TABLE @extschema@.nearsim_tables DISABLE ROW LEVEL SECURITY;

@@ -159,7 +159,7 @@ CREATE FUNCTION nearsim_btree_handler(internal) RETURNS index_am_handler
 COMMENT ON FUNCTION nearsim_btree_handler(internal) IS
 'handler of the nearsim_btree access method';
 
-CREATE ACCESS METHOD nearsim_btree TYPE INDEX HANDLER nearsim_btree_handler;
+CREATE ACCESS METHOD nearsim_btree TYPE INDEX HANDLER @extschema@.nearsim_btree_handler;
 
 COMMENT ON ACCESS METHOD nearsim_btree IS
 'btree of the rotation indexes: PostgreSQL''s btree, except that a transaction''s new entries wait in its memory (nearsim.insert_buffer) and go in in key order when it commits, before it scans the index, or when the memory is full';
@@ -174,6 +174,17 @@ CREATE OPERATOR CLASS nearsim_btree_int8_ops DEFAULT FOR TYPE bigint USING nears
 	FUNCTION 2 pg_catalog.btint8sortsupport(internal),
 	FUNCTION 4 pg_catalog.btequalimage(oid);
 
+CREATE FUNCTION nearsim_check_index(index regclass, OUT entries bigint, OUT rows bigint,
+		OUT missing bigint, OUT duplicated bigint, OUT wrong bigint, OUT dangling bigint,
+		OUT sample tid[])
+	RETURNS record
+	AS 'MODULE_PATHNAME', 'nearsim_check_index'
+	LANGUAGE C VOLATILE STRICT
+	SET search_path = pg_catalog, pg_temp;
+
+COMMENT ON FUNCTION nearsim_check_index(regclass) IS
+'a rotation index read against its table (src/check.c): entries read; rows the snapshot sees; rows without their entry (missing); entries repeated (duplicated), under a key their row does not have (wrong) or naming no row (dangling); up to ten tuple ids in question; the table is locked against VACUUM meanwhile; for the table''s owner';
+
 CREATE FUNCTION nearsim_search(tbl regclass, fingerprint_column name, query bigint,
 		max_distance integer)
 	RETURNS tid[]
@@ -186,14 +197,19 @@ COMMENT ON FUNCTION nearsim_search(regclass, name, bigint, integer) IS
 -- The registry of enabled tables.  Everyone may read it; no role may write
 -- it: nearsim_register and nearsim_unregister (below) write it for a caller
 -- with the privileges of the table's owner, and its trigger links the named
--- objects to the table, refusing any that are not the owner's.
+-- objects to the table, refusing any that are not the owner's.  Writes are
+-- refused by privileges alone (only SELECT is granted), not by row-level
+-- security: a policy on it would make pg_dump fail for any role but a
+-- superuser (it dumps with row_security off), and every nearsim function
+-- fail in a session with row_security off.
 
 CREATE TABLE nearsim_tables (
 	tbl regclass PRIMARY KEY,
 	key_column name NOT NULL,
 	text_column name NOT NULL,
 	hash_column name NOT NULL,
-	bands integer NOT NULL CHECK (bands BETWEEN 3 AND 16),
+	bands integer NOT NULL
+		CHECK (bands OPERATOR(pg_catalog.>=) 3 AND bands OPERATOR(pg_catalog.<=) 16),
 	profile text NOT NULL,
 	object_schema name NOT NULL,
 	bucket_table name,
@@ -203,14 +219,12 @@ CREATE TABLE nearsim_tables (
 	enabled_at timestamptz NOT NULL DEFAULT pg_catalog.now()
 );
 
-COMMENT ON TABLE nearsim_tables IS
+COMMENT ON TABLE @extschema@.nearsim_tables IS
 'tables enabled for nearsim: their columns, index layout, fingerprint profile and generated objects; bucket_table and bucket_function are NULL unless the table was enabled before 0.4.0 and not rebuilt since';
 
 SELECT pg_catalog.pg_extension_config_dump('nearsim_tables', '');
 
-ALTER TABLE nearsim_tables ENABLE ROW LEVEL SECURITY;
-CREATE POLICY everyone_reads ON nearsim_tables FOR SELECT USING (true);
-GRANT SELECT ON nearsim_tables TO PUBLIC;
+GRANT SELECT ON @extschema@.nearsim_tables TO PUBLIC;
 
 -- Acting for a table's owner (C, src/owner.c and src/registry.c).
 
@@ -285,8 +299,8 @@ $plpgsql$;
 COMMENT ON FUNCTION nearsim_link_registered() IS
 'trigger of nearsim_tables: link the objects a row names to its table (nearsim_link)';
 
-CREATE TRIGGER nearsim_link_registered AFTER INSERT OR UPDATE ON nearsim_tables
-	FOR EACH ROW EXECUTE FUNCTION nearsim_link_registered();
+CREATE TRIGGER nearsim_link_registered AFTER INSERT OR UPDATE ON @extschema@.nearsim_tables
+	FOR EACH ROW EXECUTE FUNCTION @extschema@.nearsim_link_registered();
 
 -- Enabling, checking and repairing tables (PL/Python, nearsim.server.maintenance).
 -- They run with the caller's rights; what they create belongs to the table's
@@ -722,7 +736,9 @@ COMMENT ON FUNCTION nearsim_clusters(regclass, integer, text, integer) IS
 -- estimate times the share of fingerprints within 12 bits, 2.28e-7): the
 -- searches at 10 and 12 bits, the dearest, would then be wasted.  A table
 -- enabled before 0.4.0 and not rebuilt since is searched through its
--- bucket table.
+-- bucket table.  Only the table's own rows are read (FROM ONLY): the tuple
+-- ids of its rotation index are theirs, and a table that inherits from it
+-- has rows of its own under the same tuple ids.
 CREATE FUNCTION nearsim_nearest(tbl regclass, query bigint, n integer,
 		max_distance integer DEFAULT 64)
 	RETURNS TABLE (key text, distance integer)
@@ -739,6 +755,14 @@ DECLARE
 	-- random fingerprints the table would hold within 12 bits of any query
 	within_twelve double precision;
 BEGIN
+	IF tbl IS NULL THEN
+		RAISE EXCEPTION 'tbl must not be NULL' USING ERRCODE = '22004';
+	ELSIF n IS NULL THEN
+		RAISE EXCEPTION 'n must not be NULL' USING ERRCODE = '22004';
+	ELSIF max_distance IS NULL THEN
+		RAISE EXCEPTION 'max_distance must not be NULL' USING ERRCODE = '22004',
+			HINT = 'Leave it out for no limit: it is 64 by default.';
+	END IF;
 	IF n OPERATOR(pg_catalog.<) 1 THEN
 		RAISE EXCEPTION 'n must be positive, not %', n USING ERRCODE = '22023';
 	END IF;
@@ -791,14 +815,14 @@ BEGIN
 		-- more than the scan itself
 		RETURN QUERY EXECUTE pg_catalog.format(
 			'SELECT s.key::pg_catalog.text, s.distance FROM ('
-			'SELECT d.%1$I AS key, @extschema@.hamming(d.%2$I, $1) AS distance FROM %3$s AS d'
+			'SELECT d.%1$I AS key, @extschema@.hamming(d.%2$I, $1) AS distance FROM ONLY %3$s AS d'
 			' WHERE @extschema@.hamming(d.%2$I, $1) OPERATOR(pg_catalog.<=) $2'
 			' ORDER BY 2, 1 LIMIT $3) AS s ORDER BY s.distance, s.key',
 			entry.key_column, entry.hash_column, tbl)
 			USING query, max_distance, n;
 	ELSIF entry.bucket_table IS NULL THEN
 		RETURN QUERY EXECUTE pg_catalog.format(
-			'SELECT d.%1$I::pg_catalog.text, @extschema@.hamming(d.%2$I, $1) FROM %3$s AS d'
+			'SELECT d.%1$I::pg_catalog.text, @extschema@.hamming(d.%2$I, $1) FROM ONLY %3$s AS d'
 			' WHERE d.ctid OPERATOR(pg_catalog.=) ANY ($2)'
 			' AND @extschema@.hamming(d.%2$I, $1) OPERATOR(pg_catalog.<=) $3'
 			' ORDER BY 2, d.%1$I LIMIT $4',
@@ -806,8 +830,8 @@ BEGIN
 			USING query, nearby, radius, n;
 	ELSE
 		RETURN QUERY EXECUTE pg_catalog.format(
-			'SELECT d.%1$I::pg_catalog.text, @extschema@.hamming(d.%2$I, $1) FROM %3$s AS d'
-			' WHERE d.%1$I OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT b.key FROM %4$s AS b'
+			'SELECT d.%1$I::pg_catalog.text, @extschema@.hamming(d.%2$I, $1) FROM ONLY %3$s AS d'
+			' WHERE d.%1$I OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT b.key FROM ONLY %4$s AS b'
 			'   WHERE b.ctid OPERATOR(pg_catalog.=) ANY ($2)))'
 			' AND @extschema@.hamming(d.%2$I, $1) OPERATOR(pg_catalog.<=) $3'
 			' ORDER BY 2, d.%1$I LIMIT $4',
@@ -818,11 +842,25 @@ END
 $plpgsql$;
 
 COMMENT ON FUNCTION nearsim_nearest(regclass, bigint, integer, integer) IS
-'the n documents of tbl nearest to the fingerprint query (key as text, distance), exactly those of ORDER BY hamming(si, query), key LIMIT n among the documents within max_distance bits: through the rotation index while they are within 12 bits (8 when the rest are unlikely within 12), else by a scan';
+'the n documents of tbl nearest to the fingerprint query (key as text, distance), exactly those of ORDER BY hamming(si, query), key LIMIT n among the documents within max_distance bits: through the rotation index while they are within 12 bits (8 when the rest are unlikely within 12), else by a scan; the rows of tbl itself, not of tables that inherit from it; tbl, n and max_distance must not be NULL, a NULL query (a text without words) finds nothing';
 
 -- The check-in guard: a near-duplicate is refused, skipped or recorded as
 -- it is written (C trigger nearsim_guard_check, src/guard.c).  Its settings
 -- are the arguments of its two triggers, made by the table's owner.
+
+CREATE FUNCTION nearsim_guard_lock(tbl regclass) RETURNS void
+	AS 'MODULE_PATHNAME', 'nearsim_guard_lock'
+	LANGUAGE C VOLATILE STRICT;
+
+COMMENT ON FUNCTION nearsim_guard_lock(regclass) IS
+'take the check-in lock of tbl until the transaction ends (SHARE UPDATE EXCLUSIVE on its primary key index, which only this function and the guard take), as a check-in guard does before it looks: for a writer that checks documents itself; for a role that may insert into or update tbl';
+
+CREATE FUNCTION nearsim_writes_as_owner(tbl regclass) RETURNS boolean
+	AS 'MODULE_PATHNAME', 'nearsim_writes_as_owner'
+	LANGUAGE C STABLE STRICT PARALLEL SAFE;
+
+COMMENT ON FUNCTION nearsim_writes_as_owner(regclass) IS
+'whether the current user has the privileges of the owner of tbl: only then do the fingerprint triggers keep a fingerprint the session declares it computed (SET nearsim.profile) without computing it again';
 
 CREATE FUNCTION nearsim_guard_check() RETURNS trigger
 	AS 'MODULE_PATHNAME', 'nearsim_guard_check'
@@ -858,6 +896,12 @@ BEGIN
 	END IF;
 	IF max_distance OPERATOR(pg_catalog.<) 0 OR max_distance OPERATOR(pg_catalog.>) 64 THEN
 		RAISE EXCEPTION 'max_distance must be between 0 and 64, not %', max_distance
+			USING ERRCODE = '22023';
+	END IF;
+	-- NaN is above every number: it fails the second test
+	IF NOT (min_similarity OPERATOR(pg_catalog.>) 0::pg_catalog.float8
+			AND min_similarity OPERATOR(pg_catalog.<=) 1::pg_catalog.float8) THEN
+		RAISE EXCEPTION 'min_similarity must be above 0 and at most 1, not %', min_similarity
 			USING ERRCODE = '22023';
 	END IF;
 	IF action IS NULL OR action OPERATOR(pg_catalog.<>) ALL (ARRAY['error', 'skip', 'record']) THEN
@@ -956,13 +1000,16 @@ COMMENT ON FUNCTION nearsim_forget_dropped_tables() IS
 'event trigger: when an enabled table is dropped, remove it from nearsim_tables (its objects went with it through their dependencies)';
 
 CREATE EVENT TRIGGER nearsim_forget_dropped_tables ON sql_drop
-	EXECUTE FUNCTION nearsim_forget_dropped_tables();
+	EXECUTE FUNCTION @extschema@.nearsim_forget_dropped_tables();
 
 -- Ownership follows the table: after ALTER TABLE ... OWNER TO, the objects
 -- nearsim made for the table (those its registry row names that depend on
 -- the table) are given to the new owner, so that code the owner can change
--- never runs with another role's rights.  Runs as the role that altered the
--- table.
+-- never runs with another role's rights.  A function that runs with its
+-- owner's rights (SECURITY DEFINER) stays with its owner: nearsim makes none,
+-- so the old owner made it so (or replaced the function and linked it to the
+-- table again), and given away it would run the old owner's code with the
+-- new owner's rights.  Runs as the role that altered the table.
 
 CREATE FUNCTION nearsim_follow_owner() RETURNS event_trigger
 	LANGUAGE plpgsql
@@ -987,6 +1034,7 @@ BEGIN
 			SELECT 'pg_catalog.pg_proc'::pg_catalog.regclass::pg_catalog.oid, p.oid, p.proowner
 			FROM pg_catalog.pg_proc p
 			WHERE p.pronamespace OPERATOR(pg_catalog.=) c.relnamespace
+				AND NOT p.prosecdef
 				AND p.proname OPERATOR(pg_catalog.=) ANY (ARRAY[r.similar_function, r.fingerprint_function, r.bucket_function,
 					pg_catalog.left(r.similar_function, -8) OPERATOR(pg_catalog.||) '_pairs',
 					pg_catalog.left(r.similar_function, -8) OPERATOR(pg_catalog.||) '_pairs_verified',
@@ -1011,7 +1059,7 @@ COMMENT ON FUNCTION nearsim_follow_owner() IS
 
 CREATE EVENT TRIGGER nearsim_follow_owner ON ddl_command_end
 	WHEN TAG IN ('ALTER TABLE')
-	EXECUTE FUNCTION nearsim_follow_owner();
+	EXECUTE FUNCTION @extschema@.nearsim_follow_owner();
 
 -- Schema changes that would break an enabled table are refused before they
 -- happen, with a hint (C, src/alter.c).  No search_path is set: the table
@@ -1027,7 +1075,7 @@ COMMENT ON FUNCTION nearsim_guard_alter_table() IS
 
 CREATE EVENT TRIGGER nearsim_guard_alter_table ON ddl_command_start
 	WHEN TAG IN ('ALTER TABLE')
-	EXECUTE FUNCTION nearsim_guard_alter_table();
+	EXECUTE FUNCTION @extschema@.nearsim_guard_alter_table();
 
 -- Dropping the extension while tables are enabled (C, src/drop.c): a plain
 -- DROP EXTENSION is refused with the list of tables; DROP EXTENSION ...
@@ -1044,4 +1092,4 @@ COMMENT ON FUNCTION nearsim_drop_extension() IS
 
 CREATE EVENT TRIGGER nearsim_drop_extension ON ddl_command_start
 	WHEN TAG IN ('DROP EXTENSION')
-	EXECUTE FUNCTION nearsim_drop_extension();
+	EXECUTE FUNCTION @extschema@.nearsim_drop_extension();

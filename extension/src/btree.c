@@ -2,6 +2,7 @@
 
 #include "access/amapi.h"
 #include "access/genam.h"
+#include "access/heapam.h"
 #include "access/nbtree.h"
 #include "access/table.h"
 #include "access/xact.h"
@@ -9,6 +10,7 @@
 #include "catalog/pg_am.h"
 #include "catalog/pg_type.h"
 #include "executor/executor.h"
+#include "nodes/plannodes.h"
 #include "fmgr.h"
 #include "miscadmin.h"
 #include "nodes/parsenodes.h"
@@ -18,6 +20,9 @@
 #include "utils/hsearch.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
+#include "utils/snapmgr.h"
+#include "storage/bufmgr.h"
+#include "storage/smgr.h"
 
 #include "nearsim.h"
 
@@ -41,23 +46,55 @@
  * - a utility command other than COPY or transaction control runs (ALTER
  *   INDEX ... SET TABLESPACE and the like copy the index's files);
  * - they fill nearsim.insert_buffer.
- * An aborted transaction's entries go with its memory, as its rows are
- * dead; an aborted subtransaction's go in anyway, as into any index, and
- * VACUUM removes them.  Entries of an index that is gone are dropped, and
- * so are entries taken for files of the index that a rolled-back
- * subtransaction made (TRUNCATE or REINDEX after a SAVEPOINT): their rows
- * went with those files, and their tuple ids may name other rows in the
- * files the index has again.
+ * An aborted transaction's entries go with its memory.  So do the entries
+ * an aborted subtransaction took: its rows are dead at once, VACUUM may
+ * remove them while the transaction goes on, and another row may then take
+ * their tuple ids, which the entries would name under the wrong key.  Each
+ * entry knows the segment (the subtransaction) it was taken in; when a
+ * subtransaction rolls back, its segments' entries are dropped, and when it
+ * commits, they become its parent's.  An INSERT ... ON CONFLICT that meets
+ * a conflict kills the row it has just inserted (and indexed) in the same
+ * way without a subtransaction, so entries taken while such a statement
+ * runs are checked against their rows when they go in, and dropped unless
+ * the row is still this transaction's, under the same key.  Entries of an
+ * index that is gone are dropped, and so are entries taken for files of
+ * the index that a rolled-back subtransaction made (TRUNCATE or REINDEX
+ * after a SAVEPOINT): their rows went with those files.
+ *
+ * The memory is bounded: nearsim.insert_buffer (anyone may set it) up to
+ * nearsim.max_insert_buffer (a superuser's setting); a flush sorts with as
+ * much memory again, so a backend holds at most twice the smaller of the
+ * two.
  */
 
 #define SIGN_BIT (UINT64CONST(1) << 63)
 
-/* One waiting entry: the key with its sign bit flipped, so that unsigned order is key order */
+/*
+ * One waiting entry: the key with its sign bit flipped, so that unsigned
+ * order is key order; the row; the segment it was taken in
+ */
 typedef struct Entry
 {
 	uint64		key;
 	ItemPointerData tid;
+	uint16		segment;
 } Entry;
+
+StaticAssertDecl(sizeof(Entry) == 16, "a waiting entry takes 16 bytes");
+
+/*
+ * A run of entries taken in one subtransaction (or one that has committed
+ * into it), in or out of an INSERT ... ON CONFLICT.  Segments follow the
+ * order the entries were taken in, and their subtransaction ids never
+ * decrease along it: a subtransaction that rolls back owns the last ones.
+ */
+typedef struct Segment
+{
+	SubTransactionId subtransaction;
+	bool		speculative;	/* checked against their rows when they go in */
+} Segment;
+
+#define MAX_SEGMENTS (PG_UINT16_MAX + 1)
 
 /* The waiting entries of one index */
 typedef struct Waiting
@@ -69,16 +106,28 @@ typedef struct Waiting
 	Size		count;
 	Size		size;
 	Size		done;			/* entries in the index, when an error stopped a flush */
+	bool		sorted;			/* in key order (a flush began), no longer in taking order */
 } Waiting;
 
-/* nearsim.insert_buffer, kB */
+/* nearsim.insert_buffer and nearsim.max_insert_buffer, kB */
 static int	insert_buffer_kb = 64 * 1024;
+static int	max_insert_buffer_kb = 256 * 1024;
 
 /* The waiting entries of this transaction, by index; NULL when none */
 static HTAB *waiting = NULL;
 static Size waiting_count = 0;
 
+/* The segments of this transaction's waiting entries (in TopTransactionContext) */
+static Segment *segments = NULL;
+static int	segment_count = 0;
+static int	segment_size = 0;
+
+/* How many executors of an INSERT ... ON CONFLICT are running in this backend */
+static int	speculative_depth = 0;
+
 static ExecutorStart_hook_type previous_executor_start = NULL;
+static ExecutorRun_hook_type previous_executor_run = NULL;
+static ExecutorFinish_hook_type previous_executor_finish = NULL;
 static ProcessUtility_hook_type previous_process_utility = NULL;
 
 #define RADIX_SORT_NAME sort_entries
@@ -86,6 +135,69 @@ static ProcessUtility_hook_type previous_process_utility = NULL;
 #define RADIX_SORT_KEY(entry) ((entry).key)
 #define RADIX_SORT_BITS 64
 #include "radix_sort.h"
+
+/* What the check of an entry against its row needs, made at the first one */
+typedef struct RowCheck
+{
+	IndexInfo  *info;
+	EState	   *estate;
+	TupleTableSlot *slot;
+	BlockNumber blocks;
+} RowCheck;
+
+/*
+ * Whether the row an entry names is still one this transaction inserted
+ * and has not killed (an INSERT ... ON CONFLICT that met a conflict sets its
+ * row's xmin to invalid), with the entry's key.
+ */
+static bool
+row_still_has(Relation table, Relation index, RowCheck *check, const Entry *entry)
+{
+	HeapTupleData tuple;
+	Buffer		buffer;
+	Datum		values[INDEX_MAX_KEYS];
+	bool		isnull[INDEX_MAX_KEYS];
+	bool		same;
+
+	if (check->info == NULL)
+	{
+		check->info = BuildIndexInfo(index);
+		check->estate = CreateExecutorState();
+		check->slot = MakeSingleTupleTableSlot(RelationGetDescr(table), &TTSOpsBufferHeapTuple);
+		GetPerTupleExprContext(check->estate)->ecxt_scantuple = check->slot;
+		check->blocks = RelationGetNumberOfBlocks(table);
+	}
+	if (ItemPointerGetBlockNumber(&entry->tid) >= check->blocks)
+		return false;
+	tuple.t_self = entry->tid;
+	if (!heap_fetch(table, SnapshotAny, &tuple, &buffer, false))
+		return false;
+	if (!TransactionIdIsCurrentTransactionId(HeapTupleHeaderGetRawXmin(tuple.t_data)))
+	{
+		ReleaseBuffer(buffer);
+		return false;
+	}
+	ExecStoreBufferHeapTuple(&tuple, check->slot, buffer);
+	FormIndexDatum(check->info, check->slot, check->estate, values, isnull);
+	same = !isnull[0] && (((uint64) DatumGetInt64(values[0])) ^ SIGN_BIT) == entry->key;
+	ExecClearTuple(check->slot);
+	ReleaseBuffer(buffer);
+	ResetExprContext(GetPerTupleExprContext(check->estate));
+	return same;
+}
+
+/* Forgets the entries an interrupted flush put in already */
+static void
+forget_done(Waiting *pending)
+{
+	if (pending->done == 0)
+		return;
+	memmove(pending->entries, pending->entries + pending->done,
+			sizeof(Entry) * (pending->count - pending->done));
+	pending->count -= pending->done;
+	waiting_count -= pending->done;
+	pending->done = 0;
+}
 
 /* Inserts the waiting entries of one index in key order, then forgets them */
 static void
@@ -96,28 +208,26 @@ flush_index(Waiting *pending)
 	Entry	   *scratch;
 	MemoryContext per_entries;
 	MemoryContext caller;
+	RowCheck	check = {0};
 
 	/* an error (caught by a subtransaction) stopped the last flush after `done` entries */
-	if (pending->done > 0)
-	{
-		memmove(pending->entries, pending->entries + pending->done,
-				sizeof(Entry) * (pending->count - pending->done));
-		pending->count -= pending->done;
-		waiting_count -= pending->done;
-		pending->done = 0;
-	}
+	forget_done(pending);
 	if (pending->count == 0)
 		return;
 	index = try_index_open(pending->index, RowExclusiveLock);
 	if (index != NULL && index->rd_node.relNode == pending->relfilenode)
 	{
 		table = table_open(pending->table, RowExclusiveLock);
-		scratch = pending->count < RADIX_SORT_SMALL ? NULL :
-			MemoryContextAllocHuge(CurrentMemoryContext, sizeof(Entry) * pending->count);
-		/* a stable sort: equal keys keep the order of their rows */
-		sort_entries(pending->entries, pending->count, scratch);
-		if (scratch)
-			pfree(scratch);
+		if (!pending->sorted)
+		{
+			scratch = pending->count < RADIX_SORT_SMALL ? NULL :
+				MemoryContextAllocHuge(CurrentMemoryContext, sizeof(Entry) * pending->count);
+			/* a stable sort: equal keys keep the order of their rows */
+			sort_entries(pending->entries, pending->count, scratch);
+			if (scratch)
+				pfree(scratch);
+			pending->sorted = true;
+		}
 		/* what btinsert leaves behind is freed every so many entries */
 		per_entries = AllocSetContextCreate(CurrentMemoryContext, "nearsim_btree flush",
 											ALLOCSET_DEFAULT_SIZES);
@@ -129,11 +239,19 @@ flush_index(Waiting *pending)
 			bool		isnull = false;
 
 			CHECK_FOR_INTERRUPTS();
+			if (segments[entry->segment].speculative &&
+				!row_still_has(table, index, &check, entry))
+				continue;
 			btinsert(index, &value, &isnull, &entry->tid, table, UNIQUE_CHECK_NO, false, NULL);
 			if (pending->done % 1024 == 1023)
 				MemoryContextReset(per_entries);
 		}
 		MemoryContextSwitchTo(caller);
+		if (check.info != NULL)
+		{
+			ExecDropSingleTupleTableSlot(check.slot);
+			FreeExecutorState(check.estate);
+		}
 		MemoryContextDelete(per_entries);
 		table_close(table, NoLock);
 	}
@@ -141,6 +259,15 @@ flush_index(Waiting *pending)
 		index_close(index, NoLock);
 	waiting_count -= pending->count;
 	pending->count = pending->done = 0;
+	pending->sorted = false;
+}
+
+/* With no entry waiting, no segment is needed */
+static void
+forget_segments_if_empty(void)
+{
+	if (waiting_count == 0)
+		segment_count = 0;
 }
 
 /* Inserts every waiting entry */
@@ -155,6 +282,7 @@ flush_all(void)
 	hash_seq_init(&status, waiting);
 	while ((pending = hash_seq_search(&status)) != NULL)
 		flush_index(pending);
+	forget_segments_if_empty();
 }
 
 /* Inserts the waiting entries of one index */
@@ -168,18 +296,113 @@ flush_one(Oid index)
 	pending = hash_search(waiting, &index, HASH_FIND, NULL);
 	if (pending != NULL)
 		flush_index(pending);
+	forget_segments_if_empty();
 }
 
-/* The entries a transaction may keep waiting: nearsim.insert_buffer's worth */
+/* The entries a transaction may keep waiting: the smaller setting's worth */
 static Size
 waiting_limit(void)
 {
-	return (Size) insert_buffer_kb * 1024 / sizeof(Entry);
+	return (Size) Min(insert_buffer_kb, max_insert_buffer_kb) * 1024 / sizeof(Entry);
+}
+
+/* The segment of an entry taken now (a new one when the subtransaction or statement changed) */
+static uint16
+current_segment(void)
+{
+	SubTransactionId now = GetCurrentSubTransactionId();
+	bool		speculative = speculative_depth > 0;
+
+	if (segment_count > 0 && segments[segment_count - 1].subtransaction == now &&
+		segments[segment_count - 1].speculative == speculative)
+		return (uint16) (segment_count - 1);
+	if (segment_count == MAX_SEGMENTS)
+		flush_all();			/* and so no segment is left */
+	if (segment_count == segment_size)
+	{
+		int			size = Min(Max(segment_size * 2, 64), MAX_SEGMENTS);
+
+		segments = segments == NULL ?
+			MemoryContextAlloc(TopTransactionContext, sizeof(Segment) * size) :
+			repalloc(segments, sizeof(Segment) * size);
+		segment_size = size;
+	}
+	segments[segment_count].subtransaction = now;
+	segments[segment_count].speculative = speculative;
+	return (uint16) segment_count++;
+}
+
+/* Drops the waiting entries of segment first and later ones */
+static void
+drop_segments(Waiting *pending, int first)
+{
+	Size		kept;
+
+	forget_done(pending);
+	if (!pending->sorted)
+	{
+		/* in taking order, segments never decrease: the last entries go */
+		Size		low = 0;
+		Size		high = pending->count;
+
+		while (low < high)
+		{
+			Size		middle = low + (high - low) / 2;
+
+			if (pending->entries[middle].segment < first)
+				low = middle + 1;
+			else
+				high = middle;
+		}
+		kept = low;
+	}
+	else
+	{
+		kept = 0;
+		for (Size i = 0; i < pending->count; i++)
+			if (pending->entries[i].segment < first)
+				pending->entries[kept++] = pending->entries[i];
+	}
+	waiting_count -= pending->count - kept;
+	pending->count = kept;
+}
+
+/*
+ * A subtransaction that rolls back drops the entries it took (its rows are
+ * dead); one that commits hands them to its parent.
+ */
+static void
+subtransaction_callback(SubXactEvent event, SubTransactionId mine, SubTransactionId parent,
+						void *arg)
+{
+	int			first = segment_count;
+
+	if (waiting == NULL || segment_count == 0)
+		return;
+	while (first > 0 && segments[first - 1].subtransaction >= mine)
+		first--;
+	if (first == segment_count)
+		return;
+	if (event == SUBXACT_EVENT_COMMIT_SUB)
+	{
+		for (int i = first; i < segment_count; i++)
+			segments[i].subtransaction = parent;
+	}
+	else if (event == SUBXACT_EVENT_ABORT_SUB)
+	{
+		HASH_SEQ_STATUS status;
+		Waiting    *pending;
+
+		hash_seq_init(&status, waiting);
+		while ((pending = hash_seq_search(&status)) != NULL)
+			drop_segments(pending, first);
+		segment_count = first;
+	}
 }
 
 /*
  * aminsert: the entry waits, unless it cannot be sorted with the others
- * (a NULL key) or nearsim.insert_buffer is 0.
+ * (a NULL key) or the buffer is 0.
  */
 static bool
 nearsim_btree_insert(Relation index, Datum *values, bool *isnull, ItemPointer tid,
@@ -189,9 +412,11 @@ nearsim_btree_insert(Relation index, Datum *values, bool *isnull, ItemPointer ti
 	Oid			relid = RelationGetRelid(index);
 	Waiting    *pending;
 	bool		found;
+	Entry	   *entry;
 
 	if (isnull[0] || check_unique != UNIQUE_CHECK_NO || waiting_limit() == 0 ||
-		TupleDescAttr(RelationGetDescr(index), 0)->atttypid != INT8OID)
+		TupleDescAttr(RelationGetDescr(index), 0)->atttypid != INT8OID ||
+		(speculative_depth > 0 && table->rd_tableam != GetHeapamTableAmRoutine()))
 		return btinsert(index, values, isnull, tid, table, check_unique, index_unchanged,
 						index_info);
 	if (waiting == NULL)
@@ -214,21 +439,26 @@ nearsim_btree_insert(Relation index, Datum *values, bool *isnull, ItemPointer ti
 		{
 			pending->entries = NULL;
 			pending->count = pending->size = pending->done = 0;
+			pending->sorted = false;
 		}
 		pending->table = RelationGetRelid(table);
 		pending->relfilenode = index->rd_node.relNode;
 	}
+	if (pending->sorted)
+		flush_index(pending);	/* the rest of an interrupted flush goes in first */
 	if (pending->count == pending->size)
 	{
-		Size		size = Max(pending->size * 2, 1024);
+		Size		size = Max(Min(pending->size * 2, waiting_limit()), pending->size + 1024);
 
 		pending->entries = pending->entries == NULL ?
 			MemoryContextAllocHuge(TopTransactionContext, sizeof(Entry) * size) :
 			repalloc_huge(pending->entries, sizeof(Entry) * size);
 		pending->size = size;
 	}
-	pending->entries[pending->count].key = ((uint64) DatumGetInt64(values[0])) ^ SIGN_BIT;
-	pending->entries[pending->count].tid = *tid;
+	entry = &pending->entries[pending->count];
+	entry->segment = current_segment();
+	entry->key = ((uint64) DatumGetInt64(values[0])) ^ SIGN_BIT;
+	entry->tid = *tid;
 	pending->count++;
 	waiting_count++;
 	if (waiting_count >= waiting_limit())
@@ -246,25 +476,35 @@ nearsim_btree_beginscan(Relation index, int nkeys, int norderbys)
 
 /*
  * ambuild: btree's.  Its sort takes only btree's own indexes
- * (PrepareSortSupportFromIndexRel), so it is shown one: the index's access
- * method in its cache entry reads btree's for the duration of the build.
+ * (PrepareSortSupportFromIndexRel), so it is given a private copy of the
+ * index's descriptor that names btree's access method; the relation cache
+ * is left as it is.
  */
 static IndexBuildResult *
 nearsim_btree_build(Relation table, Relation index, IndexInfo *index_info)
 {
-	Oid			method = index->rd_rel->relam;
-	IndexBuildResult *result;
+	Relation	shown = palloc(sizeof(RelationData));
+	Form_pg_class shown_class = palloc(sizeof(FormData_pg_class));
+	IndexBuildResult *volatile result = NULL;
 
-	index->rd_rel->relam = BTREE_AM_OID;
+	*shown = *index;
+	*shown_class = *index->rd_rel;
+	shown_class->relam = BTREE_AM_OID;
+	shown->rd_rel = shown_class;
+	/* the copy opens the index's files for itself, and gives them back */
+	shown->rd_smgr = NULL;
 	PG_TRY();
 	{
-		result = btbuild(table, index, index_info);
+		result = btbuild(table, shown, index_info);
 	}
 	PG_FINALLY();
 	{
-		index->rd_rel->relam = method;
+		if (shown->rd_smgr != NULL)
+			smgrclearowner(&shown->rd_smgr, shown->rd_smgr);
 	}
 	PG_END_TRY();
+	pfree(shown_class);
+	pfree(shown);
 	return result;
 }
 
@@ -287,8 +527,35 @@ transaction_callback(XactEvent event, void *arg)
 			/* the memory was TopTransactionContext's */
 			waiting = NULL;
 			waiting_count = 0;
+			segments = NULL;
+			segment_count = segment_size = 0;
 			break;
 	}
+}
+
+/* Whether a plan (or one below it) is an INSERT ... ON CONFLICT */
+static bool
+plan_upserts(Plan *plan)
+{
+	if (plan == NULL)
+		return false;
+	if (IsA(plan, ModifyTable))
+		return ((ModifyTable *) plan)->onConflictAction != ONCONFLICT_NONE;
+	return plan_upserts(plan->lefttree) || plan_upserts(plan->righttree);
+}
+
+/* Whether a statement inserts rows that a conflict may kill at once (speculative insertion) */
+static bool
+statement_upserts(PlannedStmt *statement)
+{
+	ListCell   *cell;
+
+	if (plan_upserts(statement->planTree))
+		return true;
+	foreach(cell, statement->subplans)
+		if (plan_upserts((Plan *) lfirst(cell)))
+			return true;
+	return false;
 }
 
 /* Parallel workers cannot see this backend's waiting entries */
@@ -301,6 +568,52 @@ executor_start(QueryDesc *query, int eflags)
 		previous_executor_start(query, eflags);
 	else
 		standard_ExecutorStart(query, eflags);
+}
+
+/* Rows inserted while an INSERT ... ON CONFLICT runs are checked when their entries go in */
+static void
+executor_run(QueryDesc *query, ScanDirection direction, uint64 count, bool execute_once)
+{
+	bool		upserts = statement_upserts(query->plannedstmt);
+
+	if (upserts)
+		speculative_depth++;
+	PG_TRY();
+	{
+		if (previous_executor_run)
+			previous_executor_run(query, direction, count, execute_once);
+		else
+			standard_ExecutorRun(query, direction, count, execute_once);
+	}
+	PG_FINALLY();
+	{
+		if (upserts)
+			speculative_depth--;
+	}
+	PG_END_TRY();
+}
+
+/* As executor_run: a data-modifying WITH runs to its end here */
+static void
+executor_finish(QueryDesc *query)
+{
+	bool		upserts = statement_upserts(query->plannedstmt);
+
+	if (upserts)
+		speculative_depth++;
+	PG_TRY();
+	{
+		if (previous_executor_finish)
+			previous_executor_finish(query);
+		else
+			standard_ExecutorFinish(query);
+	}
+	PG_FINALLY();
+	{
+		if (upserts)
+			speculative_depth--;
+	}
+	PG_END_TRY();
 }
 
 /* Commands that may copy, move or read an index's files see every entry in them */
@@ -345,19 +658,31 @@ nearsim_btree_handler(PG_FUNCTION_ARGS)
 	PG_RETURN_POINTER(routine);
 }
 
-/* Called from _PG_init: the setting, the callback and the hooks */
+/* Called from _PG_init: the settings, the callbacks and the hooks */
 void
 nearsim_btree_init(void)
 {
 	DefineCustomIntVariable("nearsim.insert_buffer",
 							"Memory a transaction may hold new entries of nearsim_btree indexes in.",
 							"They go into the indexes in key order when the transaction commits, "
-							"before it scans the index, or when this fills; 0 inserts each at once.",
+							"before it scans the index, or when this fills; 0 inserts each at once. "
+							"At most nearsim.max_insert_buffer.",
 							&insert_buffer_kb, 64 * 1024, 0, MAX_KILOBYTES,
 							PGC_USERSET, GUC_UNIT_KB, NULL, NULL, NULL);
+	DefineCustomIntVariable("nearsim.max_insert_buffer",
+							"The most memory nearsim.insert_buffer may give a transaction.",
+							"A backend holds at most twice the smaller of the two (the sort at "
+							"a flush takes as much again); only a superuser may raise it.",
+							&max_insert_buffer_kb, 256 * 1024, 0, MAX_KILOBYTES,
+							PGC_SUSET, GUC_UNIT_KB, NULL, NULL, NULL);
 	RegisterXactCallback(transaction_callback, NULL);
+	RegisterSubXactCallback(subtransaction_callback, NULL);
 	previous_executor_start = ExecutorStart_hook;
 	ExecutorStart_hook = executor_start;
+	previous_executor_run = ExecutorRun_hook;
+	ExecutorRun_hook = executor_run;
+	previous_executor_finish = ExecutorFinish_hook;
+	ExecutorFinish_hook = executor_finish;
 	previous_process_utility = ProcessUtility_hook;
 	ProcessUtility_hook = process_utility;
 }

@@ -3,6 +3,7 @@
 #include "common/unicode_norm.h"
 #include "fmgr.h"
 #include "mb/pg_wchar.h"
+#include "miscadmin.h"
 #include "port/pg_bitutils.h"
 #include "port/pg_bswap.h"
 #include "utils/memutils.h"
@@ -164,6 +165,23 @@ is_boundary(pg_wchar cp)
 	if (cp < SMALL_CODE_POINTS)
 		return (small_table[cp] & SMALL_BOUNDARY) != 0;
 	return range_kind(boundary_table, lengthof(boundary_table), cp) != 0;
+}
+
+/*
+ * Refuse a text with more than MAX_UNSTABLE_RUN code points in a row that
+ * are not in boundary_table: normalising such a run may take time that grows
+ * with its square, in unicode_normalize(), which cannot be interrupted.
+ * nearsim.core.text refuses the same texts.
+ */
+static void
+check_unstable_run(Size run)
+{
+	if (run > MAX_UNSTABLE_RUN)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("the text has more than %d characters in a row that Unicode normalisation may reorder or join",
+						MAX_UNSTABLE_RUN),
+				 errhint("Such a run (combining marks, compatibility forms) is refused: normalising it takes time that grows with its square.")));
 }
 
 /* The kind of cp in word_table: WORD_JOINED, WORD_SOLO or 0 */
@@ -823,6 +841,7 @@ read_general(Shingler *sh, const unsigned char *s, Size n)
 	const unsigned char *end = s + n;
 	Size		count = 0;
 	Size		done = 0;
+	Size		unstable = 0;	/* code points in a row not in boundary_table */
 	pg_wchar   *wchars;
 
 	if (n + 1 > sh->wchars_cap)
@@ -844,6 +863,7 @@ read_general(Shingler *sh, const unsigned char *s, Size n)
 		if (*s < 0x80)
 		{
 			wchars[count++] = *s++;
+			unstable = 0;
 			continue;
 		}
 		if ((*s & 0xE0) == 0xC0)	/* two bytes, inline */
@@ -859,8 +879,10 @@ read_general(Shingler *sh, const unsigned char *s, Size n)
 		if (is_boundary(cp))
 		{
 			wchars[count++] = cp;
+			unstable = 0;
 			continue;
 		}
+		check_unstable_run(++unstable);
 		kind = range_kind(pinned_table, lengthof(pinned_table), cp);
 		if (kind == PINNED_IGNORABLE)
 			continue;
@@ -897,6 +919,8 @@ read_general(Shingler *sh, const unsigned char *s, Size n)
 		read_normalised(sh, normalised, length);
 		pfree(normalised);
 		done = stop;
+		/* a stretch is normalised in one call, which checks no interrupt */
+		CHECK_FOR_INTERRUPTS();
 	}
 	read_normalised(sh, wchars + done, count - done);
 }
@@ -989,12 +1013,17 @@ next_piece(const unsigned char *s, Size start, Size len)
 	for (Size i = limit; i < len && i < limit + PIECE_BYTES; i++)
 		if (is_ascii_space(s[i]))
 			return i;
-	for (Size i = limit; i < len; i++)
+	for (Size i = limit, run = 0; i < len; i++)
 	{
 		if (s[i] < 0x80)
 			return i;
-		if ((s[i] & 0xC0) != 0x80 && is_boundary(utf8_to_unicode(s + i)))
-			return i;
+		if ((s[i] & 0xC0) != 0x80)
+		{
+			if (is_boundary(utf8_to_unicode(s + i)))
+				return i;
+			/* no cut in sight: the run this piece would end with is too long */
+			check_unstable_run(++run);
+		}
 	}
 	return len;
 }
@@ -1003,6 +1032,7 @@ next_piece(const unsigned char *s, Size start, Size len)
 #define RADIX_SORT_ELEMENT uint64
 #define RADIX_SORT_KEY(value) (value)
 #define RADIX_SORT_BITS 64
+#define RADIX_SORT_CHECK_INTERRUPTS
 #include "radix_sort.h"
 
 /* Sort n uint64 values ascending */
@@ -1045,6 +1075,7 @@ read_text(const unsigned char *s, Size len, Votes *votes, uint64 *single)
 
 		read_piece(&sh, s + start, end - start);
 		start = end;
+		CHECK_FOR_INTERRUPTS();
 	}
 	reserve(&sh, 1);
 	end_token(&sh);

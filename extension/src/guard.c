@@ -3,7 +3,11 @@
 #include <math.h>
 
 #include "access/htup_details.h"
+#include "access/table.h"
 #include "access/xact.h"
+#include "catalog/pg_class.h"
+#include "storage/lmgr.h"
+#include "utils/rls.h"
 #include "catalog/pg_type.h"
 #include "commands/trigger.h"
 #include "executor/spi.h"
@@ -15,6 +19,7 @@
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
+#include "utils/syscache.h"
 
 #include "nearsim.h"
 
@@ -26,9 +31,14 @@
  *
  * Two sessions that check in near-duplicates of each other at the same
  * moment must not both pass, as with an exclusion constraint.  The guard
- * takes a transaction-level lock on the table's guard before it looks, so
- * guarded writers of one table check one after the other, each seeing what
- * the previous one committed: at READ COMMITTED each query takes a new
+ * takes a transaction-level lock before it looks, so guarded writers of one
+ * table check one after the other, each seeing what the previous one
+ * committed.  The lock is SHARE UPDATE EXCLUSIVE on the table's primary key
+ * index: it conflicts with itself, not with the ROW EXCLUSIVE and ACCESS
+ * SHARE locks of writers, readers and VACUUM, and no role can take it but
+ * through the guard (LOCK TABLE refuses indexes; what else takes it,
+ * REINDEX and ALTER INDEX, is the owner's), where an advisory lock would
+ * let any role stop every guarded writer: at READ COMMITTED each query takes a new
  * snapshot, after the lock.  At REPEATABLE READ and SERIALIZABLE the
  * transaction's snapshot is older than the lock; a near-duplicate committed
  * since then is looked for again with the latest snapshot, and if there is
@@ -40,8 +50,6 @@
  */
 
 #define GUARD_ARGS 9
-/* The lock's first key: "nsmg"; the second is the table's oid */
-#define GUARD_LOCK_CLASS 0x6E736D67
 #define ERRCODE_NEAR_DUPLICATE MAKE_SQLSTATE('2', '3', 'N', '0', '1')
 
 /* What a trigger was made with (its arguments, from nearsim_guard) */
@@ -86,6 +94,75 @@ guard_of(Trigger *trigger)
 	guard.links = trigger->tgargs[7];
 	guard.profile = trigger->tgargs[8];
 	return guard;
+}
+
+/* nearsim.guard: off lets the table's owner check documents in past the guard */
+static bool guard_on = true;
+
+/* Takes the check-in lock of a table: see above */
+static void
+lock_check_in(Relation rel)
+{
+	Oid			primary_key = RelationGetPrimaryKeyIndex(rel);
+
+	if (!OidIsValid(primary_key))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("table %s has no primary key for the nearsim guard to lock",
+						RelationGetRelationName(rel))));
+	LockRelationOid(primary_key, ShareUpdateExclusiveLock);
+}
+
+/*
+ * Whether the writer may be told which document is near its own, as
+ * PostgreSQL tells the key of a unique violation (BuildIndexValueDescription):
+ * only with the right to read the key, text and fingerprint columns, and
+ * under row-level security only when the writer's own query of the table
+ * finds that row.
+ */
+static bool
+writer_may_see(Relation rel, Oid writer, const Guard *guard, const char *key)
+{
+	Oid			relid = RelationGetRelid(rel);
+	const char *columns[3] = {guard->key_column, guard->text_column, guard->hash_column};
+	AttrNumber	key_attnum = get_attnum(relid, guard->key_column);
+	Oid			key_type;
+	Oid			input;
+	Oid			input_param;
+	Datum		value;
+	char	   *query;
+	bool		seen;
+
+	if (pg_class_aclcheck(relid, writer, ACL_SELECT) != ACLCHECK_OK)
+	{
+		for (int i = 0; i < 3; i++)
+		{
+			AttrNumber	attnum = get_attnum(relid, columns[i]);
+
+			if (attnum == InvalidAttrNumber ||
+				pg_attribute_aclcheck(relid, attnum, writer, ACL_SELECT) != ACLCHECK_OK)
+				return false;
+		}
+	}
+	if (check_enable_rls(relid, writer, true) != RLS_ENABLED)
+		return true;
+	/* the writer's own query, under the table's policies */
+	if (key_attnum == InvalidAttrNumber)
+		return false;
+	key_type = get_atttype(relid, key_attnum);
+	getTypeInputInfo(key_type, &input, &input_param);
+	value = OidInputFunctionCall(input, (char *) key, input_param, -1);
+	query = psprintf("SELECT 1 FROM ONLY %s AS d WHERE d.%s OPERATOR(pg_catalog.=) $1",
+					 quote_qualified_identifier(get_namespace_name(RelationGetNamespace(rel)),
+												RelationGetRelationName(rel)),
+					 quote_identifier(guard->key_column));
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "nearsim: SPI_connect failed");
+	if (SPI_execute_with_args(query, 1, &key_type, &value, NULL, true, 1) != SPI_OK_SELECT)
+		elog(ERROR, "nearsim: the guard could not check what the writer may see");
+	seen = SPI_processed > 0;
+	SPI_finish();
+	return seen;
 }
 
 /* The value of column name of tuple as text, or NULL */
@@ -287,7 +364,6 @@ nearsim_guard_check(PG_FUNCTION_ARGS)
 	char	   *old_key = NULL;
 	char	   *text = NULL;
 	const char *schema;
-	const char *bypass;
 	Oid			owner;
 	Oid			writer;
 	NearsimOwnerState saved;
@@ -319,8 +395,7 @@ nearsim_guard_check(PG_FUNCTION_ARGS)
 
 	owner = rel->rd_rel->relowner;
 	writer = GetUserId();
-	bypass = GetConfigOption("nearsim.guard", true, false);
-	if (bypass != NULL && pg_strcasecmp(bypass, "off") == 0)
+	if (!guard_on)
 	{
 		if (has_privs_of_role(writer, owner))
 			return PointerGetDatum(row);
@@ -339,8 +414,7 @@ nearsim_guard_check(PG_FUNCTION_ARGS)
 	schema = get_namespace_name(get_func_namespace(fcinfo->flinfo->fn_oid));
 
 	/* guarded writers of this table, one after the other, until commit */
-	DirectFunctionCall2(pg_advisory_xact_lock_int4, Int32GetDatum(GUARD_LOCK_CLASS),
-						Int32GetDatum((int32) RelationGetRelid(rel)));
+	lock_check_in(rel);
 
 	nearsim_begin_as_owner(owner, &saved);
 	if (SPI_connect() != SPI_OK_CONNECT)
@@ -383,12 +457,12 @@ nearsim_guard_check(PG_FUNCTION_ARGS)
 		return PointerGetDatum(row);
 	if (strcmp(guard.action, "skip") == 0)
 		return PointerGetDatum(NULL);
-	if (pg_class_aclcheck(RelationGetRelid(rel), writer, ACL_SELECT) != ACLCHECK_OK)
+	if (!writer_may_see(rel, writer, &guard, found.key))
 		ereport(ERROR,
 				(errcode(ERRCODE_NEAR_DUPLICATE),
 				 errmsg("near-duplicate document in table %s", RelationGetRelationName(rel)),
-				 errdetail("A document within %d bits is already there; the writer may not read"
-						   " the table, so it is not named.", guard.max_distance)));
+				 errdetail("A near-duplicate is already there; it is not named, as the writer"
+						   " may not read it.")));
 	if (isnan(found.similarity))
 		ereport(ERROR,
 				(errcode(ERRCODE_NEAR_DUPLICATE),
@@ -411,4 +485,59 @@ nearsim_guard_check(PG_FUNCTION_ARGS)
 			 errhint("The table's owner checks one in anyway with SET LOCAL nearsim.guard ="
 					 " off.")));
 	PG_RETURN_NULL();			/* not reached */
+}
+
+PG_FUNCTION_INFO_V1(nearsim_guard_lock);
+/*
+ * nearsim_guard_lock(tbl regclass): take the check-in lock of tbl until the
+ * transaction ends, as the guard does, for a writer that checks documents
+ * itself (nearsim-load --on-near-duplicate); for a role that may insert into
+ * or update tbl.
+ */
+Datum
+nearsim_guard_lock(PG_FUNCTION_ARGS)
+{
+	Oid			relid = PG_GETARG_OID(0);
+	Relation	rel;
+
+	if (pg_class_aclcheck(relid, GetUserId(), ACL_INSERT | ACL_UPDATE) != ACLCHECK_OK)
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("permission denied for table %s", get_rel_name(relid)),
+				 errdetail("The check-in lock is for roles that may write the table.")));
+	rel = table_open(relid, AccessShareLock);
+	lock_check_in(rel);
+	table_close(rel, NoLock);
+	PG_RETURN_VOID();
+}
+
+PG_FUNCTION_INFO_V1(nearsim_writes_as_owner);
+/*
+ * nearsim_writes_as_owner(tbl regclass): whether the current user has the
+ * privileges of tbl's owner, who alone may write fingerprints the triggers
+ * keep unchecked (the owner could turn the triggers off anyway).
+ */
+Datum
+nearsim_writes_as_owner(PG_FUNCTION_ARGS)
+{
+	Oid			relid = PG_GETARG_OID(0);
+	HeapTuple	tuple = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
+	Oid			owner;
+
+	if (!HeapTupleIsValid(tuple))
+		PG_RETURN_BOOL(false);
+	owner = ((Form_pg_class) GETSTRUCT(tuple))->relowner;
+	ReleaseSysCache(tuple);
+	PG_RETURN_BOOL(has_privs_of_role(GetUserId(), owner));
+}
+
+/* Called from _PG_init: nearsim.guard */
+void
+nearsim_guard_init(void)
+{
+	DefineCustomBoolVariable("nearsim.guard",
+							 "Whether check-in guards check the documents written.",
+							 "Only the owner of a table may write past its guard with "
+							 "SET LOCAL nearsim.guard = off; for other roles it stays on.",
+							 &guard_on, true, PGC_USERSET, 0, NULL, NULL, NULL);
 }

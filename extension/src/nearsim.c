@@ -1,6 +1,9 @@
 #include "postgres.h"
 
+#include <limits.h>
+
 #include "fmgr.h"
+#include "utils/guc.h"
 
 #include "nearsim.h"
 
@@ -8,9 +11,22 @@ PG_MODULE_MAGIC;
 
 void		_PG_init(void);
 
-/* Loading the library: what nearsim_btree indexes need (src/btree.c) */
+/* nearsim.max_pairs: see nearsim.h */
+int			nearsim_max_pairs = NEARSIM_DEFAULT_MAX_PAIRS;
+
+/* Loading the library: the resource limits, and what nearsim_btree indexes need (src/btree.c) */
 void
 _PG_init(void)
 {
+	DefineCustomIntVariable("nearsim.max_pairs",
+							"Pairs of fingerprints an all-pairs search may hold in memory.",
+							"nearsim_pairs, nearsim_clusters and the verified pairs and clusters "
+							"refuse a radius whose pairs of distinct fingerprints (and, for "
+							"clusters, pairs of documents) would exceed this, about 50 bytes "
+							"each; pairs are sent on without being held. Only a superuser may "
+							"change it.",
+							&nearsim_max_pairs, NEARSIM_DEFAULT_MAX_PAIRS, 1000, INT_MAX,
+							PGC_SUSET, 0, NULL, NULL, NULL);
 	nearsim_btree_init();
+	nearsim_guard_init();
 }

@@ -64,8 +64,27 @@ extern Size nearsim_shingle_hashes_utf8(const unsigned char *s, Size len, uint64
 /* resemblance.c: the distinct shingle hashes of a text datum, ascending */
 extern Size nearsim_text_shingles(text *document, uint64 **hashes);
 
+/*
+ * nearsim.c: nearsim.max_pairs, the pairs of fingerprints an all-pairs search
+ * (nearsim.core.pairs, in PL/Python) may hold; read there with
+ * current_setting().  Only a superuser may change it.
+ */
+#define NEARSIM_DEFAULT_MAX_PAIRS 20000000
+extern int	nearsim_max_pairs;
+
+/*
+ * The most code points in a row, in a text, that NFKC may change or join to
+ * their neighbours (nearsim.core.text.MAX_UNSTABLE_RUN): PostgreSQL's
+ * unicode_normalize() orders combining marks by a bubble sort that cannot be
+ * interrupted, quadratic in such a run.
+ */
+#define MAX_UNSTABLE_RUN 2048
+
 /* btree.c: the nearsim_btree access method's setting and hooks */
 extern void nearsim_btree_init(void);
+
+/* guard.c: the setting nearsim.guard */
+extern void nearsim_guard_init(void);
 
 /* python_call.c: the PL/Python body <name>_python of a C function, its errors */
 extern Oid	nearsim_python_body(Oid outer);

@@ -31,6 +31,9 @@ typedef struct PythonBody
 	FmgrInfo	flinfo;
 } PythonBody;
 
+/* PL/Python's message for an error raised by a set-returning body's iterator */
+#define ITERATOR_MESSAGE "error fetching next item from iterator"
+
 /* Suffix of a PL/Python body's name */
 #define PYTHON_BODY_SUFFIX "_python"
 
@@ -100,6 +103,17 @@ nearsim_rethrow_python_error(MemoryContext caller_context)
 	MemoryContextSwitchTo(caller_context);
 	error = CopyErrorData();
 	FlushErrorState();
+	/*
+	 * An error raised while a set-returning body makes its next row (a
+	 * cancel or a limit met half-way) comes with PL/Python's own message
+	 * and the body's in the detail: the body's is the message.
+	 */
+	if (error->message != NULL && error->detail != NULL &&
+		strcmp(error->message, ITERATOR_MESSAGE) == 0)
+	{
+		error->message = error->detail;
+		error->detail = NULL;
+	}
 	error->message = without_python_prefix(error->message);
 	error->context = NULL;
 	error->internalquery = NULL;

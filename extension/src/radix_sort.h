@@ -13,11 +13,24 @@
  *
  * other is scratch space for n elements, unused (and may be NULL) when n
  * is below RADIX_SORT_SMALL, where insertion sort is faster.  The sort is
- * stable.
+ * stable.  With RADIX_SORT_CHECK_INTERRUPTS defined, a cancel is taken every
+ * RADIX_SORT_STRIDE elements of a pass (a sort of a text's hundreds of
+ * millions of shingles takes seconds).
  */
 
 #ifndef RADIX_SORT_SMALL
 #define RADIX_SORT_SMALL 32
+#endif
+
+#ifndef RADIX_SORT_STRIDE
+#define RADIX_SORT_STRIDE (1 << 20)
+#endif
+
+#ifdef RADIX_SORT_CHECK_INTERRUPTS
+#define RADIX_SORT_INTERRUPTS(i) \
+	do { if (((i) & (RADIX_SORT_STRIDE - 1)) == 0) CHECK_FOR_INTERRUPTS(); } while (0)
+#else
+#define RADIX_SORT_INTERRUPTS(i) ((void) 0)
 #endif
 
 StaticAssertDecl(RADIX_SORT_BITS % 16 == 0, "a radix sort needs an even number of passes");
@@ -48,7 +61,10 @@ RADIX_SORT_NAME(RADIX_SORT_ELEMENT *values, Size n, RADIX_SORT_ELEMENT *other)
 		RADIX_SORT_ELEMENT *swap;
 
 		for (Size i = 0; i < n; i++)
+		{
+			RADIX_SORT_INTERRUPTS(i);
 			counts[(RADIX_SORT_KEY(from[i]) >> shift) & 0xFF]++;
+		}
 		for (int digit = 0; digit < 256; digit++)
 		{
 			Size		count = counts[digit];
@@ -57,13 +73,18 @@ RADIX_SORT_NAME(RADIX_SORT_ELEMENT *values, Size n, RADIX_SORT_ELEMENT *other)
 			total += count;
 		}
 		for (Size i = 0; i < n; i++)
+		{
+			RADIX_SORT_INTERRUPTS(i);
 			to[counts[(RADIX_SORT_KEY(from[i]) >> shift) & 0xFF]++] = from[i];
+		}
 		swap = from;
 		from = to;
 		to = swap;
 	}
 }
 
+#undef RADIX_SORT_INTERRUPTS
+#undef RADIX_SORT_CHECK_INTERRUPTS
 #undef RADIX_SORT_NAME
 #undef RADIX_SORT_ELEMENT
 #undef RADIX_SORT_KEY

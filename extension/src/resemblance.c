@@ -44,16 +44,22 @@
 #define SPREAD_BITS 16
 #define SPREAD_PARTS (1 << SPREAD_BITS)
 
-/* Number of shared elements of two ascending arrays */
+/* Elements of the arrays overlap_uint64 steps over between two interrupt checks */
+#define OVERLAP_STRIDE (1 << 20)
+
+/* Number of shared elements of two ascending arrays (texts of up to 1 GB: a cancel is taken) */
 static Size
 overlap_uint64(const uint64 *a, Size na, const uint64 *b, Size nb)
 {
 	Size		i = 0,
 				j = 0,
-				common = 0;
+				common = 0,
+				steps = 0;
 
 	while (i < na && j < nb)
 	{
+		if ((++steps & (OVERLAP_STRIDE - 1)) == 0)
+			CHECK_FOR_INTERRUPTS();
 		if (a[i] < b[j])
 			i++;
 		else if (a[i] > b[j])
@@ -267,7 +273,7 @@ read_table(SetJoin *join, Oid relid, const char *key_column, const char *text_co
 	initStringInfo(&query);
 	appendStringInfo(&query,
 					 "SELECT d.%s::pg_catalog.text, d.%s::pg_catalog.text,"
-					 " d.%s::pg_catalog.int8 FROM %s AS d ORDER BY d.%s",
+					 " d.%s::pg_catalog.int8 FROM ONLY %s AS d ORDER BY d.%s",
 					 quote_identifier(key_column), quote_identifier(text_column),
 					 quote_identifier(fingerprint_column),
 					 quote_qualified_identifier(schema, name), quote_identifier(key_column));
@@ -365,8 +371,11 @@ sorted_occurrences(SetJoin *join, Size total)
 	Occurrence *other;
 
 	for (int d = 0; d < join->ndocs; d++)
+	{
 		for (uint32 i = 0; i < join->docs[d].size; i++)
 			starts[(join->docs[d].hashes[i] >> (64 - SPREAD_BITS)) + 1]++;
+		CHECK_FOR_INTERRUPTS();
+	}
 	for (int part = 1; part <= SPREAD_PARTS; part++)
 	{
 		largest = Max(largest, starts[part]);
@@ -388,6 +397,7 @@ sorted_occurrences(SetJoin *join, Size total)
 		at += doc->size;
 		pfree(doc->hashes);
 		doc->hashes = NULL;
+		CHECK_FOR_INTERRUPTS();
 	}
 	pfree(fills);
 	other = palloc_extended(Max(largest, 1) * sizeof(Occurrence), MCXT_ALLOC_HUGE);
@@ -407,6 +417,7 @@ sorted_occurrences(SetJoin *join, Size total)
 #define RADIX_SORT_ELEMENT uint32
 #define RADIX_SORT_KEY(rank) (rank)
 #define RADIX_SORT_BITS 32
+#define RADIX_SORT_CHECK_INTERRUPTS
 #include "radix_sort.h"
 
 /*
@@ -442,6 +453,8 @@ rank_shingles(SetJoin *join)
 	frequency = palloc_extended(Max(total, 1) * sizeof(uint32), MCXT_ALLOC_HUGE);
 	for (Size i = 0; i < total; i++)
 	{
+		if ((i & (OVERLAP_STRIDE - 1)) == 0)
+			CHECK_FOR_INTERRUPTS();
 		if (i == 0 || all[i].hash != all[i - 1].hash)
 			frequency[distinct++] = 0;
 		frequency[distinct - 1]++;
@@ -461,6 +474,8 @@ rank_shingles(SetJoin *join)
 	ranks = palloc_extended(Max(total, 1) * sizeof(uint32), MCXT_ALLOC_HUGE);
 	for (Size i = 0, k = 0; i < total; i++)
 	{
+		if ((i & (OVERLAP_STRIDE - 1)) == 0)
+			CHECK_FOR_INTERRUPTS();
 		if (i > 0 && all[i].hash != all[i - 1].hash)
 			k++;
 		ranks[all[i].slot] = frequency[k];

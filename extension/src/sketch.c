@@ -97,6 +97,9 @@ prepare_permutations(void)
 	permutations_ready = true;
 }
 
+/* Shingles sketch_of reads between two interrupt checks */
+#define SKETCH_STRIDE (1 << 16)
+
 /* The band keys of a set of shingle hashes (count > 0) into keys[SKETCH_BANDS] */
 static void
 sketch_of(const uint64 *hashes, Size count, int32 *keys)
@@ -111,6 +114,9 @@ sketch_of(const uint64 *hashes, Size count, int32 *keys)
 	{
 		uint64		x = hashes[n];
 
+		/* a text of 1 GB has some 200 million shingles */
+		if ((n & (SKETCH_STRIDE - 1)) == 0)
+			CHECK_FOR_INTERRUPTS();
 		for (int i = 0; i < SKETCH_HASHES; i++)
 		{
 			uint64		v = x * multipliers[i] + addends[i];
@@ -475,7 +481,7 @@ search_sketched(FunctionCallInfo fcinfo, Relation rel, Oid index, const char *sc
 					 "SELECT d.%s::pg_catalog.text AS key, d.%s::pg_catalog.text AS body,"
 					 " %s.hamming(d.%s, %s) AS distance,"
 					 " %s.nearsim_resemblance($1, d.%s::pg_catalog.text) AS similarity"
-					 " FROM %s AS d"
+					 " FROM ONLY %s AS d"
 					 " WHERE d.ctid OPERATOR(pg_catalog.=) ANY ($5) OFFSET 0) AS c"
 					 " WHERE c.similarity OPERATOR(pg_catalog.>=) $2"
 					 " ORDER BY c.similarity DESC, c.distance, c.key COLLATE pg_catalog.\"C\"",

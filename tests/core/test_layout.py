@@ -142,7 +142,8 @@ def test_the_c_side_keeps_the_same_rules() -> None:
     assert header_value("NEARSIM_REGISTRY") == f'"{registry.REGISTRY}"'
     assert header_value("DEFAULT_PROFILE") == f'"{fingerprint.PROFILE}"'
     # the registry's own check on the number of bands
-    assert f"CHECK (bands BETWEEN {bands.MIN_BANDS} AND {bands.MAX_BANDS})" in SQL.read_text()
+    assert (f"CHECK (bands OPERATOR(pg_catalog.>=) {bands.MIN_BANDS}"
+            f" AND bands OPERATOR(pg_catalog.<=) {bands.MAX_BANDS})") in SQL.read_text()
     for name in ("bits.c", "bands.c", "fingerprint.c", "drop.c"):
         source = (ROOT / "extension" / "src" / name).read_text()
         assert '#include "nearsim.h"' in source, name

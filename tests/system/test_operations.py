@@ -9,6 +9,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from psycopg.conninfo import make_conninfo
 
 from nearsim.client.samples import kjv_chapters
 
@@ -102,3 +103,57 @@ def test_dump_and_restore_give_the_same_answers(
     # the rotation indexes came with the tables: every document is in them
     assert after["verify docs"][1] == after["verify docs"][2] == 20
     writes_still_work(target)
+
+
+def test_a_database_owner_who_is_not_a_superuser_dumps_and_restores(
+    dsn: str, scratch_databases: Callable[[str], str], tmp_path: Path
+) -> None:
+    """pg_dump as the database's owner (not a superuser, so with row_security
+    off) reads the registry, and nearsim's functions work with row_security off."""
+    owner = "nearsim_dump_owner"
+    names = ("nearsim_dump_owned", "nearsim_dump_owned_restored")
+    with psycopg.connect(dsn, autocommit=True) as admin:
+        admin.execute(f"CREATE ROLE {owner} LOGIN")
+    try:
+        source = scratch_databases(names[0])
+        with psycopg.connect(source, autocommit=True) as conn:
+            conn.execute(f"ALTER DATABASE {names[0]} OWNER TO {owner}")
+            conn.execute("CREATE EXTENSION nearsim CASCADE")
+        query = "In the beginning God created the heaven and the earth"
+        searches = {
+            "similar": ("SELECT (doc).id, distance FROM docs_similar(%s, 12) ORDER BY 1", [query]),
+            "nearest": ("SELECT * FROM nearsim_nearest('docs', simhash(%s), 2)", [query]),
+            "verified": ("SELECT key FROM nearsim_similar_verified('docs', %s, 0.5) ORDER BY 1",
+                         [query]),
+            "pairs": ("SELECT * FROM nearsim_pairs('docs', 12) ORDER BY 1, 2", []),
+            "verify": ("SELECT ok FROM nearsim_verify('docs', true)", []),
+        }
+        as_owner = make_conninfo(source, user=owner)
+        with psycopg.connect(as_owner, autocommit=True) as conn:
+            conn.execute("CREATE TABLE docs (id int PRIMARY KEY, body text)")
+            conn.execute("INSERT INTO docs SELECT i, 'In the beginning God created the heaven"
+                         " and the earth, verse ' || i FROM generate_series(1, 20) i")
+            conn.execute("SELECT nearsim_enable('docs', 'body')")
+            # the registry stays closed to writes, also to the database's owner
+            for write in ("INSERT INTO nearsim_tables SELECT * FROM nearsim_tables",
+                          "UPDATE nearsim_tables SET bands = bands",
+                          "DELETE FROM nearsim_tables"):
+                with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                    conn.execute(write)
+            conn.execute("SET row_security = off")
+            before = {name: conn.execute(*search).fetchall()
+                      for name, search in searches.items()}  # fmt: skip
+        assert before["verify"] == [(True,)] and len(before["similar"]) == 20
+        dump = tmp_path / "dump.custom"
+        run(str(BIN / "pg_dump"), "--format=custom", f"--file={dump}", f"--dbname={as_owner}")
+        target = scratch_databases(names[1])
+        run(str(BIN / "pg_restore"), "--exit-on-error", f"--dbname={target}", str(dump))
+        with psycopg.connect(make_conninfo(target, user=owner), autocommit=True) as conn:
+            conn.execute("SET row_security = off")
+            assert {name: conn.execute(*search).fetchall()
+                    for name, search in searches.items()} == before  # fmt: skip
+    finally:
+        with psycopg.connect(dsn, autocommit=True) as admin:
+            for name in names:
+                admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+            admin.execute(f"DROP ROLE IF EXISTS {owner}")

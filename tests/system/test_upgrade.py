@@ -18,6 +18,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from psycopg.conninfo import make_conninfo
 
 import nearsim
 
@@ -25,8 +26,9 @@ ROOT = Path(__file__).resolve().parents[2]
 PG_CONFIG = "/usr/lib/postgresql/15/bin/pg_config"
 # Earlier releases and the commit each was built from (tags v0.1.0, v0.2.0, v0.3.0).
 PREVIOUS_RELEASES = {"0.1.0": "c7af20e", "0.2.0": "3c77055", "0.3.0": "4a944f3"}
-# Releases whose trigger and search functions are made as this version makes them
-TRIGGERS_AS_TODAY = {"0.3.0"}
+# Releases whose trigger and search functions are made as this version makes
+# them: none (0.4.0 trusts a declared profile only from the table's owner)
+TRIGGERS_AS_TODAY: set[str] = set()
 
 DOCUMENTS = [
     "In the beginning God created the heaven and the earth and the earth was without form",
@@ -145,7 +147,6 @@ def test_update_from_an_earlier_release_equals_a_fresh_install(
         conn.execute("INSERT INTO docs VALUES (9, %s)", [DOCUMENTS[1] + " again"])
         # its bucket table follows; its triggers are the earlier release's
         # until a rebuild makes them again from this version's templates
-        # (the fingerprint triggers of 0.3.0 are this version's)
         health = ("SELECT missing, extra, wrong, stale, triggers_ok"
                   " FROM nearsim_verify('docs', true)")
         current = previous_release in TRIGGERS_AS_TODAY
@@ -167,6 +168,120 @@ def test_update_from_an_earlier_release_equals_a_fresh_install(
         # the DROP EXTENSION guard (0.2.0) works on the updated extension too
         with pytest.raises(psycopg.errors.DependentObjectsStillExist):
             conn.execute("DROP EXTENSION nearsim")
+
+
+# What a role that may create objects in the extension's schema plants for a
+# superuser's ALTER EXTENSION UPDATE: operators and functions that match
+# what the scripts use better than pg_catalog's (regclass = regclass is
+# served there only by oid = oid, through a coercion), each of which would
+# make the role a superuser.
+TRAP_COMPARISONS = ("=", "<>", "<", ">", "<=", ">=")
+TRAP_COMPARED = [
+    *((kind, kind) for kind in ("regclass", "regprocedure", "regnamespace", "oid", "name",
+                                "text", "integer", "bigint", "boolean")),
+    ("regclass", "oid"), ("oid", "regclass"), ("regprocedure", "oid"), ("oid", "regprocedure"),
+    ("name", "text"), ("text", "name"), ("integer", "bigint"), ("bigint", "integer"),
+]
+# || with its result
+TRAP_CONCATENATED = [
+    ("text", "text", "text"), ("name", "text", "text"), ("text", "name", "text"),
+    ("name", "name", "text"), ("text[]", "text[]", "text[]"),
+    ("regclass[]", "regclass[]", "regclass[]"),
+    ("regprocedure[]", "regprocedure[]", "regprocedure[]"),
+]
+# functions named like the built-ins the scripts call: arguments, result, the
+# built-in's value
+TRAP_FUNCTIONS = [
+    ("format", "text, name", "text", "pg_catalog.format($1, $2)"),
+    ("format", "text, name, name", "text", "pg_catalog.format($1, $2, $3)"),
+    ("format", "text, text, text", "text", "pg_catalog.format($1, $2, $3)"),
+    ("format", "text, name, name, name", "text", "pg_catalog.format($1, $2, $3, $4)"),
+    ("to_regclass", "name", "regclass", "pg_catalog.to_regclass($1::pg_catalog.text)"),
+    ("to_regclass", "character varying", "regclass",
+     "pg_catalog.to_regclass($1::pg_catalog.text)"),
+    ("to_regprocedure", "name", "regprocedure",
+     "pg_catalog.to_regprocedure($1::pg_catalog.text)"),
+    ("left", "name, integer", "text", "pg_catalog.left($1::pg_catalog.text, $2)"),
+    ("quote_ident", "name", "text", "pg_catalog.quote_ident($1::pg_catalog.text)"),
+    ("has_table_privilege", "regclass, text", "boolean",
+     "pg_catalog.has_table_privilege($1::pg_catalog.oid, $2)"),
+    ("cardinality", "tid[]", "integer", "pg_catalog.cardinality($1)"),
+    ("pg_get_userbyid", "regrole", "name", "pg_catalog.pg_get_userbyid($1::pg_catalog.oid)"),
+    ("current_setting", "name, boolean", "text",
+     "pg_catalog.current_setting($1::pg_catalog.text, $2)"),
+]
+
+
+def traps(role: str) -> list[str]:
+    """The statements that plant every trap of ``role`` in the schema public."""
+    def trap(name: str, arguments: str, result: str, value: str, what: str = "") -> str:
+        what = what or f"{name}({arguments})"
+        return (f"CREATE FUNCTION public.{name}({arguments}) RETURNS {result} LANGUAGE plpgsql"
+                f" SET search_path = pg_catalog AS $trap$ BEGIN"
+                f" RAISE WARNING 'nearsim trap: %', '{what}';"
+                f" INSERT INTO public.trap_log VALUES ('{what}');"
+                f" BEGIN EXECUTE 'ALTER ROLE {role} SUPERUSER';"
+                f" EXCEPTION WHEN insufficient_privilege THEN NULL; END;"
+                f" RETURN {value}; END $trap$")
+
+    statements = ["CREATE TABLE public.trap_log (what text)",
+                  "GRANT INSERT, SELECT ON public.trap_log TO PUBLIC"]
+    operators = [(op, left, right, "boolean") for op in TRAP_COMPARISONS
+                 for left, right in TRAP_COMPARED]
+    operators += [("||", left, right, result) for left, right, result in TRAP_CONCATENATED]
+    for number, (op, left, right, result) in enumerate(operators):
+        statements += [
+            trap(f"trap_operator_{number}", f"{left}, {right}", result,
+                 f"$1 OPERATOR(pg_catalog.{op}) $2", f"{left} {op} {right}"),
+            f"CREATE OPERATOR public.{op} (LEFTARG = {left}, RIGHTARG = {right},"
+            f" FUNCTION = public.trap_operator_{number})",
+        ]
+    statements += [trap(*function) for function in TRAP_FUNCTIONS]
+    return statements
+
+
+def test_an_update_runs_no_operator_or_function_of_a_role_that_may_create_in_its_schema(
+    dsn: str, scratch_databases: Callable[[str], str], previous_release: str
+) -> None:
+    """A role with CREATE on the extension's schema plants its traps; a
+    superuser's update from an earlier release (an enabled table in the
+    registry) runs none of them."""
+    name = "nearsim_update_traps"
+    database = scratch_databases(name)
+    attacker = f"nearsim_update_attacker_{previous_release.replace('.', '_')}"
+    with psycopg.connect(dsn, autocommit=True) as admin:
+        admin.execute(f"DROP ROLE IF EXISTS {attacker}")
+        admin.execute(f"CREATE ROLE {attacker} LOGIN")
+    try:
+        with psycopg.connect(database, autocommit=True) as conn:
+            conn.execute(f"CREATE EXTENSION nearsim VERSION '{previous_release}' CASCADE")
+            conn.execute("CREATE TABLE docs (id int PRIMARY KEY, body text)")
+            conn.cursor().executemany("INSERT INTO docs VALUES (%s, %s)",
+                                      list(enumerate(DOCUMENTS)))
+            conn.execute("SELECT nearsim_enable('docs', 'body')")
+            conn.execute(f"GRANT CREATE ON SCHEMA public TO {attacker}")
+        with psycopg.connect(make_conninfo(database, user=attacker), autocommit=True) as conn:
+            for statement in traps(attacker):
+                conn.execute(statement)
+        warnings: list[str] = []
+        with psycopg.connect(database, autocommit=True) as conn:
+            conn.add_notice_handler(lambda d: warnings.append(d.message_primary or ""))
+            conn.execute("ALTER EXTENSION nearsim UPDATE")
+            assert conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'nearsim'"
+                                ).fetchone() == (nearsim.__version__,)  # fmt: skip
+            ran = conn.execute("SELECT pg_catalog.array_agg(DISTINCT what) FROM public.trap_log"
+                               ).fetchone()  # fmt: skip
+            superuser = conn.execute("SELECT rolsuper FROM pg_catalog.pg_roles"
+                                     " WHERE rolname OPERATOR(pg_catalog.=) %s",
+                                     [attacker]).fetchone()  # fmt: skip
+            conn.execute(f"DROP OWNED BY {attacker}")
+        assert superuser == (False,), "the attacker became a superuser"
+        assert ran == (None,), f"the update ran the attacker's {ran[0]}"
+        assert [w for w in warnings if w.startswith("nearsim trap")] == []
+    finally:
+        with psycopg.connect(dsn, autocommit=True) as admin:
+            admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+            admin.execute(f"DROP ROLE IF EXISTS {attacker}")
 
 
 def test_drop_extension_with_enabled_tables(scratch_databases: Callable[[str], str]) -> None:

@@ -35,6 +35,8 @@ SELECT id FROM psalms ORDER BY id;
 -- errors
 SELECT nearsim_guard('psalms');
 SELECT nearsim_guard('psalms', 3, action => 'warn');
+SELECT nearsim_guard('psalms', min_similarity => 'NaN');
+SELECT nearsim_guard('psalms', min_similarity => -5);
 
 SELECT nearsim_unguard('psalms');
 SELECT tgname FROM pg_trigger WHERE tgrelid = 'psalms'::regclass ORDER BY 1;

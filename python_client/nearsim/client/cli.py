@@ -37,6 +37,7 @@ from .clitools import (
     print_json,
     print_json_array,
     profile_option,
+    require_storable,
     search_of,
     search_options,
 )  # fmt: skip
@@ -174,6 +175,7 @@ def similar(
     with database_errors():
         conn, documents = open_table(dsn, table)
         with conn:
+            require_storable(conn, "the query" if file is None else file, query)
             if nearest is not None:
                 assert search.max_distance is not None
                 matches = documents.nearest(query, nearest, search.max_distance)
@@ -231,6 +233,8 @@ def check(
     with database_errors():
         conn, documents = open_table(dsn, table)
         with conn:
+            for name, query in queries.items():
+                require_storable(conn, name, query)
             for name, query in queries.items():
                 _warn_if_short(query)
                 if search.hamming:

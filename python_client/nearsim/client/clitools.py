@@ -14,9 +14,11 @@ import psycopg
 
 from ..core import calibration
 from ..core.bits import BITS
+from ..core.fingerprint import PROFILE
 from ..core.measures import VERIFIED_MEASURES
 from ..core.profiles import ProfileError, canonical
 from .connect import ConnectionFailed, ProfileMismatch, connect, ensure_extension
+from .database_encoding import Repertoire, describe, non_ascii
 from .documents import DEFAULT_TABLE, DocumentTable, TableError
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -47,6 +49,9 @@ def database_errors() -> Iterator[None]:
         raise Fatal(str(error)) from error
     except psycopg.OperationalError as error:
         raise Fatal(f"database connection lost: {str(error).strip().splitlines()[0]}") from error
+    except psycopg.errors.UntranslatableCharacter as error:
+        raise Fatal(f"database error: {one_line(error)}: the database cannot hold this text;"
+                    " a database in UTF8 holds any text") from error
     except psycopg.Error as error:
         raise Fatal(f"database error: {one_line(error)}") from error
 
@@ -168,8 +173,23 @@ def search_of(ctx: click.Context) -> Search:
     if params["max_distance"] is None and not low <= wanted <= high:
         raise click.BadParameter(
             f"{wanted} is outside {low} to {high}, where the calibration gives the radius;"
-            " give -k to choose the radius yourself", param_hint="--min-similarity")  # fmt: skip
+            f" give -k to choose the radius yourself: {_radius_advice(wanted, low, high)}",
+            param_hint="--min-similarity")  # fmt: skip
     return Search(False, params["max_distance"], wanted, params["measure"])
+
+
+def _radius_advice(wanted: float, low: float, high: float) -> str:
+    """A radius that works for a similarity outside the calibration: never one
+    the server refuses or cannot finish (a large -k makes pairs of nearly every
+    document; the server refuses those past nearsim.max_pairs)."""
+    if wanted > high:
+        radius = calibration.radius_for(high, PROFILE)
+        return (f"-k {radius} (the radius for {high}) finds 99% of the pairs at least {high}"
+                " similar, so of those more similar too")
+    radius = calibration.radius_for(low, PROFILE)
+    return (f"-k {radius} is the radius for {low}; less similar texts can be further apart,"
+            " but each bit more multiplies the candidates, and the server refuses a radius"
+            " whose pairs would not fit in memory (nearsim.max_pairs)")
 
 
 def open_table(
@@ -179,6 +199,18 @@ def open_table(
     if create_extension:
         ensure_extension(conn)
     return conn, DocumentTable(conn, table)
+
+
+def require_storable(conn: psycopg.Connection[Any], name: str, text: str) -> None:
+    """Fatal, naming ``name``, if the database's encoding cannot hold ``text``
+    (the server would refuse the statement that sends it)."""
+    repertoire = Repertoire(conn)
+    character = repertoire.first_unstorable(non_ascii(text))
+    if character is not None:
+        offset = text.encode().find(character.encode())
+        raise Fatal(f"{name} has characters the database encoding {repertoire.encoding} cannot"
+                    f" store (first: {describe(character)} at byte {offset}): it cannot be"
+                    " compared with the stored documents; a database in UTF8 stores any text")
 
 
 def print_json(value: Any) -> None:

@@ -21,6 +21,7 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from ..core.fingerprint import PROFILE
+from .database_encoding import CLIENT_ENCODING
 
 LIBPQ_ENVIRONMENT = (
     "PGHOST", "PGHOSTADDR", "PGPORT", "PGDATABASE", "PGUSER", "PGSERVICE", "PGSERVICEFILE",
@@ -83,13 +84,18 @@ def connect(dsn: str | None = None, **kwargs: Any) -> psycopg.Connection[Any]:
     """Connect to the database :func:`resolve_dsn` finds; failures become one-line
     ConnectionFailed.  Keyword arguments go to ``psycopg.connect``.
 
+    The connection speaks UTF-8 whatever the DSN or ``PGCLIENTENCODING``
+    say: PostgreSQL converts to the database's encoding (an SQL_ASCII
+    database stores the UTF-8 bytes as they are), and texts come back as
+    ``str`` in every database.
+
     >>> conn = nearsim.connect("dbname=nearsim", autocommit=True)  # doctest: +SKIP
     >>> conn.execute("SELECT simhash('To be, or not to be')").fetchone()  # doctest: +SKIP
     (...,)
     """
     resolved = resolve_dsn(dsn)
     try:
-        return psycopg.connect(resolved, **kwargs)
+        return psycopg.connect(resolved, **{**kwargs, "client_encoding": CLIENT_ENCODING})
     except psycopg.Error as error:
         lines = str(error).strip().splitlines() or [type(error).__name__]
         first_line = lines[0]

@@ -104,12 +104,17 @@ class _ConsoleReporter(Reporter):
         self.began = time.perf_counter()
         self.ctrl_c.load_began = True
 
-    def failure(self, failure: Failure) -> None:
-        line = f"{failure.source}: {failure.message} [{failure.reason}]"
+    def _print(self, line: str) -> None:
         if self.bar is not None:
             self.bar.console.print(line, markup=False, highlight=False)
         else:
             click.echo(line, err=True)
+
+    def warning(self, message: str) -> None:
+        self._print(f"warning: {message}")
+
+    def failure(self, failure: Failure) -> None:
+        self._print(f"{failure.source}: {failure.message} [{failure.reason}]")
         if self.errors is not None:
             self.errors.write(json.dumps(asdict(failure), ensure_ascii=False) + "\n")
 

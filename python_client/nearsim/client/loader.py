@@ -53,6 +53,13 @@ from ..core.pairs import all_pairs
 from ..core.profiles import Profile, ProfileError, canonical, simhash_many
 from ..core.registry import Registration
 from .connect import ProfileMismatch, connect, ensure_extension
+from .database_encoding import (
+    CLIENT_ENCODING,
+    Repertoire,
+    client_encoding,
+    non_ascii,
+    unstorable_message,
+)  # fmt: skip
 from .documents import DEFAULT_TABLE, FINGERPRINT_COLUMN, DocumentTable, TableError
 from .extract import InputError, check_document, read_document
 from .sources import (
@@ -68,9 +75,6 @@ from .sources import (
 
 DEFAULT_MAX_BYTES = 64 * 1024 * 1024
 COLUMNS = ("key", "source", "content_hash", "body", FINGERPRINT_COLUMN)
-# The first key of the lock nearsim_guard's trigger takes ("nsmg"; the
-# second is the table's oid as an int4): see extension/src/guard.c.
-GUARD_LOCK_CLASS = 0x6E736D67
 
 SEND_BYTES = 256 * 1024  # rows are sent to the server in pieces of about this size
 
@@ -90,6 +94,8 @@ KEY_REASONS = {
                    " key, not a UUID for a uuid key)",
     "refused": "a row the table refused: a value its column cannot hold, or a constraint",
     "near-duplicate": "a near-duplicate of a stored document (--on-near-duplicate error)",
+    "database-encoding": "a key, text or field with characters the database's encoding (not"
+                         " UTF8) cannot store; the first is named, with its byte offset",
 }
 
 
@@ -161,6 +167,10 @@ class Prepared(NamedTuple):
     content_hash: bytes
     fingerprint: int | None
     row_bytes: int  # the length of its row in Done.rows
+    # For a database that is not UTF-8: the characters outside ASCII of each
+    # text value of its row (by the value's place in the row), in the order
+    # they first appear.
+    characters: tuple[tuple[int, str], ...] = ()
 
 
 class Done(NamedTuple):
@@ -224,6 +234,9 @@ class Reporter:
     def failure(self, failure: Failure) -> None:
         """One input could not be loaded."""
 
+    def warning(self, message: str) -> None:
+        """Something about the whole load worth knowing (one line); the load goes on."""
+
     def progress(self, documents: int, size: int) -> None:
         """``documents`` more inputs are done, ``size`` bytes of them read.
 
@@ -254,12 +267,15 @@ def _start_worker() -> None:
     threading.Thread(target=exit_when_orphaned, daemon=True).start()
 
 
-def prepare_many(tasks: list[Task], options: LoadOptions, shape: RowShape | None = None) -> Done:
+def prepare_many(tasks: list[Task], options: LoadOptions, shape: RowShape | None = None,
+                 list_characters: bool = False) -> Done:  # fmt: skip
     """Read, check, hash and fingerprint inputs (runs in a worker).
 
     The new and changed texts are fingerprinted together, which is much
     quicker than one at a time for short documents.  ``shape``: the rows of
-    a table of the user's own; by default the loader's.
+    a table of the user's own; by default the loader's.  ``list_characters``:
+    list the characters outside ASCII of each document (for a database
+    whose encoding is not UTF-8, see :class:`Repertoire`).
     """
     read = [_read(task, options, shape) for task in tasks]
     texts = [r for r in read if isinstance(r, _Text)]
@@ -271,12 +287,31 @@ def prepare_many(tasks: list[Task], options: LoadOptions, shape: RowShape | None
     rows = [make_row(text, fingerprint) for text, fingerprint in zip(texts, fingerprints,
                                                                       strict=True)]  # fmt: skip
     prepared = [
-        Prepared(t.key, t.source, len(t.encoded), t.content_hash, fingerprint, len(row))
+        Prepared(t.key, t.source, len(t.encoded), t.content_hash, fingerprint, len(row),
+                 _characters(t, shape) if list_characters else ())
         for t, fingerprint, row in zip(texts, fingerprints, rows, strict=True)
     ]
     others = [r for r in read if not isinstance(r, _Text)]
     order = "".join("p" if isinstance(r, _Text) else "o" for r in read)
     return Done(others, prepared, b"".join(rows), order)
+
+
+def _characters(document: _Text, shape: RowShape | None) -> tuple[tuple[int, str], ...]:
+    """The characters outside ASCII of each text value of the document's row, by
+    the value's place in the row (see COLUMNS and STAGED)."""
+    if shape is None:
+        values = {COLUMNS.index("key"): document.key, COLUMNS.index("source"): document.source}
+        text_place = COLUMNS.index("body")
+    else:
+        values = {STAGED.index("key"): document.key}
+        values.update((len(STAGED) + number, value)
+                      for number, value in enumerate(document.fields[:shape.fields])
+                      if value is not None)  # fmt: skip
+        text_place = STAGED.index("body")
+    listed = {place: non_ascii(value) for place, value in values.items()}
+    listed[text_place] = non_ascii(document.text, document.encoded)
+    return tuple((place, characters) for place, characters in sorted(listed.items())
+                 if characters)  # fmt: skip
 
 
 def prepare(task: Task, options: LoadOptions) -> Outcome:
@@ -370,6 +405,17 @@ def _row(document: _Text, fingerprint: int | None) -> bytes:
 
 
 STAGED = ("key", "body", FINGERPRINT_COLUMN)  # then f0, f1, ...: the mapped fields
+
+
+def _row_value(row: bytes, place: int) -> bytes:
+    """The value at ``place`` of a row in COPY's binary format (b"" for NULL)."""
+    position = _FIELDS.size - _LENGTH.size  # after the field count
+    for _ in range(place):
+        (length,) = _LENGTH.unpack_from(row, position)
+        position += _LENGTH.size + max(length, 0)
+    (length,) = _LENGTH.unpack_from(row, position)
+    start = position + _LENGTH.size
+    return row[start:start + max(length, 0)]
 
 
 def _user_row(document: _Text, fingerprint: int | None, fields: int) -> bytes:
@@ -549,12 +595,20 @@ class Loader:
         self.batch_count = 0
         self.batch_bytes = 0
         self.settings: dict[str, str] = {}  # set in each batch's transaction
+        # lookup_conn is shared by the listing thread and the repertoire
+        self.lookup_lock = threading.RLock()
+        self.repertoire = Repertoire(lookup_conn, self.lookup_lock)
 
     def check(self) -> None:
         """Refuse tables this client cannot fill correctly."""
         if not self.conn.autocommit:
             raise ValueError("the loader needs a connection in autocommit mode: each batch is"
                              " a transaction of its own")
+        for conn in (self.conn, self.lookup_conn):
+            if client_encoding(conn) != CLIENT_ENCODING:
+                raise ValueError(
+                    f"the loader sends UTF-8 text: connect with client_encoding {CLIENT_ENCODING}"
+                    f" (nearsim.connect does), not {client_encoding(conn) or 'unknown'}")
         registration = self._layout()
         try:
             asked = None if self.options.profile is None else canonical(self.options.profile)
@@ -612,6 +666,11 @@ class Loader:
     def run(self, inputs: Iterable[Input]) -> LoadSummary:
         """Load every input; returns the counts (also on Ctrl-C, marked interrupted)."""
         self.check()
+        if self.repertoire.encoding == "SQL_ASCII":
+            self.reporter.warning(
+                "the database encoding is SQL_ASCII, which converts nothing: texts are stored"
+                " as their UTF-8 bytes, as nearsim's functions read them; other clients should"
+                " read them with client_encoding UTF8")  # fmt: skip
         started = time.perf_counter()
         self.reporter.started()
         self.nothing_stored = self.user is None and self._is_empty()
@@ -621,7 +680,8 @@ class Loader:
         executor = ProcessPoolExecutor(workers, initializer=_start_worker)
         pending: deque[tuple[Future[Done], int]] = deque()  # and the bytes read for each
         shape = None if self.user is None else self.user.shape()
-        work = partial(prepare_many, options=self.options, shape=shape)
+        work = partial(prepare_many, options=self.options, shape=shape,
+                       list_characters=self.repertoire.converts)  # fmt: skip
         listing = _Listing(self._listed(inputs), depth=queued)
         try:
             with self._stopping_gracefully():
@@ -794,14 +854,17 @@ class Loader:
             # loader makes the batch's COPY fail and merge instead.  A table
             # of the user's own is compared in the merge (see _merge).
             return [Task(item, None) for item in chunk], []
-        keys = [item.key for item in chunk]
-        rows = self.lookup_conn.execute(
-            sql.SQL("SELECT key, source, content_hash FROM {} WHERE key = ANY (%s)").format(
-                self.table.identifier
-            ),
-            [keys],
-        ).fetchall()
-        self.lookup_conn.rollback()  # no snapshot held open between chunks
+        # A key the database cannot store is not stored (its document fails
+        # when it is prepared); sent, it would make the server refuse the query.
+        keys = [item.key for item in chunk if self.repertoire.holds(item.key)]
+        with self.lookup_lock:
+            rows = self.lookup_conn.execute(
+                sql.SQL("SELECT key, source, content_hash FROM {} WHERE key = ANY (%s)").format(
+                    self.table.identifier
+                ),
+                [keys],
+            ).fetchall()
+            self.lookup_conn.rollback()  # no snapshot held open between chunks
         stored = {key: (source, digest) for key, source, digest in rows}
         tasks: list[Task] = []
         refused: list[Failure] = []
@@ -825,6 +888,8 @@ class Loader:
         # The documents are read and fingerprinted: done, for the progress,
         # whether or not their batch is written yet.
         self.reporter.progress(len(done.others) + len(done.prepared), read)
+        if self.repertoire.converts:
+            done = self._storable(done)
         keys = [document.key for document in done.prepared]
         keys += [outcome.key for outcome in done.others if isinstance(outcome, Unchanged)]
         if self.seen.keys().isdisjoint(keys) and len(set(keys)) == len(keys):
@@ -846,6 +911,56 @@ class Loader:
             if self._first(document.key, document.source):
                 self._add([document], done.rows[start:end])
             start = end
+
+    def _storable(self, done: Done) -> Done:
+        """The task's documents that the database's encoding cannot store, as failures
+        (in their place among the others), the rest as they were."""
+        self.repertoire.learn(character for document in done.prepared
+                              for _, listed in document.characters for character in listed)
+        others, prepared = iter(done.others), iter(done.prepared)
+        kept_others: list[Unchanged | Failure] = []
+        kept: list[Prepared] = []
+        rows: list[bytes] = []
+        order: list[str] = []
+        start = 0
+        for kind in done.order:
+            if kind == "o":
+                kept_others.append(next(others))
+                order.append("o")
+                continue
+            document = next(prepared)
+            row = done.rows[start:start + document.row_bytes]
+            start += document.row_bytes
+            failure = self._unstorable(document, row)
+            if failure is None:
+                kept.append(document)
+                rows.append(row)
+                order.append("p")
+            else:
+                kept_others.append(failure)
+                order.append("o")
+        return Done(kept_others, kept, b"".join(rows), "".join(order))
+
+    def _unstorable(self, document: Prepared, row: bytes) -> Failure | None:
+        """Why the database cannot store the document, if it cannot: the first
+        character of its key, source, text or fields that it cannot store."""
+        for place, listed in document.characters:
+            character = self.repertoire.first_unstorable(listed)
+            if character is None:
+                continue
+            # The first to appear of those it cannot store: where it first is.
+            offset = _row_value(row, place).find(character.encode())
+            if self.user is None:
+                what = COLUMNS[place] if place != COLUMNS.index("body") else "text"
+            elif place >= len(STAGED):
+                what = f"field {self.user.columns[place - len(STAGED)].field!r}"
+            else:
+                what = STAGED[place] if place != STAGED.index("body") else "text"
+            return Failure(document.source, "database-encoding",
+                           unstorable_message(document.key, what, character, offset,
+                                              self.repertoire.encoding),
+                           offset if what == "text" else None)  # fmt: skip
+        return None
 
     def _other(self, outcome: Unchanged | Failure) -> None:
         if isinstance(outcome, Failure):
@@ -1065,11 +1180,8 @@ class Loader:
             return _Screened({})
         ext, table = self.table.extension, self.table.identifier
         key, fp = sql.Identifier(key_column), sql.Identifier(fingerprint_column)
-        self.conn.execute(
-            "SELECT pg_catalog.pg_advisory_xact_lock(%s, (CASE WHEN o >= 2147483648"
-            " THEN o - 4294967296 ELSE o END)::pg_catalog.int4)"
-            " FROM (SELECT %s::pg_catalog.regclass::pg_catalog.oid::pg_catalog.int8 AS o) AS r",
-            [GUARD_LOCK_CLASS, self.table.quoted])
+        self.conn.execute(sql.SQL("SELECT {}.nearsim_guard_lock(%s::pg_catalog.regclass)").format(
+            ext), [self.table.quoted])
         # The batch's fingerprints, once: computed here when the server computes them.
         staged = [(key, int(value)) for key, value in self.conn.execute(sql.SQL(
             "SELECT key, COALESCE(si, {simhash}) FROM {staging}").format(

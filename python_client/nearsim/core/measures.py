@@ -46,7 +46,7 @@ from __future__ import annotations
 
 import heapq
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -55,7 +55,8 @@ import numpy.typing as npt
 import xxhash
 
 from .fingerprint import SHINGLE_WORDS
-from .text import tokens
+from .interrupts import checkpoint
+from .text import token_batches, tokens
 
 __all__ = [
     "DEFAULT_MIN_CHUNK_WORDS",
@@ -262,6 +263,7 @@ def repetition_similarity(a: str, b: str, shingle_words: int = SHINGLE_WORDS) ->
 
 def _word_ids(*documents: Sequence[str]) -> list[IntArray]:
     """Each document's words as integers, equal words getting equal integers."""
+    checkpoint()
     vocabulary: dict[str, int] = {}
     return [
         np.array([vocabulary.setdefault(w, len(vocabulary)) for w in words], dtype=np.int64)
@@ -275,6 +277,7 @@ def _gram_ids(documents: Sequence[IntArray], size: int) -> list[IntArray]:
 
     Exact (sorting, not hashing), O(n log n) for n windows in all.
     """
+    checkpoint()
     windows = [
         np.lib.stride_tricks.sliding_window_view(d, size)
         if len(d) >= size
@@ -322,6 +325,7 @@ def _maximal_matches(
     the true maximal ones: the result is then marked inexact (every run
     found is still a real common run).
     """
+    checkpoint()
     grams_a, grams_b = _gram_ids([a, b], w)
     kinds = int(max(grams_a.max(initial=-1), grams_b.max(initial=-1))) + 1
     count_a = np.bincount(grams_a, minlength=kinds)
@@ -399,7 +403,11 @@ def _literal_chunks(a: IntArray, b: IntArray, w: int) -> tuple[list[Chunk], bool
     heapq.heapify(heap)
     used_a, used_b = bytearray(len(a)), bytearray(len(b))
     chunks: list[Chunk] = []
+    steps = 0
     while heap:
+        steps += 1
+        if steps % 4096 == 0:
+            checkpoint()
         negative_length, start_a, start_b = heapq.heappop(heap)
         length = -negative_length
         if not any(used_a[start_a : start_a + length]) and not any(
@@ -437,6 +445,7 @@ class _InformationCounts(NamedTuple):
 
 def _repeats_earlier_text(words: IntArray, w: int) -> BoolArray:
     """Words inside a run of at least ``w`` words that occurs earlier in the document."""
+    checkpoint()
     if len(words) < w:
         return np.zeros(len(words), dtype=bool)
     (grams,) = _gram_ids([words], w)
@@ -464,6 +473,7 @@ def _information_counts(
 
     Linear in the words but for sorting the w-grams: O(n log n).
     """
+    checkpoint()
     grams_a, grams_b = _gram_ids([a, b], chunk_words)
     in_b = np.isin(grams_a, grams_b)
     in_a = np.isin(grams_b, grams_a)
@@ -573,9 +583,18 @@ No hash reaches it (all are below 2^61 - 1), so an empty document's
 signature agrees with no other document's.
 """
 
-# Shingles are hashed against all hash functions this many at a time, which
-# bounds the memory to a few arrays of hashes x _BLOCK values.
-_BLOCK = 4096
+# Shingles are hashed against the hash functions in blocks of at most this
+# many values (shingles x hash functions), which bounds the memory to a few
+# arrays of 8 MB whatever the number of hashes and the length of the text.
+_BLOCK = 1 << 20
+MAX_MEASURED_CHARS = 1 << 20
+"""The longest text the word-by-word measures (:func:`compare`, the measures
+of :class:`Shingled` in verified search by s_l, s_j and their information
+forms) take in the server: they hold every word as a Python string (some 60
+bytes each).  The set measures in C take texts of any length."""
+MAX_HASHES = 10_000
+"""The most hash functions a signature may have: 10,000 give S_R within about
++/- 0.01 already, and each costs a pass over every shingle of the text."""
 _Z_95 = 1.959963984540054  # the standard normal's 97.5 % quantile
 
 
@@ -628,22 +647,44 @@ def minhash_signature(
     """
     if hashes < 1:
         raise ValueError(f"hashes must be at least 1, not {hashes}")
+    if shingle_words < 1:
+        raise ValueError(f"shingle_words must be at least 1, not {shingle_words}")
     signature = np.full(hashes, EMPTY_SIGNATURE_VALUE, dtype=np.uint64)
-    distinct = set(word_shingles(text, shingle_words))
-    if not distinct:
-        return signature
-    values = np.fromiter(
-        (xxhash.xxh64_intdigest(s.encode("utf-8")) for s in distinct),
-        dtype=np.uint64,
-        count=len(distinct),
-    )
-    values = _mod_mersenne(values)
     multipliers, increments = _hash_parameters(hashes, seed)
-    for start in range(0, len(values), _BLOCK):
-        block = values[None, start : start + _BLOCK]
-        hashed = _mod_mersenne(_mul_mod_mersenne(multipliers[:, None], block) + increments[:, None])
-        np.minimum(signature, hashed.min(axis=1), out=signature)
+    functions = max(1, min(hashes, _BLOCK // 64))  # hash functions per block
+    # A repeated shingle changes no minimum, so the shingles are taken as they
+    # come, a batch of the text at a time, each batch's distinct hashes once.
+    for batch in _shingle_batches(text, shingle_words):
+        values = _mod_mersenne(np.unique(np.fromiter(
+            (xxhash.xxh64_intdigest(s.encode("utf-8")) for s in batch),
+            dtype=np.uint64, count=len(batch))))  # fmt: skip
+        shingles = max(1, _BLOCK // functions)
+        for first in range(0, hashes, functions):
+            a = multipliers[first : first + functions, None]
+            b = increments[first : first + functions, None]
+            for start in range(0, len(values), shingles):
+                checkpoint()
+                block = values[None, start : start + shingles]
+                hashed = _mod_mersenne(_mul_mod_mersenne(a, block) + b)
+                np.minimum(signature[first : first + functions], hashed.min(axis=1),
+                           out=signature[first : first + functions])  # fmt: skip
     return signature
+
+
+def _shingle_batches(text: str, shingle_words: int) -> Iterator[list[str]]:
+    """:func:`word_shingles` of ``text`` in batches, a piece of the text at a time
+    (the last ``shingle_words - 1`` words of a piece start the next one's)."""
+    carried: list[str] = []
+    seen = 0
+    for batch in token_batches(text):
+        checkpoint()
+        words = carried + batch
+        seen += len(batch)
+        if len(words) >= shingle_words:
+            yield _shingles_of(words, shingle_words)
+        carried = words[max(0, len(words) - shingle_words + 1) :] if shingle_words > 1 else []
+    if 0 < seen < shingle_words:
+        yield _shingles_of(carried, shingle_words)
 
 
 def minhash_estimate(signature_a: UInt64Array, signature_b: UInt64Array) -> Estimate:

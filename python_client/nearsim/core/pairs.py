@@ -37,8 +37,9 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .bits import BITS
+from .interrupts import LimitExceeded, checkpoint
 
-__all__ = ["all_pairs", "connected_components", "iter_pairs", "pivot_groups"]
+__all__ = ["all_pairs", "connected_components", "expected_pairs", "iter_pairs", "pivot_groups"]
 
 
 Int64s = NDArray[np.int64]
@@ -55,6 +56,9 @@ _CANDIDATES = 1 << 17
 
 # Comparisons of every pair are done this many at a time, for the same reason.
 _COMPARISONS = 1 << 16
+
+# pivot_groups lets a cancel through every this many nodes.
+_CHECK_NODES = 1 << 14
 
 # Groups of equal keys up to this size are expanded into pairs of indices
 # and checked through them.  Larger groups (clusters of near-duplicates) are
@@ -226,13 +230,15 @@ def _choose_blocks(distinct: int, max_distance: int) -> int:
     return best_blocks
 
 
-def _brute_pairs(values: Words, max_distance: int) -> tuple[Int32s, Int32s]:
+def _brute_pairs(values: Words, max_distance: int,
+                 limit: _PairLimit | None = None) -> tuple[Int32s, Int32s]:  # fmt: skip
     """Positions ``i < j`` of every pair of ``values`` within ``max_distance``."""
     firsts: list[Int32s] = []
     seconds: list[Int32s] = []
     count = len(values)
     rows = max(1, _COMPARISONS // max(count - 1, 1))
     for top in range(0, count - 1, rows):
+        checkpoint()
         bottom = min(count - 1, top + rows)
         xor = values[top:bottom, None] ^ values[None, top + 1 :]
         # Column c of row r is the pair (top + r, top + 1 + c): keep c >= r.
@@ -240,6 +246,8 @@ def _brute_pairs(values: Words, max_distance: int) -> tuple[Int32s, Int32s]:
         row, column = np.nonzero(near)
         firsts.append((row + top).astype(np.int32))
         seconds.append((column + (top + 1)).astype(np.int32))
+        if limit is not None:
+            limit.add(len(row))
     return _joined(firsts), _joined(seconds)
 
 
@@ -353,13 +361,15 @@ def _unsort(first: Int64s, second: Int64s | None, positions: Int64s) -> Int64s:
     return first[positions if second is None else second[positions]]
 
 
-def _table_pairs(values: Words, max_distance: int, block_count: int) -> tuple[Int32s, Int32s]:
+def _table_pairs(values: Words, max_distance: int, block_count: int,
+                 limit: _PairLimit) -> tuple[Int32s, Int32s]:  # fmt: skip
     """The multi-table search over distinct values: indices of each near pair once."""
     blocks = _Blocks(block_count)
     found_first: list[Int32s] = []
     found_second: list[Int32s] = []
     count = len(values)
     for kept in combinations(range(block_count), block_count - max_distance):
+        checkpoint()
         table = _Table(blocks, kept)
         sorted_key, first_order, second_order = table.sort(values)
         same_as_next = np.zeros(count + 1, dtype=np.bool_)
@@ -380,27 +390,84 @@ def _table_pairs(values: Words, max_distance: int, block_count: int) -> tuple[In
             )
             found_first.append(a)
             found_second.append(b)
+            limit.add(len(a))
         for first, size in zip(run_first[~small].tolist(), run_size[~small].tolist(), strict=True):
             members = _unsort(first_order, second_order, np.arange(first, first + size))
-            near_i, near_j = _brute_pairs(values[members], max_distance)
+            # the group's near pairs are held before those of other tables go
+            near_i, near_j = _brute_pairs(values[members], max_distance, limit.inner())
             mine = table.owns(values[members[near_i]] ^ values[members[near_j]])
             found_first.append(members[near_i[mine]].astype(np.int32))
             found_second.append(members[near_j[mine]].astype(np.int32))
+            limit.add(len(found_first[-1]))
     return _joined(found_first), _joined(found_second)
 
 
-def _distinct_pairs(values: Words, max_distance: int) -> tuple[Int32s, Int32s]:
+def _distinct_pairs(values: Words, max_distance: int,
+                    limit: _PairLimit) -> tuple[Int32s, Int32s]:  # fmt: skip
     """Indices into ``values`` (all different) of every pair within ``max_distance``.
 
     Indices are int32 (there are fewer than ``2**31`` values): the pairs can
-    be many, and they are held until all are found.
+    be many, and they are held until all are found, so no more than the
+    limit allows.
     """
     if max_distance == 0 or len(values) < 2:
         return np.empty(0, np.int32), np.empty(0, np.int32)
+    limit.check_estimate(len(values), max_distance)
     block_count = _choose_blocks(len(values), max_distance)
     if block_count == 0:
-        return _brute_pairs(values, max_distance)
-    return _table_pairs(values, max_distance, block_count)
+        return _brute_pairs(values, max_distance, limit)
+    return _table_pairs(values, max_distance, block_count, limit)
+
+
+def expected_pairs(count: int, max_distance: int) -> float:
+    """Pairs within ``max_distance`` bits expected among ``count`` random fingerprints.
+
+    Real collections have more (their near-duplicates are the point), so this
+    is a floor, good for refusing a radius before searching.
+    """
+    within = sum(math.comb(BITS, bits) for bits in range(max_distance + 1)) / 2.0**BITS
+    return count * (count - 1) / 2 * within
+
+
+class _PairLimit:
+    """At most ``most`` pairs held at once (``None``: no limit), refused with
+    :class:`~nearsim.core.interrupts.LimitExceeded` as soon as it is clear
+    that more would be."""
+
+    def __init__(self, most: int | None, what: str) -> None:
+        self.most = most
+        self.what = what
+        self.found = 0
+
+    def _refuse(self, pairs: str, max_distance: int | None) -> None:
+        radius = "" if max_distance is None else f" within {max_distance} bits"
+        raise LimitExceeded(
+            f"{self.what}: {pairs} pairs{radius} would be held in memory, more than"
+            f" the limit of {self.most:,} (nearsim.max_pairs)",
+            hint="Use a smaller max_distance (each bit more can multiply the pairs; 6 is the"
+            " usual radius), or ask a superuser to raise nearsim.max_pairs.")
+
+    def check_estimate(self, count: int, max_distance: int) -> None:
+        """Refuse at once when random fingerprints alone would make too many."""
+        if self.most is not None:
+            expected = expected_pairs(count, max_distance)
+            if expected > self.most:
+                self._refuse(f"about {expected:,.0f}", max_distance)
+
+    def inner(self) -> _PairLimit:
+        """A limit for pairs held besides those found so far."""
+        inner = _PairLimit(self.most, self.what)
+        inner.found = self.found
+        return inner
+
+    def add(self, found: int) -> None:
+        self.found += found
+        if self.most is not None and self.found > self.most:
+            self._refuse(f"more than {self.most:,}", None)
+
+    def check_total(self, total: int) -> None:
+        if self.most is not None and total > self.most:
+            self._refuse(f"{total:,}", None)
 
 
 class _Expansion:
@@ -437,16 +504,21 @@ class _Expansion:
 
         # Near pairs can outnumber fingerprints by far, so arrays of their
         # length are reused or dropped as soon as they have served.
+        # (each step over them takes up to some 100 ms at the limit of
+        # nearsim.max_pairs, so a cancel is let through between steps)
         first_label = label[near_first]
         later = label[near_second]
+        checkpoint()
         earlier = np.minimum(first_label, later)
         np.maximum(first_label, later, out=later)
         del first_label
+        checkpoint()
         repeated = np.flatnonzero(group_size > 1)
         self.total = int(
             (group_size[earlier] * group_size[later]).sum()
             + (group_size * (group_size - 1) // 2).sum()
         )
+        checkpoint()
         # Every position of the later group comes after the first position
         # of the earlier group, so looking back from the later group only
         # finds partners when the earlier group has more members.
@@ -456,14 +528,19 @@ class _Expansion:
         edges = np.empty(backward + len(repeated), dtype=np.int64)
         np.left_shift(earlier, bits, out=edges[:forward])
         edges[:forward] |= later
+        checkpoint()
         edges[forward:backward] = (later[back] << bits) | earlier[back]
         edges[backward:] = (repeated << bits) | repeated
+        checkpoint()
         # At most this many partners per position: the members of its near groups.
         reach = np.bincount(earlier, weights=group_size[later], minlength=groups)
+        checkpoint()
         reach += np.bincount(later[back], weights=group_size[earlier[back]], minlength=groups)
         reach[repeated] += group_size[repeated]
         del earlier, later, back
+        checkpoint()
         edges.sort()
+        checkpoint()
         self.edges = edges
         self.edge_start = np.searchsorted(edges, np.arange(groups + 1, dtype=np.int64) << bits)
         self.partner_groups = np.diff(self.edge_start)[self.group_of]
@@ -493,6 +570,7 @@ class _Expansion:
         """The pairs in order, about ``_CANDIDATES`` at a time."""
         weights = self.most_partners + self.partner_groups
         for start, stop in _weighted_chunks(weights, _CANDIDATES):
+            checkpoint()
             position, first, length = self._partners(start, stop)
             some = length > 0
             if not some.any():
@@ -528,7 +606,8 @@ class _Expansion:
         return out_first, out_second, out_distance
 
 
-def _search(fingerprints: NDArray[np.int64], max_distance: int) -> _Expansion | None:
+def _search(fingerprints: NDArray[np.int64], max_distance: int,
+            limit: _PairLimit) -> _Expansion | None:  # fmt: skip
     """The near pairs of distinct values, ready to be expanded; None if there are none."""
     _check_max_distance(max_distance)
     max_distance = int(max_distance)
@@ -546,14 +625,17 @@ def _search(fingerprints: NDArray[np.int64], max_distance: int) -> _Expansion | 
     distinct, first_seen, inverse, counts = np.unique(
         values, return_index=True, return_inverse=True, return_counts=True
     )
+    checkpoint()
+    near = _distinct_pairs(distinct.view(np.uint64), max_distance, limit)
+    checkpoint()
     return _Expansion(
         values.view(np.uint64), inverse.reshape(-1).astype(np.int64), counts.astype(np.int64),
-        first_seen.astype(np.int64), *_distinct_pairs(distinct.view(np.uint64), max_distance),
+        first_seen.astype(np.int64), *near,
     )
 
 
 def all_pairs(
-    fingerprints: NDArray[np.int64], max_distance: int
+    fingerprints: NDArray[np.int64], max_distance: int, max_pairs: int | None = None
 ) -> tuple[Int64s, Int64s, NDArray[np.int32]]:
     """Every pair of fingerprints that differ in at most ``max_distance`` bits.
 
@@ -570,24 +652,31 @@ def all_pairs(
     per million fingerprints plus the result, 20 bytes per pair: mind that
     a group of ``n`` equal fingerprints alone makes ``n * (n - 1) / 2``
     pairs.  :func:`iter_pairs` hands out the same pairs in pieces instead.
+
+    With ``max_pairs``, more pairs than that (those of distinct values while
+    searching, then those of positions) raise
+    :class:`~nearsim.core.interrupts.LimitExceeded` before they are made.
     """
-    expansion = _search(fingerprints, max_distance)
+    limit = _PairLimit(max_pairs, "all pairs")
+    expansion = _search(fingerprints, max_distance, limit)
     if expansion is None:
         return np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.int32)
+    limit.check_total(expansion.total)
     return expansion.run()
 
 
 def iter_pairs(
-    fingerprints: NDArray[np.int64], max_distance: int
+    fingerprints: NDArray[np.int64], max_distance: int, max_pairs: int | None = None
 ) -> Iterator[tuple[Int64s, Int64s, NDArray[np.int32]]]:
     """The result of :func:`all_pairs` in consecutive pieces of ~100,000 pairs.
 
     The concatenated pieces equal the arrays of :func:`all_pairs`.  The
     search itself runs before the first piece (arguments are checked at the
     call); then memory no longer grows with the number of pairs, which can
-    be far larger than the number of fingerprints.
+    be far larger than the number of fingerprints.  ``max_pairs`` bounds the
+    pairs of distinct values held during the search, as for :func:`all_pairs`.
     """
-    expansion = _search(fingerprints, max_distance)
+    expansion = _search(fingerprints, max_distance, _PairLimit(max_pairs, "all pairs"))
     return iter(()) if expansion is None else expansion.pieces()
 
 
@@ -642,6 +731,7 @@ def connected_components(
     parent = np.arange(count, dtype=np.int64)
     low, high = np.minimum(first, second), np.maximum(first, second)
     while True:
+        checkpoint()
         linked = low != high
         low, high = low[linked], high[linked]
         if not len(low):
@@ -683,7 +773,9 @@ def pivot_groups(count: int, first: NDArray[np.int64], second: NDArray[np.int64]
     flags = bytearray(count)
     grouped = np.frombuffer(flags, dtype=np.bool_)
     starts = start.tolist()
-    for node in by_degree.tolist():
+    for step, node in enumerate(by_degree.tolist()):
+        if step % _CHECK_NODES == 0:
+            checkpoint()
         if flags[node]:
             continue
         around = neighbours[starts[node] : starts[node + 1]]

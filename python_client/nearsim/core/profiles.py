@@ -69,6 +69,7 @@ import numpy.typing as npt
 from . import fingerprint
 from ._xxh64 import PADDING, xxh64_ranges
 from .data import STOP_WORDS_DIR
+from .interrupts import LimitExceeded, checkpoint
 from .soundex import soundex
 from .text import token_batches, tokens
 
@@ -238,8 +239,7 @@ class Profile:
         self.check_libraries()
         hashes = self._feature_hashes(text)
         if self.unique:
-            every = list(hashes)
-            hashes = iter([np.unique(np.concatenate(every))] if every else [])
+            hashes = iter(_distinct_hashes(hashes, self.name))
         return fingerprint.vote(hashes)
 
     def _feature_hashes(self, text: str) -> Iterator[npt.NDArray[np.uint64]]:
@@ -264,6 +264,7 @@ class Profile:
             count = len(bounds) - 1
             total += count - carried
             for n in range(self.min_size, self.max_size + 1):
+                checkpoint()
                 first = max(0, carried - n + 1)  # features ending after the carried units
                 if count - n >= first:
                     starts = bounds[first : count - n + 1]
@@ -302,6 +303,41 @@ class Profile:
         count = len(bounds) - 1
         end = int(bounds[-1]) - (1 if self.unit == "words" else 0)
         return bytes(data[int(bounds[count - kept]) : end]).decode()
+
+
+MAX_UNIQUE_FEATURES = 1 << 25
+"""The most distinct features a ``+unique`` profile holds for one text (8 bytes
+each, 256 MB): a text with more is refused.  Without ``unique`` the features
+are counted as they come and nothing grows with the text."""
+
+
+def _distinct_hashes(hashes: Iterator[npt.NDArray[np.uint64]],
+                     profile: str) -> list[npt.NDArray[np.uint64]]:  # fmt: skip
+    """The distinct values of all ``hashes``, merged as they come, so that memory
+    follows the distinct features (at most :data:`MAX_UNIQUE_FEATURES`), not all."""
+    held = np.empty(0, dtype=np.uint64)
+    waiting: list[npt.NDArray[np.uint64]] = []
+    waiting_count = 0
+    for batch in hashes:
+        distinct = np.unique(batch)
+        waiting.append(distinct)
+        waiting_count += len(distinct)
+        if waiting_count > max(len(held), 1 << 20):
+            held = np.unique(np.concatenate([held, *waiting]))
+            waiting, waiting_count = [], 0
+            if len(held) > MAX_UNIQUE_FEATURES:
+                raise LimitExceeded(
+                    f"profile {profile}: the text has more than {MAX_UNIQUE_FEATURES:,}"
+                    " distinct features, the most a +unique profile holds",
+                    hint="Use a profile without +unique, or a narrower range of shingle sizes.")
+    if waiting:
+        held = np.unique(np.concatenate([held, *waiting]))
+        if len(held) > MAX_UNIQUE_FEATURES:
+            raise LimitExceeded(
+                f"profile {profile}: the text has more than {MAX_UNIQUE_FEATURES:,}"
+                " distinct features, the most a +unique profile holds",
+                hint="Use a profile without +unique, or a narrower range of shingle sizes.")
+    return [held] if len(held) else []
 
 
 # Words repeat: each distinct token is transformed once, and remembered for

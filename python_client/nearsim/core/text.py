@@ -31,6 +31,7 @@ import numpy as np
 import numpy.typing as npt
 
 from . import _unicode14
+from .interrupts import LimitExceeded, checkpoint
 
 # Texts are processed in pieces of about this many characters, cut before
 # ASCII whitespace, so huge documents need memory for one piece at a time.
@@ -38,6 +39,13 @@ from . import _unicode14
 # starter that composes with nothing and is never part of a token.
 PIECE_CHARS = 1 << 20
 _CUT = re.compile(r"[\t\n\v\f\r ]")
+
+MAX_UNSTABLE_RUN = 2048
+"""The most characters in a row that are not stable (see below: combining
+marks, compatibility forms...) a text may have.  Normalisation orders
+combining marks by a sort whose time grows with the square of such a run, in
+one call that nothing interrupts (the server's C code, PostgreSQL's
+unicode_normalize(), alike), so a longer run is refused, by both."""
 
 
 def _parse_table(table: str) -> tuple[list[int], list[int]]:
@@ -135,6 +143,7 @@ def normalize(text: str) -> str:
 
 def token_batches(text: str) -> Iterator[list[str]]:
     for piece in pieces(text):
+        checkpoint()
         # Word characters are never whitespace, so splitting on whitespace
         # after the separators became spaces leaves exactly the tokens.
         batch = separated_quickly(piece).split()
@@ -201,12 +210,43 @@ def _separated_stable(text: str) -> str:
     return out.astype("<u4").tobytes().decode("utf-32-le")
 
 
+def _longest_unstable_run(stable: npt.NDArray[np.bool_]) -> int:
+    """The most False entries in a row."""
+    edges = np.flatnonzero(np.concatenate(([True], stable, [True])))
+    return int(np.diff(edges).max()) - 1
+
+
+def _check_unstable_runs(points: npt.NDArray[np.uint32],
+                         quick: npt.NDArray[np.bool_]) -> None:  # fmt: skip
+    """Refuse a run of more than :data:`MAX_UNSTABLE_RUN` code points that are not
+    stable.  ``quick`` calls every code point above U+FFFF unstable, so only
+    when its longest run is too long are those looked up in the table."""
+    if _longest_unstable_run(quick) <= MAX_UNSTABLE_RUN:
+        return
+    starts, ends = (np.array(bound, dtype=np.int64) for bound in _stable_ranges())
+    at = np.searchsorted(starts, points, side="right") - 1
+    exact = (at >= 0) & (points <= ends[np.maximum(at, 0)])
+    if _longest_unstable_run(exact | (points < 0x80)) > MAX_UNSTABLE_RUN:
+        raise LimitExceeded(
+            f"the text has more than {MAX_UNSTABLE_RUN} characters in a row that Unicode"
+            " normalisation may reorder or join",
+            hint="Such a run (combining marks, compatibility forms) is refused: normalising"
+            " it takes time that grows with its square.")
+
+
+@cache
+def _stable_ranges() -> tuple[list[int], list[int]]:
+    return _parse_table(_unicode14.STABLE)
+
+
 def separated_quickly(text: str) -> str:
     """``separated(text)``, equal to it on every text; stretches of stable code
     points take casefold() and a table instead of the steps per character."""
     if len(text) < _QUICK_CHARS or text.isascii():
         return separated(text)
-    stable = _tables()[0][np.minimum(_code_points(text), _SMALL)]
+    points = _code_points(text)
+    stable = _tables()[0][np.minimum(points, _SMALL)]
+    _check_unstable_runs(points, stable)
     # A character that is not stable goes with the stable one before it (the
     # cut before that one is safe; composition may join the two) and with
     # those up to the next stable one.

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import ctypes
 import json
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import cached_property
 from typing import Any, NoReturn, Protocol
 
+from ..core import interrupts
 from ..core.registry import EXTENSION_SCHEMA_QUERY, REGISTRY
 
 
@@ -36,11 +39,21 @@ class Plpy:
     def cursor(self, query: str) -> Any:
         return self._plpy.cursor(query)
 
+    # plpy.quote_ident and plpy.quote_literal read their argument as UTF-8 and
+    # give it back as if in the database's encoding: text that is not ASCII
+    # comes back garbled in a LATIN1 or EUC_JP database.  Such text is quoted
+    # here instead, as PostgreSQL's quote_ident and quote_literal would.
+
     def quote_ident(self, name: str) -> str:
-        return str(self._plpy.quote_ident(name))
+        if name.isascii():
+            return str(self._plpy.quote_ident(name))
+        return '"' + name.replace('"', '""') + '"'
 
     def quote_literal(self, value: str) -> str:
-        return str(self._plpy.quote_literal(value))
+        if value.isascii():
+            return str(self._plpy.quote_literal(value))
+        quoted = "'" + value.replace("'", "''").replace("\\", "\\\\") + "'"
+        return "E" + quoted if "\\" in value else quoted
 
     def notice(self, message: str) -> None:
         self._plpy.notice(message)
@@ -172,3 +185,63 @@ class Session:
             raise RuntimeError("nearsim: the query gave no row")
         row: dict[str, Any] = json.loads(result)
         return row
+
+
+# -- cancels and timeouts inside PL/Python --------------------------------------
+
+# Without PostgreSQL's flag (see _pending_interrupt), the server is asked this
+# often whether to stop.
+CHECK_INTERVAL = 0.01  # seconds
+
+
+def _pending_interrupt() -> ctypes.c_int | None:
+    """PostgreSQL's ``InterruptPending``, the flag its signal handlers set for a
+    cancel, a timeout or a termination, read in place; ``None`` when this
+    process does not export it (then the server is asked every
+    :data:`CHECK_INTERVAL`)."""
+    try:
+        return ctypes.c_int.in_dll(ctypes.CDLL(None), "InterruptPending")
+    except (OSError, ValueError):
+        return None
+
+
+class InterruptCheck:
+    """The check :func:`nearsim.core.interrupts.checkpoint` runs in the server.
+
+    PL/Python code never reaches PostgreSQL's interrupt checks, so a cancel
+    or a timeout waits until the function returns.  At a checkpoint this
+    reads PostgreSQL's flag (a memory read, some 100 ns) and only when it is
+    set runs ``SELECT 1`` through SPI, whose executor takes the interrupt:
+    the cancel or timeout is raised as PostgreSQL's own error
+    (``spiexceptions.QueryCanceled``), which ends the function.  Where the
+    flag cannot be read, the query runs every :data:`CHECK_INTERVAL`.
+    """
+
+    def __init__(self, plpy: Any) -> None:
+        self._plpy = plpy
+        self._pending = _pending_interrupt()
+        self._plan: Any = None
+        self._last = time.monotonic()
+
+    def __call__(self) -> None:
+        if self._pending is not None:
+            if not self._pending.value:
+                return
+        else:
+            now = time.monotonic()
+            if now - self._last < CHECK_INTERVAL:
+                return
+            self._last = now
+        if self._plan is None:
+            self._plan = self._plpy.prepare("SELECT 1")
+        self._plpy.execute(self._plan)
+
+
+_installed: list[Any] = []  # the plpy module whose check is installed
+
+
+def check_interrupts(plpy: Any) -> None:
+    """Install the server's :class:`InterruptCheck` (once per backend)."""
+    if not _installed or _installed[0] is not plpy:
+        interrupts.install(InterruptCheck(plpy))
+        _installed[:] = [plpy]

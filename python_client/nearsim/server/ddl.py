@@ -28,6 +28,8 @@ its schema.
 
 from __future__ import annotations
 
+import re
+
 from ..core.bands import band_start
 from ..core.registry import TYPED_FUNCTIONS, typed_function_names
 from .catalog import Enabled, rotation_indexes, simhash_sql, trigger_names
@@ -138,7 +140,7 @@ $nearsim$""")
         max_distance pg_catalog.int4 DEFAULT 64)
 RETURNS TABLE (doc {table.qualified}, distance pg_catalog.int4)
 LANGUAGE sql STABLE {PINNED} AS $nearsim$
-    SELECT d, {ext}.hamming(d.{fp}, query) FROM {table.qualified} AS d
+    SELECT d, {ext}.hamming(d.{fp}, query) FROM ONLY {table.qualified} AS d
     WHERE d.{key_column} OPERATOR(pg_catalog.=) ANY (ARRAY(
         SELECT f.key::{key} FROM {ext}.nearsim_nearest({tbl}, query, n, max_distance) AS f))
     ORDER BY 2, d.{key_column}
@@ -157,15 +159,23 @@ $nearsim$""")
         session.run(f"COMMENT ON FUNCTION {nearest}{signature} IS {session.literal(comment)}")
 
 
+def _trusted(session: Session, table: str) -> str:
+    """SQL: whether the writer has the privileges of the owner of ``table`` (a regclass)."""
+    return f"{session.ext}.nearsim_writes_as_owner({table})"
+
+
 def _create_fingerprint_function(session: Session, enabled: Enabled) -> None:
     table, reg = enabled.table, enabled.registration
+
     text, fp = session.ident(reg.text_column), session.ident(reg.hash_column)
     profile = session.literal(reg.profile)
     # NULL text: no fingerprint.  A missing fingerprint, or one left over
     # from the old text, is computed here.  One the statement brings is kept
     # when the session declares it computes the table's profile (SET
-    # nearsim.profile, as nearsim's loader does); otherwise it is checked,
-    # and one of another profile is refused.
+    # nearsim.profile, as nearsim's loader does) and the writer has the
+    # owner's privileges (who could turn the triggers off anyway); otherwise
+    # it is checked, and one of another profile is refused.  Another writer's
+    # forged fingerprint would hide its row from searches and guards.
     fresh = simhash_sql(session, f"NEW.{text}", reg.profile)
     column = session.literal(reg.hash_column)
     declare = session.literal(f"SET nearsim.profile = {session.literal(reg.profile)}")
@@ -179,15 +189,18 @@ BEGIN
     IF NEW.{text} IS NULL THEN
         NEW.{fp} := NULL;
     ELSIF NEW.{fp} IS NULL
-       OR (TG_OP = 'UPDATE' AND NEW.{fp} = OLD.{fp} AND NEW.{text} IS DISTINCT FROM OLD.{text}) THEN
+       OR (TG_OP = 'UPDATE' AND NEW.{fp} OPERATOR(pg_catalog.=) OLD.{fp}
+           AND NEW.{text} IS DISTINCT FROM OLD.{text}) THEN
         NEW.{fp} := {fresh};
-    ELSIF declared IS NOT NULL AND declared <> '' AND declared <> {profile} THEN
+    ELSIF declared IS NOT NULL AND declared OPERATOR(pg_catalog.<>) ''
+          AND declared OPERATOR(pg_catalog.<>) {profile} THEN
         RAISE EXCEPTION 'this session writes fingerprints of profile %, but table % holds %',
             declared, {qualified}, {profile}
             USING ERRCODE = '55000',
                   HINT = 'Compute them with the table''s profile, or leave column ' || {column}
                          || ' NULL and nearsim computes it.';
-    ELSIF declared IS DISTINCT FROM {profile} THEN
+    ELSIF declared IS DISTINCT FROM {profile}
+          OR NOT {_trusted(session, "TG_RELID::pg_catalog.regclass")} THEN
         computed := {fresh};
         IF computed IS DISTINCT FROM NEW.{fp} THEN
             RAISE EXCEPTION 'fingerprint % given for table % is not the % one of its text (%)',
@@ -224,12 +237,14 @@ def _create_search_functions(session: Session, enabled: Enabled) -> None:
     # WHERE hamming(si, query) <= max_distance.  The profile check is
     # immutable: it runs once, when the query is planned.  The function is
     # not pinned to a search_path (that would stop the planner from inlining
-    # it), so every call and operator is qualified.
+    # it), so every call and operator is qualified.  FROM ONLY: the tuple ids
+    # are those of the table's own rows, and a table that inherits from it
+    # has rows of its own under the same tuple ids.
     session.run(f"""CREATE FUNCTION {similar}(query bigint, max_distance integer DEFAULT 6)
 RETURNS TABLE (doc {table.qualified}, distance integer)
 LANGUAGE sql STABLE PARALLEL SAFE AS $nearsim$
     SELECT d, {ext}.hamming(d.{fp}, query)
-    FROM {table.qualified} AS d
+    FROM ONLY {table.qualified} AS d
     WHERE d.ctid OPERATOR(pg_catalog.=) ANY ((SELECT {ext}.nearsim_search(
               {named}, {session.literal(reg.hash_column)}::pg_catalog.name,
               query, max_distance))::pg_catalog.tid[])
@@ -255,17 +270,23 @@ def create_triggers(session: Session, enabled: Enabled) -> None:
     table, reg = enabled.table, enabled.registration
     existing = trigger_names(session, table)
     fingerprint_fn = enabled.qualify(session, reg.fingerprint_function)
+
     # The conditions are those under which the function changes the row,
     # tested without calling it: a bulk load that brings its fingerprints
     # costs no function call per row.
     text, fp = session.ident(reg.text_column), session.ident(reg.hash_column)
-    undeclared = ("pg_catalog.current_setting('nearsim.profile', true) IS DISTINCT FROM"
-                  f" {session.literal(reg.profile)}")
+    # A fingerprint the statement brings is kept unchecked only when the
+    # session declares the table's profile and the writer has the owner's
+    # privileges (the table's name, as a regclass constant, follows a dump).
+    itself = f"{session.literal(table.qualified)}::pg_catalog.regclass"
+    unchecked = ("(pg_catalog.current_setting('nearsim.profile', true) IS NOT DISTINCT FROM"
+                 f" {session.literal(reg.profile)} AND {_trusted(session, itself)})")
     needs_work = {
-        "INSERT": f"NEW.{fp} IS NULL OR NEW.{text} IS NULL OR {undeclared}",
+        "INSERT": f"NEW.{fp} IS NULL OR NEW.{text} IS NULL OR NOT {unchecked}",
         "UPDATE": f"NEW.{fp} IS NULL OR NEW.{text} IS NULL"
-                  f" OR (NEW.{fp} = OLD.{fp} AND NEW.{text} IS DISTINCT FROM OLD.{text})"
-                  f" OR (NEW.{fp} IS DISTINCT FROM OLD.{fp} AND {undeclared})",
+                  f" OR (NEW.{fp} OPERATOR(pg_catalog.=) OLD.{fp}"
+                  f" AND NEW.{text} IS DISTINCT FROM OLD.{text})"
+                  f" OR (NEW.{fp} IS DISTINCT FROM OLD.{fp} AND NOT {unchecked})",
     }
     for event, name in FINGERPRINT_TRIGGERS.items():
         if name not in existing:
@@ -314,3 +335,66 @@ def drop_all(session: Session, enabled: Enabled) -> None:
     drop_functions_and_triggers(session, enabled, guard=True)
     drop_bucket_table(session, enabled)
     drop_rotation_indexes(session, enabled)
+
+
+class _Recording(Session):
+    """A session whose statements on the table are written down instead of run."""
+
+    def __init__(self, session: Session) -> None:
+        super().__init__(session.db)
+        self.acting = session.acting
+        self.__dict__["ext"] = session.ext  # the cached schema, looked up once
+        self.statements: list[str] = []
+
+    def run(self, statement: str) -> str | None:
+        self.statements.append(statement)
+        return None
+
+
+# The search function names its table by oid where the planner must fold the
+# call (the profile check): a restored dump gives the table another oid.
+_OID = re.compile(r"\b[0-9]+::pg_catalog\.oid::pg_catalog\.regclass\b")
+
+
+def _without_oids(body: str) -> str:
+    return _OID.sub("OID::pg_catalog.oid::pg_catalog.regclass", body)
+
+
+def changed_functions(session: Session, enabled: Enabled) -> list[str]:
+    """The table's generated functions that are not as this version makes them.
+
+    Each must exist, belong to the table's owner, run with its invoker's
+    rights (the extension calls none of them; a user's query does), keep the
+    settings it was made with, and have the body nearsim wrote: the owner may
+    replace them (they are the owner's), and a replaced one would run the
+    owner's code in the searches of every role that calls it.
+    """
+    reg = enabled.registration
+    generated = [reg.similar_function, reg.fingerprint_function,
+                 *typed_function_names(reg.similar_function).values()]
+    recording = _Recording(session)
+    create_functions(recording, enabled)
+    expected: dict[tuple[str, str], bool] = {}
+    for statement in recording.statements:
+        for name in generated:
+            if statement.startswith(f"CREATE FUNCTION {enabled.qualify(session, name)}("):
+                head, _, body = statement.partition(" AS $nearsim$")
+                expected[(name, _without_oids(body.removesuffix("$nearsim$")))] = PINNED in head
+    names = ", ".join(session.literal(name) for name in generated)
+    found = session.execute(
+        "SELECT p.oid::pg_catalog.regprocedure::pg_catalog.text AS signature, p.proname, p.prosrc,"
+        " p.prosecdef, p.proconfig, p.proowner OPERATOR(pg_catalog.=) c.relowner AS owned"
+        " FROM pg_catalog.pg_proc p, pg_catalog.pg_class c"
+        f" WHERE c.oid OPERATOR(pg_catalog.=) {enabled.table.oid}::pg_catalog.oid"
+        " AND p.pronamespace OPERATOR(pg_catalog.=) c.relnamespace"
+        f" AND p.proname OPERATOR(pg_catalog.=) ANY (ARRAY[{names}]::pg_catalog.name[])")
+    changed = []
+    for row in found:
+        pinned = expected.get((row["proname"], _without_oids(row["prosrc"])))
+        settings = list(row["proconfig"] or [])
+        if pinned is None or row["prosecdef"] or not row["owned"] or settings != (
+                ["search_path=pg_catalog, pg_temp"] if pinned else []):
+            changed.append(row["signature"])
+    if len(found) < len(expected):
+        changed.append(f"{len(expected) - len(found)} of the table's functions (missing)")
+    return sorted(changed)

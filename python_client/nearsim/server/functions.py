@@ -21,11 +21,13 @@ import numpy
 from ..core import calibration, measures, profiles
 from ..core.bits import BITS
 from ..core.fingerprint import PROFILE
+from ..core.interrupts import LimitExceeded
 from . import catalog, maintenance, search
-from .database import Plpy, Session
+from .database import Plpy, Session, check_interrupts
 
 
 def _session(plpy: Any) -> Session:
+    check_interrupts(plpy)
     return Session(Plpy(plpy))
 
 
@@ -34,7 +36,11 @@ def _session(plpy: Any) -> Session:
 
 def simhash(plpy: Any, document: str, profile: str) -> int | None:
     """``simhash(text, profile)``: the fingerprint with any feature profile."""
-    return profiles.simhash(document, catalog.named_profile(_session(plpy), profile).name)
+    session = _session(plpy)
+    try:
+        return profiles.simhash(document, catalog.named_profile(session, profile).name)
+    except LimitExceeded as error:
+        session.fail(str(error), hint=error.hint, sqlstate="54000")
 
 
 def nearsim_profile(plpy: Any, profile: str) -> str:
@@ -71,16 +77,32 @@ def nearsim_compare(plpy: Any, a: str, b: str, min_chunk_words: int,
     for name, value in (("min_chunk_words", min_chunk_words), ("shingle_words", shingle_words)):
         if value < 1:
             _session(plpy).fail(f"{name} must be at least 1, not {value}")
-    c = measures.compare(a, b, min_chunk_words=min_chunk_words, shingle_words=shingle_words)
+    for name, text in (("a", a), ("b", b)):
+        if len(text) > measures.MAX_MEASURED_CHARS:
+            _session(plpy).fail(
+                f"{name} has {len(text):,} characters, more than the"
+                f" {measures.MAX_MEASURED_CHARS:,} nearsim_compare measures", sqlstate="54000",
+                hint="nearsim_resemblance and nearsim_containment measure texts of any length.")
+    try:
+        c = measures.compare(a, b, min_chunk_words=min_chunk_words, shingle_words=shingle_words)
+    except LimitExceeded as error:
+        _session(plpy).fail(str(error), hint=error.hint, sqlstate="54000")
     return (c.longer, c.shorter, c.common, c.s_l, c.s_j, c.information_s_l, c.information_s_j,
             c.s_r, c.containment, c.multiset_jaccard)
 
 
 def nearsim_minhash(plpy: Any, document: str, hashes: int) -> list[int] | None:
     """``nearsim_minhash``: a MinHash signature; NULL for a text without words."""
-    if not 1 <= hashes <= 100000:
-        _session(plpy).fail(f"hashes must be between 1 and 100000, not {hashes}")
-    signature = measures.minhash_signature(document, hashes)
+    session = _session(plpy)
+    if not 1 <= hashes <= measures.MAX_HASHES:
+        session.fail(f"hashes must be between 1 and {measures.MAX_HASHES} (the limit of"
+                     f" nearsim_minhash), not {hashes}",
+                     sqlstate="54000" if hashes > 0 else "22023",
+                     hint="200 hashes estimate S_R within about 0.07, 10000 within about 0.01.")
+    try:
+        signature = measures.minhash_signature(document, hashes)
+    except LimitExceeded as error:
+        session.fail(str(error), hint=error.hint, sqlstate="54000")
     if signature[0] == measures.EMPTY_SIGNATURE_VALUE:
         return None  # no words, no shingles
     values: list[int] = signature.tolist()

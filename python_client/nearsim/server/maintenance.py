@@ -103,7 +103,7 @@ def _create(session: Session, documents: Table, text_column: str, hash_column: s
     else:
         _check_stored_fingerprints(session, documents, text, fp, profile)
 
-    rows = int(session.row(f"SELECT pg_catalog.count(*) AS n FROM {documents.qualified}")["n"])
+    rows = int(session.row(f"SELECT pg_catalog.count(*) AS n FROM ONLY {documents.qualified}")["n"])
     bands = _bands(session, default_bands(rows) if bands is None else bands)
     registration = Registration(documents.key_column, text_column, hash_column, bands, profile,
                                 documents.schema, bucket_table=None, bucket_function=None,
@@ -147,7 +147,7 @@ def _check_stored_fingerprints(session: Session, documents: Table, text: str, fp
         " DISTINCT FROM s.fresh) AS differ, (pg_catalog.array_agg(s.key::pg_catalog.text)"
         " FILTER (WHERE s.stored IS DISTINCT FROM s.fresh))[1] AS first"
         f" FROM (SELECT {key} AS key, {fp} AS stored,"
-        f" {simhash_sql(session, text, profile)} AS fresh FROM {documents.qualified}"
+        f" {simhash_sql(session, text, profile)} AS fresh FROM ONLY {documents.qualified}"
         f" WHERE {fp} IS NOT NULL ORDER BY {key} LIMIT 200) s"
     )
     if row["differ"]:
@@ -166,7 +166,7 @@ def _backfill(session: Session, enabled: Enabled, batch_size: int, rows: int) ->
     key = session.ident(documents.key_column)
     text, fp = session.ident(reg.text_column), session.ident(reg.hash_column)
     todo = int(session.row(
-        f"SELECT pg_catalog.count(*) AS n FROM {documents.qualified} WHERE {fp} IS NULL"
+        f"SELECT pg_catalog.count(*) AS n FROM ONLY {documents.qualified} WHERE {fp} IS NULL"
         f" AND {text} IS NOT NULL")["n"])
     done = 0
     last: str | None = None
@@ -177,10 +177,10 @@ def _backfill(session: Session, enabled: Enabled, batch_size: int, rows: int) ->
             f"SELECT pg_catalog.count(*) AS n,"
             f" (SELECT {key}::pg_catalog.text FROM done ORDER BY {key} DESC LIMIT 1) AS last"
             " FROM done",
-            before=f"WITH batch AS (SELECT {key} FROM {documents.qualified}"
+            before=f"WITH batch AS (SELECT {key} FROM ONLY {documents.qualified}"
             f" WHERE {fp} IS NULL AND {text} IS NOT NULL{after}"
             f" ORDER BY {key} LIMIT {batch_size}),"
-            f" done AS (UPDATE {documents.qualified} d SET {fp} = {fresh}"
+            f" done AS (UPDATE ONLY {documents.qualified} d SET {fp} = {fresh}"
             f" FROM batch WHERE d.{key} OPERATOR(pg_catalog.=) batch.{key} RETURNING d.{key})",
         )
         if not result["n"]:
@@ -240,7 +240,9 @@ def breaks(session: Session, enabled: Enabled) -> list[str]:
     source = session.execute(
         "SELECT p.prosrc FROM pg_catalog.pg_proc p WHERE p.oid = pg_catalog.to_regprocedure("
         f"{session.literal(search + '(pg_catalog.int8, pg_catalog.int4)')})")
-    if not source or f"FROM {documents.qualified} AS d" not in source[0]["prosrc"]:
+    # (FROM ONLY since 0.4.0; functions made before read FROM the table)
+    reads = (f"FROM ONLY {documents.qualified} AS d", f"FROM {documents.qualified} AS d")
+    if not source or not any(form in source[0]["prosrc"] for form in reads):
         found.append(f"search function {search} does not read table {documents.qualified}"
                      " (renamed or moved since)")
     return found
@@ -277,6 +279,13 @@ def verify(session: Session, tbl: str, fingerprints: bool | None) -> dict[str, A
     states = {r["tgname"]: r["tgenabled"] for r in triggers}
     report["triggers_ok"] = all(states.get(name) == mode
                                 for name, mode in ddl.TRIGGER_MODES.items())
+    # The functions nearsim made for the table are the owner's, who may
+    # replace them: one that is not as nearsim made it is reported.
+    for function in ddl.changed_functions(session, enabled):
+        report["triggers_ok"] = False
+        session.warning(f"nearsim: function {function} of table {documents.qualified} is not"
+                        " the one nearsim made (replaced, altered or added since)",
+                        hint=f"SELECT nearsim_rebuild({session.literal(tbl)}) makes it again.")
     report["bands"] = reg.bands
     report["band_indexes_ok"] = _rotation_indexes_ok(session, enabled, reg.bands)
     if not report["band_indexes_ok"]:
@@ -295,19 +304,41 @@ def verify(session: Session, tbl: str, fingerprints: bool | None) -> dict[str, A
 def _drift(session: Session, enabled: Enabled) -> dict[str, Any]:
     """Documents, fingerprinted documents, and what the index holds of them.
 
-    The rotation indexes are PostgreSQL's own: they hold every row, so
-    ``buckets`` is the fingerprinted rows (counted through the first
-    index) and nothing is missing, extra or wrong.  A bucket table kept from
-    before 0.4.0 is written by triggers and is compared row by row.
+    Each valid rotation index is read against the table
+    (``nearsim_check_index``, as amcheck reads a btree with heapallindexed):
+    ``missing`` is the most rows the snapshot sees that one index lacks or
+    holds under another key, ``extra`` the entries of all of them that repeat
+    another or name no row, ``wrong`` those under a key their row does not
+    have, and ``buckets`` the fingerprinted rows every index holds.  A bucket
+    table kept from before 0.4.0 is written by triggers and is compared row
+    by row.
     """
     documents, reg = enabled.table, enabled.registration
     key, fp = session.ident(documents.key_column), session.ident(reg.hash_column)
     if reg.bucket_table is None:
         report = session.row(
             f"SELECT pg_catalog.count({key}) AS documents, pg_catalog.count({fp}) AS fingerprinted"
-            f" FROM {documents.qualified}")
-        report.update(buckets=report["fingerprinted"], missing=0, extra=0, wrong=0,
-                      sample_keys=None)
+            f" FROM ONLY {documents.qualified}")
+        checks = index_checks(session, enabled)
+        unindexed = int(report["documents"]) - int(report["fingerprinted"])
+        missing = max((c["missing"] + c["wrong"] for c in checks.values()), default=0)
+        samples = sorted({tid for c in checks.values() for tid in c["sample"]})
+        report.update(
+            buckets=min((c["rows"] - c["missing"] - unindexed for c in checks.values()),
+                        default=report["fingerprinted"]),
+            missing=missing,
+            extra=sum(c["duplicated"] + c["dangling"] for c in checks.values()),
+            wrong=sum(c["wrong"] for c in checks.values()),
+            sample_keys=_keys_at(session, enabled, samples) if samples else None)
+        for index, check in checks.items():
+            if check["missing"] or check["duplicated"] or check["wrong"] or check["dangling"]:
+                session.warning(
+                    f"nearsim: rotation index {index} of table {documents.qualified} disagrees"
+                    f" with the table: {check['missing']} rows missing, {check['wrong']} entries"
+                    f" under another key, {check['duplicated']} repeated, {check['dangling']}"
+                    " naming no row",
+                    hint=f"SELECT nearsim_rebuild({session.literal(documents.qualified)})"
+                    " rebuilds it.")
         return report
     bucket = enabled.qualify(session, reg.bucket_table)
     return session.row(
@@ -319,9 +350,36 @@ def _drift(session: Session, enabled: Enabled) -> dict[str, Any]:
         " (pg_catalog.array_agg(COALESCE(d.key, b.key)::pg_catalog.text"
         " ORDER BY COALESCE(d.key, b.key))"
         "  FILTER (WHERE b.si IS DISTINCT FROM d.si))[1:10] AS sample_keys"
-        f" FROM (SELECT {key} AS key, {fp} AS si FROM {documents.qualified}) d"
+        f" FROM (SELECT {key} AS key, {fp} AS si FROM ONLY {documents.qualified}) d"
         f" FULL JOIN {bucket} b ON b.key OPERATOR(pg_catalog.=) d.key"
     )
+
+
+def index_checks(session: Session, enabled: Enabled) -> dict[str, dict[str, Any]]:
+    """``nearsim_check_index`` of each valid rotation index of the table, by index name."""
+    checks = {}
+    for index in rotation_indexes(session, enabled):
+        if not index.valid:
+            continue
+        row = session.one(
+            "SELECT c.entries, c.rows, c.missing, c.duplicated, c.wrong, c.dangling,"
+            " c.sample::pg_catalog.text[] AS sample"
+            f" FROM {session.ext}.nearsim_check_index("
+            f"{session.literal(index.name)}::pg_catalog.regclass) AS c")
+        checks[index.name] = {name: (list(value) if name == "sample" else int(value))
+                              for name, value in row.items()}
+    return checks
+
+
+def _keys_at(session: Session, enabled: Enabled, tids: list[str]) -> list[str]:
+    """The keys of the rows at these tuple ids (those the caller sees), in key order."""
+    key = session.ident(enabled.table.key_column)
+    tid_list = ", ".join(f"{session.literal(tid)}::pg_catalog.tid" for tid in tids)
+    rows = session.row(
+        f"SELECT pg_catalog.array_agg(d.{key}::pg_catalog.text ORDER BY d.{key}) AS keys"
+        f" FROM ONLY {enabled.table.qualified} AS d"
+        f" WHERE d.ctid OPERATOR(pg_catalog.=) ANY (ARRAY[{tid_list}])")
+    return list(rows["keys"] or [])[:10]
 
 
 def _rotation_indexes_ok(session: Session, enabled: Enabled, bands: int) -> bool:
@@ -361,7 +419,7 @@ def _stale(session: Session, enabled: Enabled, everything: bool) -> tuple[int, l
     stale = session.row(
         "SELECT pg_catalog.count(*) AS n, (pg_catalog.array_agg(s.key::pg_catalog.text"
         " ORDER BY s.key))[1:10] AS keys"
-        f" FROM (SELECT d.{key} AS key FROM {documents.qualified} d{sampled}"
+        f" FROM (SELECT d.{key} AS key FROM ONLY {documents.qualified} d{sampled}"
         f" WHERE d.{fp} IS DISTINCT FROM {simhash_sql(session, f'd.{text}', reg.profile)}) s")
     return int(stale["n"]), list(stale["keys"] or [])
 
@@ -408,9 +466,9 @@ def _repair(session: Session, enabled: Enabled, bands: int | None, fingerprints:
     if fingerprints:
         recomputed = int(session.row(
             "SELECT pg_catalog.count(*) AS n FROM changed",
-            before=f"WITH changed AS (UPDATE {documents.qualified} d SET {fp} = fresh.si"
+            before=f"WITH changed AS (UPDATE ONLY {documents.qualified} d SET {fp} = fresh.si"
             f" FROM (SELECT {key} AS key, {simhash_sql(session, text, profile)} AS si"
-            f" FROM {documents.qualified}) fresh"
+            f" FROM ONLY {documents.qualified}) fresh"
             f" WHERE d.{key} OPERATOR(pg_catalog.=) fresh.key"
             f" AND d.{fp} IS DISTINCT FROM fresh.si RETURNING 1)")["n"])
         session.progress("recomputed fingerprints of", recomputed, recomputed)
@@ -429,7 +487,18 @@ def _repair(session: Session, enabled: Enabled, bands: int | None, fingerprints:
         ddl.drop_rotation_indexes(session, relaid)
         ddl.create_rotation_indexes(session, relaid)
         added = int(session.row(
-            f"SELECT pg_catalog.count({fp}) AS n FROM {documents.qualified}")["n"])
+            f"SELECT pg_catalog.count({fp}) AS n FROM ONLY {documents.qualified}")["n"])
+    else:
+        # An index that disagrees with the table (what nearsim_verify
+        # reports) is built again from the table.
+        broken = [index for index, check in index_checks(session, relaid).items()
+                  if check["missing"] or check["duplicated"] or check["wrong"]
+                  or check["dangling"]]
+        for index in broken:
+            session.run(f"REINDEX INDEX {index}")
+        if broken:
+            added = int(session.row(
+                f"SELECT pg_catalog.count({fp}) AS n FROM ONLY {documents.qualified}")["n"])
     ddl.create_functions(session, relaid)
     ddl.create_triggers(session, relaid)
     _register(session, relaid)

@@ -9,13 +9,15 @@ texts passes (:mod:`nearsim.core.measures`).
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from typing import NoReturn
 
 import numpy as np
 
 from ..core import calibration, measures
 from ..core.bits import BITS
+from ..core.interrupts import LimitExceeded, checkpoint
 from ..core.pairs import all_pairs, connected_components, iter_pairs, pivot_groups
-from .catalog import Enabled, check_table_profile, lookup
+from .catalog import Enabled, check_table_profile, lookup, simhash_sql
 from .database import Session
 
 METHODS = ("components", "pivot")
@@ -27,22 +29,36 @@ def check_distance(session: Session, max_distance: int) -> None:
 
 
 def _check_method(session: Session, method: str, hint: str) -> None:
+    session.require(method, "method")
     if method not in METHODS:
         session.fail(f"unknown clustering method {method!r}", hint=hint)
+
+
+def max_pairs(session: Session) -> int:
+    """``nearsim.max_pairs``: the pairs an all-pairs search may hold (superuser-set)."""
+    return int(session.one(
+        "SELECT pg_catalog.current_setting('nearsim.max_pairs')::pg_catalog.int8 AS n")["n"])
+
+
+def refuse(session: Session, error: LimitExceeded, what: str) -> NoReturn:
+    """Report a request the core refused for a limit: SQLSTATE 54000, with its hint."""
+    message = str(error).replace("all pairs:", f"{what}:", 1)
+    session.fail(message, hint=error.hint, sqlstate="54000")
 
 
 def fingerprints(session: Session, enabled: Enabled) -> tuple[list[str], np.ndarray]:
     """Keys (as text, in key order) and fingerprints of every fingerprinted row.
 
     Read with the caller's rights: rows hidden by row-level security are
-    not among them.
+    not among them.  Only the table's own rows: those of a table that
+    inherits from it are not the registry's.
     """
     check_table_profile(session, enabled.table.qualified, enabled.registration.profile)
     key = session.ident(enabled.table.key_column)
     fp = session.ident(enabled.registration.hash_column)
     row = session.one(
         f"SELECT pg_catalog.array_agg({key}::pg_catalog.text ORDER BY {key}) AS keys,"
-        f" pg_catalog.array_agg({fp} ORDER BY {key}) AS sis FROM {enabled.table.qualified}"
+        f" pg_catalog.array_agg({fp} ORDER BY {key}) AS sis FROM ONLY {enabled.table.qualified}"
         f" WHERE {fp} IS NOT NULL"
     )
     keys: list[str] = row["keys"] or []
@@ -85,7 +101,10 @@ def pairs(session: Session, tbl: str, max_distance: int) -> Iterator[PairsPiece]
     # would hide them behind "error fetching next item from iterator".
     check_distance(session, max_distance)
     keys, sis = fingerprints(session, lookup(session, tbl))
-    found = iter_pairs(sis, max_distance)
+    try:
+        found = iter_pairs(sis, max_distance, max_pairs(session))
+    except LimitExceeded as error:
+        refuse(session, error, "nearsim_pairs")
 
     def pieces() -> Iterator[PairsPiece]:
         yield keys, None, None, None
@@ -104,7 +123,10 @@ def clusters(session: Session, tbl: str, max_distance: int, method: str,
                   " member within max_distance of its group's pivot).")
     check_distance(session, max_distance)
     keys, sis = fingerprints(session, lookup(session, tbl))
-    first, second, _ = all_pairs(sis, max_distance)
+    try:
+        first, second, _ = all_pairs(sis, max_distance, max_pairs(session))
+    except LimitExceeded as error:
+        refuse(session, error, "nearsim_clusters")
     if method == "components":
         groups = connected_components(len(keys), first, second)
     else:
@@ -115,10 +137,12 @@ def clusters(session: Session, tbl: str, max_distance: int, method: str,
 def _verified_radius(session: Session, min_similarity: float, measure: str,
                      max_distance: int | None, profile: str) -> int:
     """Check a verified search's arguments; the radius to take candidates from."""
+    session.require(measure, "measure")
     if measure not in measures.VERIFIED_MEASURES:
         session.fail(f"unknown measure {measure!r}",
                      hint=f"Use one of {', '.join(measures.VERIFIED_MEASURES)}.")
-    if min_similarity is None or not 0 <= min_similarity <= 1:
+    session.require(min_similarity, "min_similarity")
+    if not 0 <= min_similarity <= 1:
         session.fail(f"min_similarity must be between 0 and 1, not {min_similarity}")
     if max_distance is not None:
         check_distance(session, max_distance)
@@ -148,15 +172,15 @@ def similar_verified(
         return []
     if measure in SET_MEASURES:
         return _set_similar(session, enabled, query, min_similarity, measure, radius)
+    if len(query) > measures.MAX_MEASURED_CHARS:
+        session.fail(f"the query has {len(query):,} characters, more than the"
+                     f" {measures.MAX_MEASURED_CHARS:,} measure {measure} takes", sqlstate="54000",
+                     hint="Measures s_r and containment take queries of any length.")
     asked = measures.Shingled(query)
     _notice_short_query(session, len(asked.shingles))
-    key = session.ident(enabled.table.key_column)
-    text = session.ident(reg.text_column)
-    similar = enabled.qualify(session, reg.similar_function)
+    literal = f"{session.literal(query)}::pg_catalog.text"
     rows = session.execute(
-        f"SELECT (s.doc).{key}::text AS key, (s.doc).{text}::text AS body, s.distance"
-        f" FROM {similar}({session.literal(query)}::text, {radius}) AS s"
-    )
+        f"SELECT c.key, c.body, c.distance FROM {_candidates(session, enabled, literal, radius)}")
     found = []
     for row in rows:
         candidate = measures.Shingled(row["body"] or "")
@@ -166,6 +190,39 @@ def similar_verified(
                           asked.short or candidate.short))  # fmt: skip
     found.sort(key=lambda match: (-match[2], match[1], match[0]))
     return found
+
+
+def _candidates(session: Session, enabled: Enabled, query: str, radius: int) -> str:
+    """SQL ``(...) AS c``: key, text and distance of the rows within ``radius`` of ``query``.
+
+    Through the rotation index (``nearsim_search``), read with the caller's
+    rights, and never through the table's generated ``<prefix>_similar``:
+    those belong to the table's owner, who may replace them, and would run
+    the owner's code with the caller's rights.
+    """
+    reg, table = enabled.registration, enabled.table
+    check_table_profile(session, table.qualified, reg.profile)
+    ext = session.ext
+    key, text = session.ident(table.key_column), session.ident(reg.text_column)
+    fp = session.ident(reg.hash_column)
+    fingerprint = simhash_sql(session, query, reg.profile)
+    named = f"{session.literal(table.qualified)}::pg_catalog.regclass"
+    if reg.bucket_table is None:
+        within = (f"d.ctid OPERATOR(pg_catalog.=) ANY ({ext}.nearsim_search({named},"
+                  f" {session.literal(reg.hash_column)}::pg_catalog.name, q.si,"
+                  f" {int(radius)}::pg_catalog.int4))")
+    else:
+        # a table enabled before 0.4.0 that keeps its bucket table until nearsim_rebuild
+        bucket = enabled.qualify(session, reg.bucket_table)
+        within = (f"d.{key} OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT b.key FROM {bucket} AS b"
+                  f" WHERE b.ctid OPERATOR(pg_catalog.=) ANY ({ext}.nearsim_search("
+                  f"{session.literal(bucket)}::pg_catalog.regclass, 'si'::pg_catalog.name, q.si,"
+                  f" {int(radius)}::pg_catalog.int4))))")
+    return (f"(SELECT d.{key}::pg_catalog.text AS key, d.{text}::pg_catalog.text AS body,"
+            f" {ext}.hamming(d.{fp}, q.si) AS distance"
+            f" FROM (SELECT {fingerprint} AS si) AS q, ONLY {table.qualified} AS d"
+            f" WHERE {within}"
+            f" AND {ext}.hamming(d.{fp}, q.si) OPERATOR(pg_catalog.<=) {int(radius)}) AS c")
 
 
 # Measures of shingle sets, computed in C (src/resemblance.c)
@@ -187,10 +244,6 @@ def _set_similar(session: Session, enabled: Enabled, query: str, min_similarity:
     rows); a candidate's shingles are counted again only when it passes and
     may be short.
     """
-    reg = enabled.registration
-    key = session.ident(enabled.table.key_column)
-    text = session.ident(reg.text_column)
-    similar = enabled.qualify(session, reg.similar_function)
     literal = f"{session.literal(query)}::pg_catalog.text"
     asked = int(session.one(f"SELECT {session.ext}.nearsim_shingle_count({literal}) AS n")["n"])
     _notice_short_query(session, asked)
@@ -202,11 +255,10 @@ def _set_similar(session: Session, enabled: Enabled, query: str, min_similarity:
                else f"{measures.SHORT_SHINGLES}::pg_catalog.int8")
     rows = session.execute(
         f"SELECT c.key, c.distance, c.similarity, {counted} AS shingles FROM ("
-        f"SELECT (s.doc).{key}::pg_catalog.text AS key, (s.doc).{text}::pg_catalog.text AS body,"
-        f" s.distance, {session.ext}.{SET_MEASURES[measure]}({literal},"
-        f" (s.doc).{text}::pg_catalog.text) AS similarity"
-        f" FROM {similar}({literal}, {radius}) AS s OFFSET 0) AS c"
-        f" WHERE c.similarity >= {float(min_similarity)!r}::pg_catalog.float8"
+        f"SELECT c.key, c.body, c.distance, {session.ext}.{SET_MEASURES[measure]}({literal},"
+        f" c.body) AS similarity FROM {_candidates(session, enabled, literal, radius)}"
+        " OFFSET 0) AS c"
+        f" WHERE c.similarity OPERATOR(pg_catalog.>=) {float(min_similarity)!r}::pg_catalog.float8"
         f" ORDER BY c.similarity DESC, c.distance, c.key COLLATE \"C\""
     )
     short = asked < measures.SHORT_SHINGLES
@@ -229,27 +281,42 @@ def pairs_verified(
         return _resemblance_pairs(session, enabled, min_similarity)
     radius = _verified_radius(session, min_similarity, measure, max_distance, reg.profile)
     keys, sis = fingerprints(session, enabled)
+    try:
+        candidates = iter_pairs(sis, radius, max_pairs(session))
+    except LimitExceeded as error:
+        refuse(session, error, "nearsim_pairs_verified")
+    return _verified_pieces(session, enabled, keys, candidates, measure, min_similarity)
+
+
+def _verified_pieces(
+    session: Session, enabled: Enabled, keys: list[str],
+    candidates: Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]], measure: str,
+    min_similarity: float,
+) -> Iterator[tuple[str, str, int, float, bool]]:
+    """The candidate pairs that pass, a piece of candidates at a time: rows are
+    passed on as they are found, never all held."""
     key = session.ident(enabled.table.key_column)
-    text = session.ident(reg.text_column)
-    found = []
-    for first, second, distance in iter_pairs(sis, radius):
+    text = session.ident(enabled.registration.text_column)
+    for first, second, distance in candidates:
         wanted = sorted({*first.tolist(), *second.tolist()})
         if not wanted:
             continue
         listed = ", ".join(session.literal(keys[i]) for i in wanted)
         rows = session.execute(
-            f"SELECT {key}::text AS key, {text}::text AS body FROM {enabled.table.qualified}"
+            f"SELECT {key}::text AS key, {text}::text AS body FROM ONLY {enabled.table.qualified}"
             f" WHERE {key} = ANY (ARRAY[{listed}]::{enabled.table.key_type}[])"
         )
-        texts = {row["key"]: measures.Shingled(row["body"] or "") for row in rows}
+        texts = {}
+        for row in rows:
+            texts[row["key"]] = measures.Shingled(row["body"] or "")
+            checkpoint()
         for i, j, d in zip(first.tolist(), second.tolist(), distance.tolist(), strict=True):
             a, b = keys[i], keys[j]
             if a not in texts or b not in texts:
                 continue  # deleted since the fingerprints were read
             value = measures.verified_measure(measure, texts[a], texts[b])
             if value >= min_similarity:
-                found.append((a, b, d, value, texts[a].short or texts[b].short))
-    return found
+                yield a, b, d, value, texts[a].short or texts[b].short
 
 
 def _resemblance_pairs(session: Session, enabled: Enabled,
@@ -277,7 +344,8 @@ def clusters_verified(
 ) -> list[tuple[str, str, str | None]]:
     """``nearsim_clusters_verified``: clusters over the verified pairs."""
     _check_method(session, method, hint="Use 'components' or 'pivot'.")
-    if min_size is None or min_size < 1:
+    session.require(min_size, "min_size")
+    if min_size < 1:
         session.fail(f"min_size must be at least 1, not {min_size}")
     found = list(pairs_verified(session, tbl, min_similarity, measure, max_distance))
     keys = sorted({k for a, b, *_ in found for k in (a, b)})
