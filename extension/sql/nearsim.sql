@@ -1055,7 +1055,7 @@ END
 $plpgsql$;
 
 COMMENT ON FUNCTION nearsim_follow_owner() IS
-'event trigger: after ALTER TABLE ... OWNER TO of an enabled table, give its functions (and a bucket table kept from before 0.4.0) to the new owner';
+'event trigger: after ALTER TABLE ... OWNER TO of an enabled table, give its functions (and a bucket table kept from before 0.4.0) to the new owner, except any made SECURITY DEFINER since, which would run as the new owner';
 
 CREATE EVENT TRIGGER nearsim_follow_owner ON ddl_command_end
 	WHEN TAG IN ('ALTER TABLE')

@@ -500,7 +500,10 @@ nearsim_guard_lock(PG_FUNCTION_ARGS)
 	Oid			relid = PG_GETARG_OID(0);
 	Relation	rel;
 
-	if (pg_class_aclcheck(relid, GetUserId(), ACL_INSERT | ACL_UPDATE) != ACLCHECK_OK)
+	/* a writer of some of its columns writes the table too */
+	if (pg_class_aclcheck(relid, GetUserId(), ACL_INSERT | ACL_UPDATE) != ACLCHECK_OK &&
+		pg_attribute_aclcheck_all(relid, GetUserId(), ACL_INSERT | ACL_UPDATE,
+								  ACLMASK_ANY) != ACLCHECK_OK)
 		ereport(ERROR,
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 				 errmsg("permission denied for table %s", get_rel_name(relid)),

@@ -128,7 +128,7 @@ def test_schema_changes_that_would_break_the_table_are_refused(
 @pytest.mark.parametrize(("statement", "message"), [
     (statement, message) for statement, message in BREAKING
     if "TYPE varchar" not in statement and "DROP COLUMN" not in statement
-    and "id TYPE bigint" not in statement])
+    and "id TYPE bigint" not in statement and "RENAME TO papers" not in statement])
 def test_verify_names_what_a_bypassed_guard_let_through(
     db: psycopg.Connection, statement: str, message: str
 ) -> None:
@@ -146,6 +146,25 @@ def test_verify_names_what_a_bypassed_guard_let_through(
     assert warnings and all(w.startswith("nearsim: table ") for w in warnings), warnings
     db.execute("SELECT nearsim_disable(%s::oid::regclass)", [table])
     assert db.execute("SELECT count(*) FROM nearsim_tables").fetchone() == (0,)
+
+
+def test_a_table_renamed_past_the_guard_is_reported_and_rebuilt(db: psycopg.Connection) -> None:
+    enabled_table(db)
+    db.execute("ALTER EVENT TRIGGER nearsim_guard_alter_table DISABLE")
+    try:
+        db.execute("ALTER TABLE odd.docs RENAME TO papers")
+    finally:
+        db.execute("ALTER EVENT TRIGGER nearsim_guard_alter_table ENABLE")
+    warnings: list[str] = []
+    db.add_notice_handler(lambda notice: warnings.append(notice.message_primary or ""))
+    # its functions still name odd.docs: each is named, and the rebuild makes them again
+    assert db.execute("SELECT ok, triggers_ok FROM nearsim_verify('odd.papers')").fetchone() \
+        == (False, False)
+    assert any("odd.docs_similar(bigint,integer)" in w for w in warnings), warnings
+    db.execute("SELECT nearsim_rebuild('odd.papers')")
+    assert db.execute("SELECT ok FROM nearsim_verify('odd.papers')").fetchone() == (True,)
+    assert db.execute("SELECT count(*) FROM odd.docs_similar(%s, 3)", [DOCUMENTS[0]]
+                      ).fetchone() == (1,)
 
 
 def test_a_table_named_through_the_search_path_is_guarded_too(db: psycopg.Connection) -> None:
@@ -198,3 +217,9 @@ def test_nearsim_band_outside_a_layout_is_null(db: psycopg.Connection) -> None:
     # LEAKPROOF: never an error (docs/REFERENCE.md says so)
     assert db.execute("SELECT nearsim_band(1, 2, 0), nearsim_band(1, 5, 7)").fetchone() == (
         None, None)
+
+
+def test_a_name_that_would_end_the_generated_bodies_is_refused(db: psycopg.Connection) -> None:
+    db.execute('CREATE TABLE "a$nearsim$b" (id int PRIMARY KEY, body text)')
+    with pytest.raises(psycopg.errors.InvalidName, match=r"\$nearsim\$"):
+        db.execute("""SELECT nearsim_enable('"a$nearsim$b"', 'body')""")

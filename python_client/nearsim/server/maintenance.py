@@ -69,6 +69,12 @@ def enable(session: Session, tbl: str, text_column: str, hash_column: str, bands
         session.fail(f"column {session.ident(hash_column)} of table {documents.qualified} has"
                      f" type {hash_type}; a fingerprint column is bigint", sqlstate="42804")
 
+    # The generated functions' bodies are quoted as $nearsim$ ... $nearsim$.
+    quoted_in_bodies = (documents.qualified, documents.key_column, text_column, hash_column)
+    if any("$nearsim$" in name for name in quoted_in_bodies):
+        session.fail(f"table {documents.qualified} has a name with $nearsim$ in it",
+                     hint="nearsim quotes the bodies of the functions it makes with"
+                     " $nearsim$: rename the table or column.", sqlstate="42602")
     names = object_names(documents.name if prefix is None else prefix)
     every_name = [*names.values(), *typed_function_names(names["similar_function"]).values()]
     for name in every_name:
@@ -236,15 +242,12 @@ def breaks(session: Session, enabled: Enabled) -> list[str]:
         elif documents.key_type and rows[0]["type"] != documents.key_type.split(" COLLATE ")[0]:
             found.append(f"the key is of type {documents.key_type},"
                          f" its buckets' of {rows[0]['type']}")
-    search = enabled.qualify(session, reg.similar_function)
-    source = session.execute(
-        "SELECT p.prosrc FROM pg_catalog.pg_proc p WHERE p.oid = pg_catalog.to_regprocedure("
-        f"{session.literal(search + '(pg_catalog.int8, pg_catalog.int4)')})")
-    # (FROM ONLY since 0.4.0; functions made before read FROM the table)
-    reads = (f"FROM ONLY {documents.qualified} AS d", f"FROM {documents.qualified} AS d")
-    if not source or not any(form in source[0]["prosrc"] for form in reads):
-        found.append(f"search function {search} does not read table {documents.qualified}"
-                     " (renamed or moved since)")
+    # Moved with the guard bypassed: its functions cannot follow it, as they
+    # must be in its schema.  (Renamed: nearsim_verify finds that its
+    # functions name the table as it was, and nearsim_rebuild makes them again.)
+    if reg.object_schema != documents.schema:
+        found.append(f"table {documents.qualified} was moved from schema"
+                     f" {session.ident(reg.object_schema)}, where its functions are")
     return found
 
 

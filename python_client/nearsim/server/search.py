@@ -332,8 +332,10 @@ def _resemblance_pairs(session: Session, enabled: Enabled,
     rows = session.rows(
         f"SELECT a, b, distance, similarity, short FROM {session.ext}.nearsim_resemblance_pairs("
         f"{session.literal(enabled.table.qualified)}::pg_catalog.regclass,"
-        f" {session.literal(enabled.table.key_column)}, {session.literal(reg.text_column)},"
-        f" {session.literal(reg.hash_column)}, {float(min_similarity)!r}::pg_catalog.float8)"
+        f" {session.literal(enabled.table.key_column)}::pg_catalog.name,"
+        f" {session.literal(reg.text_column)}::pg_catalog.name,"
+        f" {session.literal(reg.hash_column)}::pg_catalog.name,"
+        f" {float(min_similarity)!r}::pg_catalog.float8)"
     )
     return ((r["a"], r["b"], r["distance"], r["similarity"], r["short"]) for r in rows)
 
