@@ -1007,9 +1007,9 @@ CREATE EVENT TRIGGER nearsim_forget_dropped_tables ON sql_drop
 -- the table) are given to the new owner, so that code the owner can change
 -- never runs with another role's rights.  A function that runs with its
 -- owner's rights (SECURITY DEFINER) stays with its owner: nearsim makes none,
--- so the old owner made it so (or replaced the function and linked it to the
--- table again), and given away it would run the old owner's code with the
--- new owner's rights.  Runs as the role that altered the table.
+-- so the old owner made it so (or put a function of its own in its place and
+-- linked it to the table again), and given away it would run the old owner's
+-- code with the new owner's rights.  Runs as the role that altered the table.
 
 CREATE FUNCTION nearsim_follow_owner() RETURNS event_trigger
 	LANGUAGE plpgsql
