@@ -92,6 +92,7 @@ typedef struct Segment
 {
 	SubTransactionId subtransaction;
 	bool		speculative;	/* checked against their rows when they go in */
+	CommandId	command;		/* speculative: the command that inserted their rows */
 } Segment;
 
 #define MAX_SEGMENTS (PG_UINT16_MAX + 1)
@@ -146,9 +147,11 @@ typedef struct RowCheck
 } RowCheck;
 
 /*
- * Whether the row an entry names is still one this transaction inserted
- * and has not killed (an INSERT ... ON CONFLICT that met a conflict sets its
- * row's xmin to invalid), with the entry's key.
+ * Whether the row an entry names is still the one this transaction
+ * inserted, in the entry's command, and has not killed (an INSERT ... ON
+ * CONFLICT that met a conflict sets its row's xmin to invalid), with the
+ * entry's key.  (A row this transaction inserted later, with the same text,
+ * may have taken the killed row's tuple id: its command tells it apart.)
  */
 static bool
 row_still_has(Relation table, Relation index, RowCheck *check, const Entry *entry)
@@ -172,7 +175,8 @@ row_still_has(Relation table, Relation index, RowCheck *check, const Entry *entr
 	tuple.t_self = entry->tid;
 	if (!heap_fetch(table, SnapshotAny, &tuple, &buffer, false))
 		return false;
-	if (!TransactionIdIsCurrentTransactionId(HeapTupleHeaderGetRawXmin(tuple.t_data)))
+	if (!TransactionIdIsCurrentTransactionId(HeapTupleHeaderGetRawXmin(tuple.t_data)) ||
+		HeapTupleHeaderGetCmin(tuple.t_data) != segments[entry->segment].command)
 	{
 		ReleaseBuffer(buffer);
 		return false;
@@ -306,15 +310,18 @@ waiting_limit(void)
 	return (Size) Min(insert_buffer_kb, max_insert_buffer_kb) * 1024 / sizeof(Entry);
 }
 
-/* The segment of an entry taken now (a new one when the subtransaction or statement changed) */
+/*
+ * The segment of an entry taken now (a new one when the subtransaction,
+ * or for an INSERT ... ON CONFLICT the command of the row, changed)
+ */
 static uint16
-current_segment(void)
+current_segment(bool speculative, CommandId command)
 {
 	SubTransactionId now = GetCurrentSubTransactionId();
-	bool		speculative = speculative_depth > 0;
 
 	if (segment_count > 0 && segments[segment_count - 1].subtransaction == now &&
-		segments[segment_count - 1].speculative == speculative)
+		segments[segment_count - 1].speculative == speculative &&
+		segments[segment_count - 1].command == command)
 		return (uint16) (segment_count - 1);
 	if (segment_count == MAX_SEGMENTS)
 		flush_all();			/* and so no segment is left */
@@ -329,6 +336,7 @@ current_segment(void)
 	}
 	segments[segment_count].subtransaction = now;
 	segments[segment_count].speculative = speculative;
+	segments[segment_count].command = command;
 	return (uint16) segment_count++;
 }
 
@@ -400,6 +408,23 @@ subtransaction_callback(SubXactEvent event, SubTransactionId mine, SubTransactio
 	}
 }
 
+/* The command of this transaction that inserted the row at tid; InvalidCommandId if none */
+static CommandId
+inserting_command(Relation table, ItemPointer tid)
+{
+	HeapTupleData tuple;
+	Buffer		buffer;
+	CommandId	command = InvalidCommandId;
+
+	tuple.t_self = *tid;
+	if (!heap_fetch(table, SnapshotAny, &tuple, &buffer, false))
+		return InvalidCommandId;
+	if (TransactionIdIsCurrentTransactionId(HeapTupleHeaderGetRawXmin(tuple.t_data)))
+		command = HeapTupleHeaderGetCmin(tuple.t_data);
+	ReleaseBuffer(buffer);
+	return command;
+}
+
 /*
  * aminsert: the entry waits, unless it cannot be sorted with the others
  * (a NULL key) or the buffer is 0.
@@ -413,10 +438,13 @@ nearsim_btree_insert(Relation index, Datum *values, bool *isnull, ItemPointer ti
 	Waiting    *pending;
 	bool		found;
 	Entry	   *entry;
+	bool		speculative = speculative_depth > 0;
+	CommandId	command = InvalidCommandId;
 
 	if (isnull[0] || check_unique != UNIQUE_CHECK_NO || waiting_limit() == 0 ||
 		TupleDescAttr(RelationGetDescr(index), 0)->atttypid != INT8OID ||
-		(speculative_depth > 0 && table->rd_tableam != GetHeapamTableAmRoutine()))
+		(speculative && (table->rd_tableam != GetHeapamTableAmRoutine() ||
+						 (command = inserting_command(table, tid)) == InvalidCommandId)))
 		return btinsert(index, values, isnull, tid, table, check_unique, index_unchanged,
 						index_info);
 	if (waiting == NULL)
@@ -456,7 +484,7 @@ nearsim_btree_insert(Relation index, Datum *values, bool *isnull, ItemPointer ti
 		pending->size = size;
 	}
 	entry = &pending->entries[pending->count];
-	entry->segment = current_segment();
+	entry->segment = current_segment(speculative, command);
 	entry->key = ((uint64) DatumGetInt64(values[0])) ^ SIGN_BIT;
 	entry->tid = *tid;
 	pending->count++;
