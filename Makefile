@@ -15,7 +15,7 @@ LOCAL_DSN := host=$(abspath $(CLUSTER_DIR))/run port=$(CLUSTER_PORT) user=postgr
 NEARSIM_DSN ?=
 DSN = $(or $(NEARSIM_DSN),$(LOCAL_DSN) dbname=nearsim)
 
-.PHONY: all install uninstall system setup venv cluster database demo test installcheck pytest bench bench-10m bench-verified bench-spark bench-spark-10m lint stop clean dist
+.PHONY: all install uninstall system setup venv cluster database demo test installcheck pytest fuzz bench bench-10m bench-verified bench-spark bench-spark-10m lint stop clean dist
 
 # `make` and `make install` build and install the extension alone, as PGXN
 # clients expect (they pass PG_CONFIG); the packages it needs must be there.
@@ -74,6 +74,17 @@ installcheck: database
 # NEARSIM_TEST_DSN names a database.
 pytest: setup
 	$(VENV_PYTHON) -m pytest tests
+
+# A long run of the fuzzer of the rotation indexes (tests/server/test_index_fuzz.py):
+# NEARSIM_FUZZ_EXAMPLES random sequences of up to NEARSIM_FUZZ_STEPS steps of
+# three sessions writing to one table, every search compared with the scan
+# after each step (about 20 minutes on 2 cores with the defaults); `make
+# pytest` runs a short, derandomized one.  On its own throwaway cluster.
+NEARSIM_FUZZ_EXAMPLES ?= 500
+NEARSIM_FUZZ_STEPS ?= 30
+fuzz: setup
+	NEARSIM_FUZZ_EXAMPLES=$(NEARSIM_FUZZ_EXAMPLES) NEARSIM_FUZZ_STEPS=$(NEARSIM_FUZZ_STEPS) \
+		$(VENV_PYTHON) -m pytest tests/server/test_index_fuzz.py -k whatever_sessions_do
 
 # Speed (benchmarks.run), detection quality (benchmarks.quality) and verified
 # search against MinHashLSH (benchmarks.verified) measured in one go, then
