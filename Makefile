@@ -78,8 +78,8 @@ pytest: setup
 # A long run of the fuzzer of the rotation indexes (tests/server/test_index_fuzz.py):
 # NEARSIM_FUZZ_EXAMPLES random sequences of up to NEARSIM_FUZZ_STEPS steps of
 # three sessions writing to one table, every search compared with the scan
-# after each step (about 20 minutes on 2 cores with the defaults); `make
-# pytest` runs a short, derandomized one.  On its own throwaway cluster.
+# after each step (about 10 minutes on 2 cores with the defaults); `make
+# pytest` runs a short one from a fixed seed.  On its own throwaway cluster.
 NEARSIM_FUZZ_EXAMPLES ?= 500
 NEARSIM_FUZZ_STEPS ?= 30
 fuzz: setup

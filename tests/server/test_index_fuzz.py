@@ -14,8 +14,8 @@ nearsim_verify's report.
 
 The first tests replay, step by step, ways that once put an entry into an
 index under a row it does not belong to.  The last is a stateful
-hypothesis test that chooses the steps itself: a short, derandomized run
-here, a long one with ``make fuzz`` (NEARSIM_FUZZ_EXAMPLES and
+hypothesis test that chooses the steps itself: a short run from a fixed
+seed here, a long one from a random seed with ``make fuzz`` (NEARSIM_FUZZ_EXAMPLES and
 NEARSIM_FUZZ_STEPS set its size).
 """
 
@@ -31,7 +31,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, seed, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     RuleBasedStateMachine,
@@ -330,7 +330,9 @@ def test_entries_of_a_rolled_back_savepoint_never_name_rows_that_take_their_plac
         first.execute("INSERT INTO docs SELECT 1000 + n, t FROM unnest(%s::text[])"
                       " WITH ORDINALITY AS r(t, n)", [rolled_back])
         first.execute("ROLLBACK TO SAVEPOINT s")
-        checker.execute("VACUUM docs")
+        # (the first session's lock keeps VACUUM from cutting the table short:
+        # it would wait 5 seconds for it)
+        checker.execute("VACUUM (TRUNCATE false) docs")
         others = [bulk_text(1, g) for g in range(200)]
         second.execute("INSERT INTO docs SELECT 2000 + n, t FROM unnest(%s::text[])"
                        " WITH ORDINALITY AS r(t, n)", [others])
@@ -341,7 +343,8 @@ def test_entries_of_a_rolled_back_savepoint_never_name_rows_that_take_their_plac
         assert_searches_equal_scan(checker, [*rolled_back, *others])
 
 
-def test_entries_of_a_rolled_back_savepoint_survive_no_truncation(fuzz_database: str) -> None:
+def test_entries_of_a_rolled_back_savepoint_never_point_past_a_truncated_end(
+        fuzz_database: str) -> None:
     """Rows rolled back to a savepoint at the table's end, VACUUM cuts their pages
     off, the transaction commits: searches read no page past the end."""
     with connect(fuzz_database, autocommit=True) as checker, connect(fuzz_database) as first:
@@ -451,6 +454,8 @@ def race_on_conflict(gatekeeper: psycopg.Connection, racer: psycopg.Connection,
 # -- the fuzzer ------------------------------------------------------------------
 
 SESSIONS = 3
+# The seed of the short run in make test
+SHORT_RUN_SEED = 3
 KEYS = st.integers(0, 11)
 TEXTS = st.one_of(
     st.builds(edited, st.integers(0, len(BASES) - 1),
@@ -526,12 +531,17 @@ class IndexFuzz(RuleBasedStateMachine):
             session.savepoints.clear()
         make_table(self.connections.checker)
 
-    @initialize(eager_vacuum=st.booleans(),
+    @initialize(eager_vacuum=st.sampled_from([True, True, True, False]),
                 statement_savepoints=st.lists(st.booleans(), min_size=SESSIONS,
                                               max_size=SESSIONS))
     def choose_habits(self, eager_vacuum: bool, statement_savepoints: list[bool]) -> None:
         """Whether VACUUM runs after every step (as an eager autovacuum may), and
-        which sessions roll a failed statement back alone."""
+        which sessions roll a failed statement back alone.
+
+        Three runs in four vacuum eagerly: what VACUUM does to rows between
+        two steps of a transaction is what the waiting entries are most
+        exposed to.
+        """
         self.eager_vacuum = eager_vacuum
         for session, wrapped in zip(self.connections.sessions, statement_savepoints, strict=True):
             session.statement_savepoints = wrapped
@@ -760,10 +770,10 @@ class IndexFuzz(RuleBasedStateMachine):
     @rule()
     def vacuum_full(self) -> None:
         """The table rewritten, its rows with new tuple ids, its indexes rebuilt."""
-        try:
-            self.connections.maintenance.execute("VACUUM FULL docs")
-        except psycopg.errors.LockNotAvailable:
-            pass  # a session holds a lock on the table
+        maintenance = self.connections.maintenance
+        if maintenance.execute(TABLE_LOCKED).fetchone() == (False,):
+            # (otherwise it would wait for the lock until lock_timeout)
+            maintenance.execute("VACUUM FULL docs")
 
     @rule(number=SESSION)
     def search_inside(self, number: int) -> None:
@@ -803,18 +813,28 @@ class IndexFuzz(RuleBasedStateMachine):
 
 
 def test_searches_equal_the_scan_whatever_sessions_do(fuzz_database: str) -> None:
-    """The stateful fuzzer: a short derandomized run (make fuzz runs a long one)."""
+    """The stateful fuzzer: a short run from a fixed seed (make fuzz runs a long
+    one from a random seed).
+
+    The seed's sequences depend on the rules and their strategies only: with
+    those of this file, its fourth sequence already puts an entry under
+    another row on btree.c before entries of rolled-back subtransactions were
+    dropped.  The tests above keep each known way fixed whatever the seed
+    gives.
+    """
     examples = int(os.environ.get("NEARSIM_FUZZ_EXAMPLES", "30"))
     steps = int(os.environ.get("NEARSIM_FUZZ_STEPS", "20"))
-    long_run = "NEARSIM_FUZZ_EXAMPLES" in os.environ
+    machine: type[IndexFuzz] = IndexFuzz
+    if "NEARSIM_FUZZ_EXAMPLES" not in os.environ:
+        machine = seed(SHORT_RUN_SEED)(type("IndexFuzzShortRun", (IndexFuzz,), {}))
     with connect(fuzz_database, autocommit=True) as checker, \
             connect(fuzz_database, autocommit=True) as maintenance:
         sessions = [Session(connect(fuzz_database)) for _ in range(SESSIONS)]
         try:
             IndexFuzz.connections = Connections(checker, maintenance, sessions)
-            run_state_machine_as_test(IndexFuzz, settings=settings(
+            run_state_machine_as_test(machine, settings=settings(
                 max_examples=examples, stateful_step_count=steps, deadline=None,
-                derandomize=not long_run, database=None, report_multiple_bugs=False,
+                database=None, report_multiple_bugs=False,
                 suppress_health_check=list(HealthCheck)))
         finally:
             for session in sessions:
