@@ -140,9 +140,8 @@ static ProcessUtility_hook_type previous_process_utility = NULL;
 /* What the check of an entry against its row needs, made at the first one */
 typedef struct RowCheck
 {
-	IndexInfo  *info;
-	EState	   *estate;
-	TupleTableSlot *slot;
+	bool		ready;
+	NearsimKeyMaker maker;
 	BlockNumber blocks;
 } RowCheck;
 
@@ -158,17 +157,14 @@ row_still_has(Relation table, Relation index, RowCheck *check, const Entry *entr
 {
 	HeapTupleData tuple;
 	Buffer		buffer;
-	Datum		values[INDEX_MAX_KEYS];
-	bool		isnull[INDEX_MAX_KEYS];
-	bool		same;
+	Datum		key;
+	bool		isnull;
 
-	if (check->info == NULL)
+	if (!check->ready)
 	{
-		check->info = BuildIndexInfo(index);
-		check->estate = CreateExecutorState();
-		check->slot = MakeSingleTupleTableSlot(RelationGetDescr(table), &TTSOpsBufferHeapTuple);
-		GetPerTupleExprContext(check->estate)->ecxt_scantuple = check->slot;
+		nearsim_key_maker_start(&check->maker, table, index);
 		check->blocks = RelationGetNumberOfBlocks(table);
+		check->ready = true;
 	}
 	if (ItemPointerGetBlockNumber(&entry->tid) >= check->blocks)
 		return false;
@@ -181,13 +177,9 @@ row_still_has(Relation table, Relation index, RowCheck *check, const Entry *entr
 		ReleaseBuffer(buffer);
 		return false;
 	}
-	ExecStoreBufferHeapTuple(&tuple, check->slot, buffer);
-	FormIndexDatum(check->info, check->slot, check->estate, values, isnull);
-	same = !isnull[0] && (((uint64) DatumGetInt64(values[0])) ^ SIGN_BIT) == entry->key;
-	ExecClearTuple(check->slot);
+	nearsim_row_key(&check->maker, &tuple, &key, &isnull);
 	ReleaseBuffer(buffer);
-	ResetExprContext(GetPerTupleExprContext(check->estate));
-	return same;
+	return !isnull && (((uint64) DatumGetInt64(key)) ^ SIGN_BIT) == entry->key;
 }
 
 /* Forgets the entries an interrupted flush put in already */
@@ -212,7 +204,7 @@ flush_index(Waiting *pending)
 	Entry	   *scratch;
 	MemoryContext per_entries;
 	MemoryContext caller;
-	RowCheck	check = {0};
+	RowCheck	check = {false};
 
 	/* an error (caught by a subtransaction) stopped the last flush after `done` entries */
 	forget_done(pending);
@@ -251,11 +243,8 @@ flush_index(Waiting *pending)
 				MemoryContextReset(per_entries);
 		}
 		MemoryContextSwitchTo(caller);
-		if (check.info != NULL)
-		{
-			ExecDropSingleTupleTableSlot(check.slot);
-			FreeExecutorState(check.estate);
-		}
+		if (check.ready)
+			nearsim_key_maker_end(&check.maker);
 		MemoryContextDelete(per_entries);
 		table_close(table, NoLock);
 	}

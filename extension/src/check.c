@@ -56,14 +56,6 @@ typedef struct IndexReport
 	int			sampled;
 } IndexReport;
 
-/* The tools for computing a row's key */
-typedef struct KeyMaker
-{
-	IndexInfo  *info;
-	EState	   *estate;
-	TupleTableSlot *slot;
-} KeyMaker;
-
 static void
 note_sample(IndexReport *report, ItemPointer tid)
 {
@@ -76,9 +68,30 @@ note_sample(IndexReport *report, ItemPointer tid)
 	report->samples[report->sampled++] = PointerGetDatum(copy);
 }
 
-/* The index key of a row (a copy of it, the buffer unlocked) */
-static void
-row_key(KeyMaker *maker, HeapTuple row, Datum *key, bool *isnull)
+/* Makes ready to compute the keys index gives rows of table */
+void
+nearsim_key_maker_start(NearsimKeyMaker *maker, Relation table, Relation index)
+{
+	maker->info = BuildIndexInfo(index);
+	maker->estate = CreateExecutorState();
+	maker->slot = MakeSingleTupleTableSlot(RelationGetDescr(table), &TTSOpsHeapTuple);
+	GetPerTupleExprContext(maker->estate)->ecxt_scantuple = maker->slot;
+}
+
+/* Frees what nearsim_key_maker_start made */
+void
+nearsim_key_maker_end(NearsimKeyMaker *maker)
+{
+	ExecDropSingleTupleTableSlot(maker->slot);
+	FreeExecutorState(maker->estate);
+}
+
+/*
+ * The key of a row (a copy, or a tuple in a buffer the caller keeps pinned
+ * and unlocked: the index expressions may run any code)
+ */
+void
+nearsim_row_key(NearsimKeyMaker *maker, HeapTuple row, Datum *key, bool *isnull)
 {
 	Datum		values[INDEX_MAX_KEYS];
 	bool		nulls[INDEX_MAX_KEYS];
@@ -185,7 +198,7 @@ entry_row(Relation table, ItemPointer entry_tid, Snapshot snapshot, BlockNumber 
 
 /* Rows the snapshot sees without their entry, a few of them, after the counts said some are */
 static void
-sample_missing(Relation table, Relation index, Snapshot snapshot, KeyMaker *maker,
+sample_missing(Relation table, Relation index, Snapshot snapshot, NearsimKeyMaker *maker,
 			   IndexReport *report, int64 missing)
 {
 	TableScanDesc scan = table_beginscan(table, snapshot, 0, NULL);
@@ -203,7 +216,7 @@ sample_missing(Relation table, Relation index, Snapshot snapshot, KeyMaker *make
 		bool		has_entry = false;
 
 		CHECK_FOR_INTERRUPTS();
-		row_key(maker, row, &key, &isnull);
+		nearsim_row_key(maker, row, &key, &isnull);
 		if (isnull)
 		{
 			ScanKeyEntryInitialize(&scankey, SK_ISNULL | SK_SEARCHNULL, 1, InvalidStrategy,
@@ -240,7 +253,7 @@ sample_missing(Relation table, Relation index, Snapshot snapshot, KeyMaker *make
 static void
 check_index(Relation table, Relation index, Snapshot snapshot, IndexReport *report)
 {
-	KeyMaker	maker;
+	NearsimKeyMaker maker;
 	IndexScanDesc scan;
 	TableScanDesc rows;
 	ItemPointer tid;
@@ -253,10 +266,7 @@ check_index(Relation table, Relation index, Snapshot snapshot, IndexReport *repo
 													ALLOCSET_DEFAULT_SIZES);
 	MemoryContext caller;
 
-	maker.info = BuildIndexInfo(index);
-	maker.estate = CreateExecutorState();
-	maker.slot = MakeSingleTupleTableSlot(RelationGetDescr(table), &TTSOpsHeapTuple);
-	GetPerTupleExprContext(maker.estate)->ecxt_scantuple = maker.slot;
+	nearsim_key_maker_start(&maker, table, index);
 
 	ItemPointerSetInvalid(&previous_tid);
 	scan = index_beginscan(table, index, SnapshotAny, 0, 0);
@@ -292,7 +302,7 @@ check_index(Relation table, Relation index, Snapshot snapshot, IndexReport *repo
 			Datum		row_key_value;
 			bool		row_key_null;
 
-			row_key(&maker, row, &row_key_value, &row_key_null);
+			nearsim_row_key(&maker, row, &row_key_value, &row_key_null);
 			if (!same_key(key, key_null, row_key_value, row_key_null))
 			{
 				report->wrong++;
@@ -324,8 +334,7 @@ check_index(Relation table, Relation index, Snapshot snapshot, IndexReport *repo
 	if (report->rows > report->covered)
 		sample_missing(table, index, snapshot, &maker, report, report->rows - report->covered);
 
-	ExecDropSingleTupleTableSlot(maker.slot);
-	FreeExecutorState(maker.estate);
+	nearsim_key_maker_end(&maker);
 	MemoryContextDelete(per_entry);
 }
 

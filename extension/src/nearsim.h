@@ -9,6 +9,9 @@
 
 #include "postgres.h"
 
+#include "access/htup.h"
+#include "utils/relcache.h"
+
 #define NEARSIM_EXTENSION "nearsim"
 #define NEARSIM_REGISTRY "nearsim_tables"
 
@@ -82,6 +85,18 @@ extern int	nearsim_max_pairs;
 
 /* btree.c: the nearsim_btree access method's setting and hooks */
 extern void nearsim_btree_init(void);
+
+/* check.c: the key an index gives a row, computed as PostgreSQL computes it */
+typedef struct NearsimKeyMaker
+{
+	struct IndexInfo *info;
+	struct EState *estate;
+	struct TupleTableSlot *slot;
+} NearsimKeyMaker;
+
+extern void nearsim_key_maker_start(NearsimKeyMaker *maker, Relation table, Relation index);
+extern void nearsim_key_maker_end(NearsimKeyMaker *maker);
+extern void nearsim_row_key(NearsimKeyMaker *maker, HeapTuple row, Datum *key, bool *isnull);
 
 /* guard.c: the setting nearsim.guard */
 extern void nearsim_guard_init(void);
