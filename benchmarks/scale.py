@@ -16,9 +16,14 @@ million rows; no rebuild, no tuning.  Measured in the same run:
 - the first search of a fresh connection (new backend, nothing cached in
   it), over many connections, on the uniform set of 1 million (or the
   smallest size);
-- at the smallest size: the exact k-nearest search (``nearsim_nearest``)
-  for n = 1, 10 and 100 beside ``ORDER BY hamming(si, q), id LIMIT n``, and
-  single-row INSERTs per second with and without a check-in guard;
+- the exact k-nearest search for n = 1, 10 and 100: ``nearsim_nearest`` and
+  ``ORDER BY hamming(si, q), id LIMIT n`` through the rotation scan, beside
+  the same statement as a scan;
+- 10,000 new documents against the table in one statement (``JOIN ... ON
+  hamming(d.si, n.si) <= 3``, an index nested loop), checked against the
+  nested scan for 200 of them at the smallest size;
+- at the smallest size: single-row INSERTs per second with and without a
+  check-in guard;
 - what each million's COPY wrote and read (WAL, full-page images, index
   blocks read from outside shared_buffers, blocks written out of it);
 - with ``--max-wal-size SIZE`` (it changes the server's configuration with
@@ -76,6 +81,7 @@ from .docsets import (
     LoadIO,
     check_bucket_api,
     copy_rows,
+    flip_masks,
     load_docsets,
     prewarm_search,
     random_fingerprints,
@@ -85,7 +91,8 @@ from .search import GENERIC, HAMMING, Match, expected_matches, run_search, searc
 from .throughput import kjv_corpora
 
 SIZES = (1_000_000, 10_000_000)
-RADII = (3, 6, 10)
+# 13 and 21: the calibrated radii of S_R 0.8 and 0.5 (nearsim_radius)
+RADII = (3, 6, 10, 13, 21)
 QUERIES = 100
 SCAN_QUERIES = 10
 CONNECTIONS = 50
@@ -94,14 +101,21 @@ TARGETS = {
     (10_000_000, 6): (2.0, 300.0),  # p50 ms at most, times the hamming() scan at least
     (10_000_000, 3): (1.0, None),
     (1_000_000, 6): (1.0, 50.0),
+    (10_000_000, 10): (3.0, None),
 }
 TARGET_FRESH_MS = 5.0
+TARGET_JOIN_SECONDS = 10.0  # JOIN_ROWS new documents against 10 million
+# nearest-first (ORDER BY hamming(si, q), id LIMIT n): (rows, n) -> p50 ms at most
+TARGET_NEAREST = {(1_000_000, 10): 2.0, (10_000_000, 10): 5.0, (10_000_000, 100): 20.0}
 TARGET_LOAD_RATIO = 0.5  # rate of the last million against the first
 NEAREST = (1, 10, 100)
 NEAREST_QUERIES = 30
 NEAREST_SCAN_QUERIES = 3
 GUARD_INSERTS = 2000
 GUARD_DISTANCE = 3
+JOIN_ROWS = 10_000  # new documents checked against the table in one statement
+JOIN_DISTANCE = 3
+JOIN_CHECKED = 200  # of them, checked against the nested scan at the smallest size
 LOADER_DOCUMENTS = int(os.environ.get("NEARSIM_BENCH_LOADER_DOCUMENTS", 1_000_000))
 
 
@@ -114,6 +128,10 @@ class SetResult:
     found: dict[int, float] = field(default_factory=dict)  # k -> mean rows
     nearest: dict[int, float] = field(default_factory=dict)  # n -> p50 ms, nearsim_nearest
     nearest_scan: dict[int, float] = field(default_factory=dict)  # n -> p50 ms, ORDER BY scan
+    # n -> p50 ms, ORDER BY hamming(si, q), id LIMIT n through the rotation scan
+    nearest_literal: dict[int, float] = field(default_factory=dict)
+    # JOIN ... ON hamming(d.si, n.si) <= JOIN_DISTANCE of JOIN_ROWS new documents: seconds, pairs
+    join: tuple[float, int] | None = None
     inserts: dict[str, float] = field(default_factory=dict)  # guard or not -> rows/s
     loader: dict[str, float] = field(default_factory=dict)  # empty or full table -> rows/s
     # max_wal_size -> (rows/s, cost) of a million more rows into the full table
@@ -121,29 +139,79 @@ class SetResult:
 
 
 def time_nearest(conn: Connection, result: SetResult) -> None:
-    """nearsim_nearest for n = 1, 10, 100 against the scan it equals, every answer checked."""
+    """nearsim_nearest and ORDER BY hamming(si, q), id LIMIT n through the rotation
+    scan, for n = 1, 10, 100, against the scan they equal, every answer checked."""
     docset = result.docset
     for n in NEAREST:
         index_sql = sql.SQL("SELECT n.key::bigint, n.distance FROM nearsim_nearest(%s::regclass,"
                             " %s::bigint, %s) AS n")
-        scan_sql = sql.SQL("SELECT id, hamming(si, %s::bigint) FROM {} ORDER BY"
-                           " hamming(si, %s::bigint), id LIMIT %s").format(docset.table)
+        literal_sql = sql.SQL("SELECT id, hamming(si, %s::bigint) FROM {} ORDER BY"
+                              " hamming(si, %s::bigint), id LIMIT %s").format(docset.table)
         queries = docset.queries[:NEAREST_QUERIES].tolist()
         conn.execute(index_sql, (docset.qualified, queries[0], n)).fetchall()  # warm-up
-        index_seconds, scan_seconds = [], []
+        conn.execute(literal_sql, (queries[0], queries[0], n)).fetchall()
+        index_seconds, literal_seconds, scan_seconds = [], [], []
         for number, query in enumerate(queries):
             started = time.perf_counter()
             found = conn.execute(index_sql, (docset.qualified, query, n)).fetchall()
             index_seconds.append(time.perf_counter() - started)
+            started = time.perf_counter()
+            literal = conn.execute(literal_sql, (query, query, n)).fetchall()
+            literal_seconds.append(time.perf_counter() - started)
             if number < NEAREST_SCAN_QUERIES:
-                started = time.perf_counter()
-                scanned = conn.execute(scan_sql, (query, query, n)).fetchall()
-                scan_seconds.append(time.perf_counter() - started)
-                if found != scanned:
-                    raise BenchError(f"{docset.label}: nearsim_nearest(n = {n}) differs from"
-                                     f" the scan for query {number}")
+                # the same statement without nearsim's planner hook: the scan
+                conn.execute("SET nearsim.enable_rotation_scan = off")
+                try:
+                    started = time.perf_counter()
+                    scanned = conn.execute(literal_sql, (query, query, n)).fetchall()
+                    scan_seconds.append(time.perf_counter() - started)
+                finally:
+                    conn.execute("RESET nearsim.enable_rotation_scan")
+                if found != scanned or literal != scanned:
+                    raise BenchError(f"{docset.label}: nearsim_nearest or ORDER BY hamming()"
+                                     f" LIMIT {n} differs from the scan for query {number}")
         result.nearest[n] = percentile_ms(index_seconds, 50)
+        result.nearest_literal[n] = percentile_ms(literal_seconds, 50)
         result.nearest_scan[n] = percentile_ms(scan_seconds, 50)
+
+
+def time_join(conn: Connection, result: SetResult, check: bool) -> None:
+    """JOIN_ROWS new documents (half near a stored one, half random) against the
+    table in one statement, ``JOIN ... ON hamming(d.si, n.si) <= k``; with
+    ``check``, the first JOIN_CHECKED of them also by the nested scan."""
+    docset = result.docset
+    rng = np.random.default_rng(SEED + docset.rows)
+    near = docset.fingerprints[rng.integers(0, len(docset.fingerprints), JOIN_ROWS // 2)]
+    near = near ^ flip_masks(rng, rng.integers(0, 5, size=len(near)))
+    batch = np.concatenate([near, random_fingerprints(rng, JOIN_ROWS - len(near))])
+    conn.execute("CREATE TEMP TABLE nearsim_bench_new (n integer, si bigint)")
+    try:
+        with conn.cursor().copy("COPY nearsim_bench_new FROM STDIN") as copy:
+            for number, value in enumerate(batch.tolist()):
+                copy.write_row((number, value))
+        conn.execute("ANALYZE nearsim_bench_new")
+        joined = sql.SQL("SELECT n.n, d.id FROM nearsim_bench_new n JOIN {} d"
+                         " ON hamming(d.si, n.si) <= {}").format(docset.table,
+                                                                 sql.Literal(JOIN_DISTANCE))
+        plan = "\n".join(r[0] for r in conn.execute(sql.SQL("EXPLAIN ") + joined))
+        if "Nested Loop" not in plan or "nearsim rotation index" not in plan:
+            raise BenchError(f"{docset.label}: the join is not an index nested loop:\n{plan}")
+        started = time.perf_counter()
+        pairs = conn.execute(joined).fetchall()
+        result.join = (time.perf_counter() - started, len(pairs))
+        if check:
+            subset = sql.SQL("SELECT n.n, d.id FROM nearsim_bench_new n JOIN {} d"
+                             " ON hamming(d.si, n.si) <= {} WHERE n.n < {}").format(
+                docset.table, sql.Literal(JOIN_DISTANCE), sql.Literal(JOIN_CHECKED))
+            conn.execute("SET nearsim.enable_rotation_scan = off")
+            try:
+                scanned = sorted(conn.execute(subset).fetchall())
+            finally:
+                conn.execute("RESET nearsim.enable_rotation_scan")
+            if sorted(p for p in pairs if p[0] < JOIN_CHECKED) != scanned:
+                raise BenchError(f"{docset.label}: the join differs from the nested scan")
+    finally:
+        conn.execute("DROP TABLE nearsim_bench_new")
 
 
 def time_guard(conn: Connection, result: SetResult) -> None:
@@ -375,8 +443,9 @@ def run(dsn: str, sizes: Sequence[int], queries: int, scan_queries: int, connect
                 sets, _ = load_docsets(conn, schema, [rows], queries, chapters)
                 for docset in sets:
                     results.append(time_set(conn, schema, docset, queries, scan_queries))
+                    time_join(conn, results[-1], check=rows == sizes[0])
+                    time_nearest(conn, results[-1])
                     if rows == sizes[0]:
-                        time_nearest(conn, results[-1])
                         time_guard(conn, results[-1])
                     if fresh is None and docset.kind == UNIFORM:
                         fresh = fresh_connections(dsn, docset, connections)
@@ -498,6 +567,20 @@ def report(results: Sequence[SetResult], fresh: tuple[list[float], list[float]] 
             summary.append([f"nearsim_nearest n={n}, {r.docset.label}, p50 ms",
                             ms(r.nearest[n]), f"{ms(r.nearest_scan[n])} (ORDER BY scan)",
                             times(r.nearest_scan[n] / r.nearest[n]), "-", "-"])
+            limit = TARGET_NEAREST.get((r.docset.rows, n))
+            summary.append([f"ORDER BY hamming() LIMIT {n}, {r.docset.label}, p50 ms",
+                            ms(r.nearest_literal[n]), f"{ms(r.nearest_scan[n])} (ORDER BY scan)",
+                            times(r.nearest_scan[n] / r.nearest_literal[n]),
+                            "-" if limit is None else f"<= {limit:g} ms",
+                            "-" if limit is None else yes_no(r.nearest_literal[n] <= limit)])
+        if r.join is not None:
+            seconds_joined, pairs_joined = r.join
+            limit = TARGET_JOIN_SECONDS if r.docset.rows >= 10_000_000 else None
+            summary.append([f"JOIN of {JOIN_ROWS:,} new documents ON hamming() <= {JOIN_DISTANCE},"
+                            f" {r.docset.label} ({pairs_joined:,} pairs), s",
+                            f"{seconds_joined:.2f}", "-", "-",
+                            "-" if limit is None else f"<= {limit:g} s",
+                            "-" if limit is None else yes_no(seconds_joined <= limit)])
         if r.inserts:
             plain, guarded = r.inserts["plain"], r.inserts["guarded"]
             summary.append([f"single-row INSERTs, guard k={GUARD_DISTANCE}, {r.docset.label},"
@@ -523,6 +606,8 @@ def report(results: Sequence[SetResult], fresh: tuple[list[float], list[float]] 
             "sets": [{"set": r.docset.label, "documents": r.docset.rows,
                       "p50_ms": r.p50, "p95_ms": r.p95, "scan_p50_ms": r.scan_p50,
                       "nearest_p50_ms": r.nearest, "nearest_scan_p50_ms": r.nearest_scan,
+                      "nearest_literal_p50_ms": r.nearest_literal,
+                      "join_seconds_pairs": r.join,
                       "inserts_per_second": r.inserts,
                       "loader_rows_per_second": r.loader,
                       "copy_million_seconds": list(r.docset.million_seconds),

@@ -51,6 +51,7 @@ ERRORS: dict[str, str] = {
                            " 2^20 probes",
     "nearsim_rotate": "none (NULL for a shift outside 0..63)",
     "nearsim_btree_handler": "none (called by PostgreSQL for the nearsim_btree access method)",
+    "nearsim_hamming_support": "none (called by the planner for hamming())",
     "nearsim_check_index": "42809 for a relation that is not a rotation index (an index of one"
                            " bigint key, btree or nearsim_btree, without a predicate, on a heap"
                            " table); 42501 unless the caller has the privileges of the owner of"

@@ -140,3 +140,20 @@ COMMENT ON FUNCTION nearsim_resemblance_pairs(regclass, name, name, name, double
 -- only SELECT is granted, since 0.3.0.
 DROP POLICY everyone_reads ON @extschema@.nearsim_tables;
 ALTER TABLE @extschema@.nearsim_tables DISABLE ROW LEVEL SECURITY;
+
+-- The rotation scan (src/planner.c, src/scan.c): planning a query that
+-- calls hamming() calls its support function, which loads the library and
+-- the planner's hook, so that WHERE hamming(si, q) <= k, joins on such a
+-- condition and ORDER BY hamming(si, q) read the rotation index.
+CREATE FUNCTION nearsim_hamming_support(internal) RETURNS internal
+	AS 'MODULE_PATHNAME', 'nearsim_hamming_support'
+	LANGUAGE C STRICT;
+
+COMMENT ON FUNCTION nearsim_hamming_support(internal) IS
+'planner support function of hamming(): loads the rotation scan of WHERE hamming(si, q) <= k and ORDER BY hamming(si, q)';
+
+ALTER FUNCTION @extschema@.hamming(pg_catalog.int8, pg_catalog.int8)
+	SUPPORT @extschema@.nearsim_hamming_support;
+
+COMMENT ON FUNCTION @extschema@.hamming(pg_catalog.int8, pg_catalog.int8) IS
+'number of bits in which two fingerprints differ (0 to 64); WHERE hamming(si, simhash($1)) <= k, a join on such a condition and ORDER BY hamming(si, q) LIMIT n read the table''s rotation index';

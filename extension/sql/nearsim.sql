@@ -3,12 +3,24 @@
 
 -- Fingerprint bits (C, src/bits.c)
 
+-- Planning a query that calls hamming() calls its support function, which
+-- loads the library and with it the planner's rotation scan (src/planner.c):
+-- WHERE hamming(si, q) <= k, joins on it and ORDER BY hamming(si, q) read
+-- the rotation index.
+CREATE FUNCTION nearsim_hamming_support(internal) RETURNS internal
+	AS 'MODULE_PATHNAME', 'nearsim_hamming_support'
+	LANGUAGE C STRICT;
+
+COMMENT ON FUNCTION nearsim_hamming_support(internal) IS
+'planner support function of hamming(): loads the rotation scan of WHERE hamming(si, q) <= k and ORDER BY hamming(si, q)';
+
 CREATE FUNCTION hamming(bigint, bigint) RETURNS integer
 	AS 'MODULE_PATHNAME', 'nearsim_hamming'
-	LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
+	LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF
+	SUPPORT @extschema@.nearsim_hamming_support;
 
 COMMENT ON FUNCTION hamming(bigint, bigint) IS
-'number of bits in which two fingerprints differ (0 to 64); seed query: WHERE hamming(si, simhash($1)) <= 6';
+'number of bits in which two fingerprints differ (0 to 64); WHERE hamming(si, simhash($1)) <= k, a join on such a condition and ORDER BY hamming(si, q) LIMIT n read the table''s rotation index';
 
 CREATE FUNCTION simhash_bits(bigint) RETURNS text
 	AS 'MODULE_PATHNAME', 'nearsim_simhash_bits'

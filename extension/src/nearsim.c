@@ -6,6 +6,7 @@
 #include "utils/guc.h"
 
 #include "nearsim.h"
+#include "rotation.h"
 
 PG_MODULE_MAGIC;
 
@@ -14,7 +15,10 @@ void		_PG_init(void);
 /* nearsim.max_pairs: see nearsim.h */
 int			nearsim_max_pairs = NEARSIM_DEFAULT_MAX_PAIRS;
 
-/* Loading the library: the resource limits, and what nearsim_btree indexes need (src/btree.c) */
+/*
+ * Loading the library: the resource limits, what nearsim_btree indexes need
+ * (src/btree.c), and the planner's rotation scan (src/planner.c, src/scan.c)
+ */
 void
 _PG_init(void)
 {
@@ -29,4 +33,6 @@ _PG_init(void)
 							PGC_SUSET, 0, NULL, NULL, NULL);
 	nearsim_btree_init();
 	nearsim_guard_init();
+	nearsim_planner_init();
+	nearsim_scan_init();
 }

@@ -9,18 +9,10 @@ another client's rows would be taken as declared fingerprints.
 
 from __future__ import annotations
 
-import os
-import shutil
-import socket
-import subprocess
-import tempfile
-import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
 import pytest
-from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from nearsim.client.loader import LoadOptions, load_paths
 
@@ -29,61 +21,6 @@ TEXTS = [
     "Now it came to pass in the days when the judges ruled that there was a famine in the land",
     "Blessed is the man that walketh not in the counsel of the ungodly nor standeth in the way",
 ]
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-@pytest.fixture
-def pooled(database: str) -> Iterator[str]:
-    """A DSN of the test database through pgbouncer (pool_mode transaction, one
-    server connection, so every client takes over the previous one's)."""
-    binary = shutil.which("pgbouncer") or "/usr/sbin/pgbouncer"
-    assert os.path.exists(binary), "scripts/install.sh installs pgbouncer for the tests"
-    server = conninfo_to_dict(database)
-    directory = Path(tempfile.mkdtemp(prefix="nearsim-pgbouncer-"))
-    directory.chmod(0o777)
-    port = free_port()
-    host = str(server.get("host") or "localhost")
-    config = directory / "pgbouncer.ini"
-    config.write_text(f"""[databases]
-* = host={host} port={server.get("port") or 5432}
-
-[pgbouncer]
-listen_addr =
-unix_socket_dir = {directory}
-listen_port = {port}
-auth_type = trust
-auth_file = {directory}/users.txt
-pool_mode = transaction
-default_pool_size = 1
-max_client_conn = 20
-ignore_startup_parameters = extra_float_digits,options
-logfile = {directory}/pgbouncer.log
-pidfile = {directory}/pgbouncer.pid
-""")
-    (directory / "users.txt").write_text(f'"{server.get("user") or "postgres"}" ""\n')
-    for path in directory.iterdir():
-        path.chmod(0o666)
-    # pgbouncer refuses to run as root: as root, it runs as postgres
-    user = ["-u", "postgres"] if os.geteuid() == 0 else []
-    subprocess.run([binary, "-d", *user, str(config)], check=True, capture_output=True)
-    try:
-        pooled_dsn = make_conninfo(database, host=str(directory), port=str(port))
-        for _ in range(100):
-            try:
-                psycopg.connect(pooled_dsn).close()
-                break
-            except psycopg.OperationalError:
-                time.sleep(0.05)
-        yield pooled_dsn
-    finally:
-        pid = (directory / "pgbouncer.pid").read_text().strip()
-        subprocess.run(["kill", pid], check=False)
-        shutil.rmtree(directory, ignore_errors=True)
 
 
 def test_the_loaders_settings_do_not_reach_the_next_client(

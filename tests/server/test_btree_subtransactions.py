@@ -60,8 +60,10 @@ def through_index(conn: psycopg.Connection, query: int, k: int) -> list[str]:
 
 
 def by_scan(conn: psycopg.Connection, query: int, k: int) -> list[str]:
+    # si + 0 is not the column itself: the planner cannot read the rotation
+    # index for it, so the statement is a scan, whatever indexes the table has
     return sorted(r[0] for r in conn.execute(
-        "SELECT ctid::text FROM docs WHERE hamming(si, %s) <= %s", (query, k)))
+        "SELECT ctid::text FROM docs WHERE hamming(si + 0, %s) <= %s", (query, k)))
 
 
 def nearest_through_index(conn: psycopg.Connection, query: int, n: int) -> list[tuple[int, int]]:
@@ -71,7 +73,7 @@ def nearest_through_index(conn: psycopg.Connection, query: int, n: int) -> list[
 
 def nearest_by_scan(conn: psycopg.Connection, query: int, n: int) -> list[tuple[int, int]]:
     return list(conn.execute(
-        "SELECT id, hamming(si, %s) FROM docs ORDER BY 2, id LIMIT %s", (query, n)))
+        "SELECT id, hamming(si + 0, %s) FROM docs ORDER BY 2, id LIMIT %s", (query, n)))
 
 
 def roll_back_a_savepoint(writer: psycopg.Connection, outer_row: bool = True) -> None:

@@ -454,6 +454,14 @@ MATRIX: dict[str, Cell] = {
         " = 'pg_catalog.internal'::pg_catalog.regtype"
         " FROM pg_catalog.pg_proc p WHERE p.oid OPERATOR(pg_catalog.=)"
         " '%s.nearsim_btree_handler(pg_catalog.internal)'::pg_catalog.regprocedure"),
+    "function nearsim_hamming_support(internal)": Cell(
+        Kind.HANDLER, exempt="takes internal, which SQL cannot give: the planner calls it for"
+        " hamming(), whose entry and tests/server/test_rotation_scan.py exercise it",
+        exempt_check="SELECT p.pronargs = 1 AND p.proargtypes[0]"
+        " = 'pg_catalog.internal'::pg_catalog.regtype AND EXISTS (SELECT FROM pg_catalog.pg_proc h"
+        " WHERE h.prosupport OPERATOR(pg_catalog.=) p.oid AND h.proname OPERATOR(pg_catalog.=)"
+        " 'hamming') FROM pg_catalog.pg_proc p WHERE p.oid OPERATOR(pg_catalog.=)"
+        " '%s.nearsim_hamming_support(pg_catalog.internal)'::pg_catalog.regprocedure"),
     # -- the extension's own objects
     "table nearsim_tables": Cell(
         Kind.SUPERUSER, lambda t: [f"UPDATE {t.ext}.nearsim_tables SET bands = 4"

@@ -9,8 +9,9 @@ between them, prepared transactions, TRUNCATE, REINDEX, small insert
 buffers -- and compare each search with the brute-force scan of the table
 (``hamming(si, q) <= k``, ``ORDER BY hamming(si, q), id LIMIT n``, a
 self-join for the pairs): docs_similar, docs_nearest, nearsim_search,
-nearsim_similar_verified, nearsim_pairs and docs_pairs, and
-nearsim_verify's report.
+nearsim_similar_verified, nearsim_pairs and docs_pairs, the same SQL read
+through the planner's rotation scan (WHERE hamming(si, q) <= k and ORDER BY
+hamming(si, q), id LIMIT n), and nearsim_verify's report.
 
 The first tests replay, step by step, ways that once put an entry into an
 index under a row it does not belong to.  The last is a stateful
@@ -167,6 +168,33 @@ def in_order(rows: Iterable[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
     return sorted(rows, key=lambda row: tuple((v is None, 0 if v is None else v) for v in row))
 
 
+def literal_disagreements(conn: psycopg.Connection, query: int,
+                          scan_order: list[tuple[int, int]]) -> list[str]:  # fmt: skip
+    """How the SQL people write, read through the rotation scan (the
+    sequential scan made dearer than anything), differs from the scan."""
+    found: list[str] = []
+    conn.execute("SET enable_seqscan = off")
+    try:
+        for k in RADII:
+            expected = in_order((key, d) for d, key in scan_order if d <= k)
+            literal = in_order(tuple(r) for r in conn.execute(
+                "SELECT id, hamming(si, %(q)s) FROM docs WHERE hamming(si, %(q)s) <= %(k)s",
+                {"q": query, "k": k}))
+            if literal != expected:
+                found.append(f"WHERE hamming(si, {query}) <= {k} gave {literal}, the scan"
+                             f" {expected}")
+        for n in NEAREST:
+            ordered = [tuple(r) for r in conn.execute(
+                "SELECT id, hamming(si, %(q)s) FROM docs WHERE si IS NOT NULL"
+                " ORDER BY hamming(si, %(q)s), id LIMIT %(n)s", {"q": query, "n": n})]
+            if ordered != [(key, d) for d, key in scan_order[:n]]:
+                found.append(f"ORDER BY hamming(si, {query}), id LIMIT {n} gave {ordered},"
+                             f" the scan {scan_order[:n]}")
+    finally:
+        conn.execute("RESET enable_seqscan")
+    return found
+
+
 def disagreements(conn: psycopg.Connection, texts: Sequence[str]) -> list[str]:
     """How each search through the rotation indexes differs from the scan.
 
@@ -217,13 +245,14 @@ def disagreements(conn: psycopg.Connection, texts: Sequence[str]) -> list[str]:
             if nearest != expected_nearest:
                 found.append(f"docs_nearest({query}, {n}) gave {nearest}, the scan"
                              f" {expected_nearest}")
+        found += literal_disagreements(conn, query, scan_order)
     for text in [*texts[-1:], BASES[0]]:
         # a text query is fingerprinted with the table's profile
         by_text = in_order(tuple(r) for r in conn.execute(
             "SELECT (s.doc).id, s.distance FROM docs_similar(%s::text, 3) s", [text]))
         expected_by_text = in_order(tuple(r) for r in conn.execute(
             "SELECT id, hamming(si, simhash(%(t)s)) FROM docs"
-            " WHERE hamming(si, simhash(%(t)s)) <= 3", {"t": text}))
+            " WHERE hamming(si + 0, simhash(%(t)s)) <= 3", {"t": text}))
         if by_text != expected_by_text:
             found.append(f"docs_similar({text!r}, 3) gave {by_text}, the scan {expected_by_text}")
         for min_similarity in VERIFIED_SIMILARITY:
@@ -236,7 +265,7 @@ def disagreements(conn: psycopg.Connection, texts: Sequence[str]) -> list[str]:
                 "SELECT c.key, c.distance, c.similarity FROM ("
                 " SELECT id::text AS key, hamming(si, simhash(%(t)s)) AS distance,"
                 " nearsim_resemblance(%(t)s, body) AS similarity FROM docs"
-                " WHERE hamming(si, simhash(%(t)s)) <= nearsim_radius(%(m)s)) c"
+                " WHERE hamming(si + 0, simhash(%(t)s)) <= nearsim_radius(%(m)s)) c"
                 " WHERE c.similarity >= %(m)s"
                 " ORDER BY c.similarity DESC, c.distance, c.key COLLATE \"C\"",
                 {"t": text, "m": min_similarity})]

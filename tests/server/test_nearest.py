@@ -42,8 +42,9 @@ def nearest(conn: psycopg.Connection, name: str, query: int, n: int,
 def scan(conn: psycopg.Connection, name: str, query: int, n: int,
          max_distance: int = 64) -> list[tuple[str, int]]:  # fmt: skip
     return [tuple(r) for r in conn.execute(sql.SQL(  # type: ignore[misc]
-        "SELECT d.id::text, hamming(d.si, %s) FROM {} d WHERE hamming(d.si, %s) <= %s"
-        " ORDER BY hamming(d.si, %s), d.id LIMIT %s").format(sql.Identifier(name)),
+        # d.si + 0 is not the column itself: a scan, never the rotation index
+        "SELECT d.id::text, hamming(d.si + 0, %s) FROM {} d WHERE hamming(d.si + 0, %s) <= %s"
+        " ORDER BY hamming(d.si + 0, %s), d.id LIMIT %s").format(sql.Identifier(name)),
         [query, query, max_distance, query, n])]
 
 

@@ -122,6 +122,8 @@ ENTRIES: dict[str, tuple[str, bool]] = {
 EXEMPT = {
     "nearsim_btree_handler(internal)": "takes internal: the access method's handler, called by"
     " the server only (tests/server/test_btree.py)",
+    "nearsim_hamming_support(internal)": "takes internal: hamming()'s planner support function,"
+    " called by the planner only (tests/server/test_rotation_scan.py)",
     "nearsim_link_registered()": "trigger of nearsim_tables, fired by nearsim_register (above)",
     "nearsim_guard_check()": "trigger of a check-in guard; its probe is nearsim_search (above)"
     " per written row (tests/server/test_guard.py)",

@@ -22,7 +22,7 @@ WHERE hamming(si, simhash('The fool hath said in his heart, There is no God. The
 ORDER BY id;
 SELECT (doc).id, distance FROM psalms_similar(simhash('In the beginning God created the heaven and the earth'), 0);
 
--- the plan fetches the rows nearsim_search finds in the rotation indexes
+-- the plan reads the rotation indexes (the rotation scan)
 SET enable_seqscan = off;
 EXPLAIN (COSTS OFF) SELECT * FROM psalms_similar(0::bigint, 6);
 RESET enable_seqscan;

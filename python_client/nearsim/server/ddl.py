@@ -15,8 +15,9 @@ Next to the table, in its schema and owned by its owner:
 
 - a BEFORE ROW trigger function that fills the fingerprint column;
 - two search functions ``<prefix>_similar(text | bigint, max_distance)``,
-  SQL that the planner inlines: the rows come from ``nearsim_search``
-  (which reads the rotation indexes) by their tuple ids.
+  SQL that the planner inlines: ``WHERE hamming(si, query) <=
+  max_distance``, which the planner's rotation scan reads from the
+  rotation index.
 
 A table enabled before 0.4.0 also had a bucket table ``<prefix>_nearsim``
 and a trigger function writing it; they stay (and work) until
@@ -224,31 +225,20 @@ def _create_search_functions(session: Session, enabled: Enabled) -> None:
     similar = enabled.qualify(session, reg.similar_function)
     profile = session.literal(reg.profile)
     itself = f"{table.oid}::pg_catalog.oid::pg_catalog.regclass"
-    # By name for nearsim_search, which opens the table: a restored dump
-    # gives the table another oid (the guard refuses renames).
-    named = f"{session.literal(table.qualified)}::pg_catalog.regclass"
-    # The search: SQL, inlined by the planner.  nearsim_search reads the
-    # table's rotation indexes and gives the tuple ids of the rows within
-    # max_distance (of those the caller may see), once per query: as a
-    # sub-select it is never run once per row, even in a plan that a
-    # prepared statement made when the table was small, and the rows are
-    # fetched by tuple id, whatever the planner guesses of hamming().  The
-    # rows' own fingerprints decide again, so they are exactly those of
-    # WHERE hamming(si, query) <= max_distance.  The profile check is
-    # immutable: it runs once, when the query is planned.  The function is
-    # not pinned to a search_path (that would stop the planner from inlining
-    # it), so every call and operator is qualified.  FROM ONLY: the tuple ids
-    # are those of the table's own rows, and a table that inherits from it
-    # has rows of its own under the same tuple ids.
+    # The search: SQL, inlined by the planner, which reads the table's
+    # rotation index for WHERE hamming(si, query) <= max_distance (the
+    # rotation scan, src/planner.c) when that costs less than a scan, as for
+    # the same statement written by hand: one route for both.  The profile
+    # check is immutable: it runs once, when the query is planned.  The
+    # function is not pinned to a search_path (that would stop the planner
+    # from inlining it), so every call and operator is qualified.  FROM ONLY:
+    # the rows of the table itself, not of tables that inherit from it.
     session.run(f"""CREATE FUNCTION {similar}(query bigint, max_distance integer DEFAULT 6)
 RETURNS TABLE (doc {table.qualified}, distance integer)
 LANGUAGE sql STABLE PARALLEL SAFE AS $nearsim$
     SELECT d, {ext}.hamming(d.{fp}, query)
     FROM ONLY {table.qualified} AS d
-    WHERE d.ctid OPERATOR(pg_catalog.=) ANY ((SELECT {ext}.nearsim_search(
-              {named}, {session.literal(reg.hash_column)}::pg_catalog.name,
-              query, max_distance))::pg_catalog.tid[])
-      AND {ext}.hamming(d.{fp}, query) OPERATOR(pg_catalog.<=) max_distance
+    WHERE {ext}.hamming(d.{fp}, query) OPERATOR(pg_catalog.<=) max_distance
       AND {ext}.nearsim_check_profile({itself}, {profile}::pg_catalog.text)
 $nearsim$""")
     session.run(f"""CREATE FUNCTION {similar}(query text, max_distance integer DEFAULT 6)

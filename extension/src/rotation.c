@@ -1,0 +1,892 @@
+#include "postgres.h"
+
+#include <math.h>
+
+#include "access/genam.h"
+#include "access/htup_details.h"
+#include "access/relscan.h"
+#include "access/skey.h"
+#include "access/stratnum.h"
+#include "catalog/pg_am.h"
+#include "catalog/pg_language.h"
+#include "catalog/pg_proc.h"
+#include "commands/defrem.h"
+#include "miscadmin.h"
+#include "nodes/primnodes.h"
+#include "port/pg_bitutils.h"
+#include "storage/bufmgr.h"
+#include "utils/builtins.h"
+#include "utils/fmgroids.h"
+#include "utils/inval.h"
+#include "utils/memutils.h"
+#include "utils/rel.h"
+#include "utils/syscache.h"
+
+#include "rotation.h"
+
+/*
+ * The search of a rotation index.  If two fingerprints differ in at most k
+ * bits, then, for any bands they are cut into, the first bits of one of
+ * the bands differ in at most that band's share of k (bands.c).  In a
+ * band's index, whose key is the fingerprint rotated so that the band
+ * comes first, every fingerprint whose first p bits of the band are within
+ * r bits of the query's lies in one of the key ranges that share one of
+ * those values of p bits: a search enumerates them, reads each range, and
+ * checks each key's full distance inside the index (the key holds the
+ * whole fingerprint), so that only the rows within k bits are fetched.
+ *
+ * The values within r bits of the query's are read ring by ring (values
+ * exactly 0, 1, ... r bits away).  After band i has read its rings 0 to
+ * r_i - 1, every fingerprint not yet found differs from the query in at
+ * least r_i of that band's first bits, and so in at least sum(r_i) bits
+ * in all: a nearest-first search gives the rows it found nearer than that
+ * sum and reads the cheapest next ring until it has given enough.  A
+ * fingerprint is found in the first ring that holds it: when a band reads
+ * it, the search knows from its key in which ring each other band holds it
+ * and skips it if one of them read that ring already, so that every row is
+ * given once without a set of the rows seen.
+ *
+ * When the next ring would cost more than reading a whole index, a
+ * nearest-first search reads one index whole per distance instead, holding
+ * nothing; the rows found but not yet given are then let go, within
+ * work_mem in all.
+ */
+
+#define SIGN_BIT (UINT64CONST(1) << 63)
+#define MAX_RANGES (1 << 20)	/* per band: a search within many bits reads whole indexes */
+/* Cost of reading one key range against checking one key in it */
+#define RANGE_COST 40.0
+#define KEYS_PER_INDEX_PAGE 280.0	/* 8 kB leaf pages about 70% full of 20-byte keys */
+#define ALL_DISTANCES (FINGERPRINT_BITS + 1)
+
+/* The fingerprint of an index key of the band starting at bit shift */
+static inline uint64
+fingerprint_of_key(int64 key, int shift)
+{
+	uint64		rotated = ((uint64) key) ^ SIGN_BIT;
+
+	return nearsim_rotate_left(rotated, (FINGERPRINT_BITS - shift) % FINGERPRINT_BITS);
+}
+
+/* The key of the first bits of a value's range: the value in the top bits */
+static inline int64
+key_of(uint64 rotated)
+{
+	return (int64) (rotated ^ SIGN_BIT);
+}
+
+/* Own functions already recognised (cleared when pg_proc changes) */
+static Oid	known_functions[4];
+static const char *known_symbols[4];
+static bool invalidation_registered = false;
+
+static void
+forget_known_functions(Datum arg, int cacheid, uint32 hashvalue)
+{
+	memset(known_functions, 0, sizeof(known_functions));
+}
+
+/* Whether funcid is the C function `symbol` of this library ($libdir/nearsim) */
+bool
+nearsim_is_own_function(Oid funcid, const char *symbol)
+{
+	HeapTuple	tuple;
+	bool		own = false;
+	int			slot;
+
+	for (slot = 0; slot < (int) lengthof(known_functions); slot++)
+		if (known_functions[slot] == funcid && known_symbols[slot] != NULL &&
+			strcmp(known_symbols[slot], symbol) == 0)
+			return true;
+	tuple = SearchSysCache1(PROCOID, ObjectIdGetDatum(funcid));
+	if (!HeapTupleIsValid(tuple))
+		return false;
+	if (((Form_pg_proc) GETSTRUCT(tuple))->prolang == ClanguageId)
+	{
+		bool		isnull;
+		Datum		source = SysCacheGetAttr(PROCOID, tuple, Anum_pg_proc_prosrc, &isnull);
+		Datum		library;
+
+		if (!isnull && strcmp(TextDatumGetCString(source), symbol) == 0)
+		{
+			library = SysCacheGetAttr(PROCOID, tuple, Anum_pg_proc_probin, &isnull);
+			if (!isnull)
+			{
+				char	   *path = TextDatumGetCString(library);
+				char	   *name = strrchr(path, '/');
+
+				name = name == NULL ? path : name + 1;
+				/* only a superuser makes C functions: the name is enough */
+				own = strcmp(name, NEARSIM_EXTENSION) == 0 ||
+					strcmp(name, NEARSIM_EXTENSION DLSUFFIX) == 0;
+			}
+		}
+	}
+	ReleaseSysCache(tuple);
+	if (own)
+	{
+		if (!invalidation_registered)
+		{
+			CacheRegisterSyscacheCallback(PROCOID, forget_known_functions, (Datum) 0);
+			invalidation_registered = true;
+		}
+		for (slot = 0; slot < (int) lengthof(known_functions); slot++)
+			if (known_functions[slot] == InvalidOid)
+			{
+				known_functions[slot] = funcid;
+				known_symbols[slot] = symbol;
+				break;
+			}
+	}
+	return own;
+}
+
+/* The shift of a rotation index's key expression, -1 if it is not one */
+int
+nearsim_rotation_shift(Node *expression, AttrNumber *attno)
+{
+	FuncExpr   *call;
+	Node	   *column;
+	Node	   *shift;
+	int32		value;
+
+	if (expression == NULL || !IsA(expression, FuncExpr))
+		return -1;
+	call = (FuncExpr *) expression;
+	if (list_length(call->args) != 2 || !nearsim_is_own_function(call->funcid, "nearsim_rotate"))
+		return -1;
+	column = linitial(call->args);
+	shift = lsecond(call->args);
+	if (!IsA(column, Var) || ((Var *) column)->varlevelsup != 0 ||
+		((Var *) column)->varattno <= 0 || !IsA(shift, Const) || ((Const *) shift)->constisnull)
+		return -1;
+	value = DatumGetInt32(((Const *) shift)->constvalue);
+	if (value < 0 || value >= FINGERPRINT_BITS)
+		return -1;
+	*attno = ((Var *) column)->varattno;
+	return value;
+}
+
+/* nearsim_btree, or a plain btree (which also serves) */
+bool
+nearsim_rotation_method(Oid am)
+{
+	return am == BTREE_AM_OID || am == get_index_am_oid("nearsim_btree", true);
+}
+
+static int
+compare_shifts(const void *a, const void *b)
+{
+	return ((const RotationBand *) a)->shift - ((const RotationBand *) b)->shift;
+}
+
+/* qsort order of bands: widest first, then by first bit */
+static int
+compare_widths(const void *a, const void *b)
+{
+	const RotationBand *x = a,
+			   *y = b;
+
+	if (x->width != y->width)
+		return y->width - x->width;
+	return x->shift - y->shift;
+}
+
+/* Bands sorted widest first with their widths; 0 unless they make a rotation index */
+int
+nearsim_complete_bands(RotationBand *bands, int count)
+{
+	int			kept = 0;
+
+	qsort(bands, count, sizeof(RotationBand), compare_shifts);
+	for (int i = 0; i < count; i++)
+		if (kept == 0 || bands[kept - 1].shift != bands[i].shift)
+			bands[kept++] = bands[i];
+	if (kept < MIN_BANDS || bands[0].shift != 0)
+		return 0;
+	for (int i = 0; i < kept; i++)
+		bands[i].width = (i + 1 < kept ? bands[i + 1].shift : FINGERPRINT_BITS) - bands[i].shift;
+	qsort(bands, kept, sizeof(RotationBand), compare_widths);
+	return kept;
+}
+
+/*
+ * The number of leading bits of a band to enumerate for a radius: the
+ * fewer, the fewer key ranges to read but the more keys in each.  The
+ * cheapest for `keys` keys, among those of at most MAX_RANGES ranges.
+ */
+static int
+probe_bits(int width, int radius, double keys)
+{
+	int			best = width;
+	double		best_cost = -1;
+
+	for (int bits = 0; bits <= width; bits++)
+	{
+		double		ranges = (double) nearsim_ball_size(bits, radius);
+		double		cost = ranges * RANGE_COST + ranges * keys / ldexp(1.0, bits);
+
+		if (ranges > MAX_RANGES && best_cost >= 0)
+			break;
+		if (best_cost < 0 || cost < best_cost)
+		{
+			best = bits;
+			best_cost = cost;
+		}
+	}
+	return best;
+}
+
+/* The ranges and keys a search within max_distance bits reads, bands widest first */
+void
+nearsim_search_work(const RotationBand *bands, int count, double keys, int max_distance,
+					double *ranges, double *candidates)
+{
+	*ranges = 0;
+	*candidates = 0;
+	for (int i = 0; i < count; i++)
+	{
+		int			radius = nearsim_band_radius(max_distance, count, i);
+		int			bits;
+		double		band_ranges;
+
+		if (radius < 0)
+			continue;
+		bits = probe_bits(bands[i].width, radius, keys);
+		band_ranges = (double) nearsim_ball_size(bits, radius);
+		*ranges += band_ranges;
+		*candidates += band_ranges * keys / ldexp(1.0, bits);
+	}
+}
+
+/* Share of random fingerprints within max_distance bits of a query */
+double
+nearsim_share_within(int max_distance)
+{
+	double		total = 0;
+	double		choose = 1;
+
+	/* in floating point: the ball's size overflows an integer from 32 bits on */
+	for (int i = 0; i <= max_distance && i <= FINGERPRINT_BITS; i++)
+	{
+		total += choose;
+		choose = choose * (FINGERPRINT_BITS - i) / (i + 1);
+	}
+	return total / ldexp(1.0, FINGERPRINT_BITS);
+}
+
+/* The distance within which `rows` random fingerprints have `wanted` of a query */
+int
+nearsim_expected_distance(double rows, double wanted)
+{
+	int			distance = 0;
+
+	while (distance < FINGERPRINT_BITS && rows * nearsim_share_within(distance) < wanted)
+		distance++;
+	return distance;
+}
+
+/* Tuple ids found at one distance, not yet given */
+typedef struct Found
+{
+	ItemPointerData *tids;
+	int			count;
+	int			size;
+} Found;
+
+/* One band as the search reads it */
+typedef struct BandScan
+{
+	RotationBand band;
+	Relation	index;
+	IndexScanDesc scan;
+	int			bits;			/* leading bits enumerated */
+	int			radius;			/* the last ring to read (radius search) */
+	int			rings;			/* rings read */
+	uint64		query_prefix;	/* the query's first `bits` bits of the band */
+} BandScan;
+
+typedef enum Stage
+{
+	RINGS,						/* reading rings of bands */
+	PASSES,						/* reading one index whole per distance */
+	NULLS,						/* rows without a fingerprint (nearest-first, last) */
+	EVERYTHING,					/* every row (nearest to NULL: no order) */
+	DONE
+} Stage;
+
+struct RotationSearch
+{
+	Relation	table;
+	Snapshot	snapshot;
+	IndexFetchTableData *fetch;
+	int			count;
+	BandScan	bands[MAX_BANDS];
+	double		keys;			/* keys of an index */
+	IndexScanDesc null_scan;	/* of bands[0], for the keys that are NULL */
+	MemoryContext context;
+
+	/* the present search */
+	uint64		query;
+	int			max_distance;
+	bool		nearest;
+	bool		with_nulls;
+	Stage		stage;
+
+	/* the ring being read: its band, its flipped bit positions, its range */
+	int			band;
+	int			ring;
+	int			flips[FINGERPRINT_BITS + 1];
+	bool		ring_open;
+	bool		range_open;
+	int			next_band;		/* radius: the band to read next */
+
+	/* nearest: rows found and not yet given, by distance */
+	Found		found[ALL_DISTANCES];
+	int			giving;			/* distance being given */
+	int			given;			/* of found[giving] */
+	int64		held;
+	int64		budget;
+
+	/* passes */
+	int			pass_distance;
+	int			pass_next;		/* the least distance past it seen in this pass */
+};
+
+/* Opens the bands' indexes for searches of table under snapshot */
+RotationSearch *
+nearsim_search_begin(Relation table, const RotationBand *bands, int count, Snapshot snapshot)
+{
+	RotationSearch *search = palloc0(sizeof(RotationSearch));
+
+	Assert(count >= MIN_BANDS && count <= MAX_BANDS);
+	search->table = table;
+	search->snapshot = snapshot;
+	search->fetch = table_index_fetch_begin(table);
+	search->count = count;
+	search->context = CurrentMemoryContext;
+	search->keys = 0;
+	for (int i = 0; i < count; i++)
+	{
+		BandScan   *band = &search->bands[i];
+
+		band->band = bands[i];
+		band->index = index_open(bands[i].index, AccessShareLock);
+		band->scan = index_beginscan(table, band->index, snapshot, 2, 0);
+		band->scan->xs_want_itup = true;
+		search->keys = Max(search->keys,
+						   RelationGetNumberOfBlocks(band->index) * KEYS_PER_INDEX_PAGE);
+	}
+	search->stage = DONE;
+	return search;
+}
+
+/* Closes what nearsim_search_begin opened */
+void
+nearsim_search_end(RotationSearch *search)
+{
+	for (int i = 0; i < search->count; i++)
+	{
+		index_endscan(search->bands[i].scan);
+		index_close(search->bands[i].index, AccessShareLock);
+	}
+	if (search->null_scan != NULL)
+		index_endscan(search->null_scan);
+	table_index_fetch_end(search->fetch);
+	for (int d = 0; d < ALL_DISTANCES; d++)
+		if (search->found[d].tids != NULL)
+			pfree(search->found[d].tids);
+	pfree(search);
+}
+
+/* Forgets the rows found and not given */
+static void
+let_go_found(RotationSearch *search)
+{
+	for (int d = 0; d < ALL_DISTANCES; d++)
+		search->found[d].count = 0;
+	search->held = 0;
+}
+
+/* Sets the query and the enumerated bits of each band */
+static void
+start(RotationSearch *search, uint64 query, int max_distance, bool nearest, int planned_distance)
+{
+	search->query = query;
+	search->max_distance = Min(max_distance, FINGERPRINT_BITS);
+	search->nearest = nearest;
+	search->with_nulls = false;
+	search->band = -1;
+	search->ring_open = false;
+	search->range_open = false;
+	search->next_band = 0;
+	search->giving = 0;
+	search->given = 0;
+	let_go_found(search);
+	search->budget = Max((int64) work_mem * 1024 / (int64) sizeof(ItemPointerData), 1024);
+	for (int i = 0; i < search->count; i++)
+	{
+		BandScan   *band = &search->bands[i];
+		int			radius = nearsim_band_radius(planned_distance, search->count, i);
+
+		band->radius = nearest ? band->band.width : radius;
+		band->bits = probe_bits(band->band.width, Max(radius, 0), search->keys);
+		band->rings = 0;
+		band->query_prefix = band->bits == 0 ? 0 :
+			nearsim_rotate_left(query, band->band.shift) >> (FINGERPRINT_BITS - band->bits);
+	}
+	search->stage = max_distance < 0 ? DONE : RINGS;
+}
+
+/* Searches the rows within max_distance bits of query, in any order */
+void
+nearsim_search_radius(RotationSearch *search, uint64 query, int max_distance)
+{
+	start(search, query, max_distance, false, max_distance);
+}
+
+/*
+ * Searches the rows nearest to query first, those within max_distance bits
+ * (all rows, NULL fingerprints last, with_nulls); planned for about
+ * `wanted` rows.  A NULL query gives every row, in no order.
+ */
+void
+nearsim_search_nearest(RotationSearch *search, bool query_is_null, uint64 query,
+					   int max_distance, bool with_nulls, double wanted)
+{
+	int			expected = nearsim_expected_distance(search->keys, Max(wanted, 1));
+
+	start(search, query, max_distance, true, Min(expected, Max(max_distance, 0)));
+	search->with_nulls = with_nulls;
+	if (query_is_null)
+		search->stage = with_nulls ? EVERYTHING : DONE;
+}
+
+/* Distance of the first `bits` bits of a fingerprint's band from the query's */
+static inline int
+prefix_distance(const BandScan *band, uint64 fingerprint)
+{
+	if (band->bits == 0)
+		return 0;
+	return pg_popcount64((nearsim_rotate_left(fingerprint, band->band.shift) >>
+						  (FINGERPRINT_BITS - band->bits)) ^ band->query_prefix);
+}
+
+/* Whether a band other than `reading` has read the ring that holds fingerprint */
+static bool
+found_before(const RotationSearch *search, int reading, uint64 fingerprint)
+{
+	for (int i = 0; i < search->count; i++)
+		if (i != reading && search->bands[i].rings > prefix_distance(&search->bands[i], fingerprint))
+			return true;
+	return false;
+}
+
+/* Sets the ring to the first combination of `ring` positions; false if there is none */
+static bool
+first_combination(RotationSearch *search)
+{
+	if (search->ring > search->bands[search->band].bits)
+		return false;
+	for (int i = 0; i < search->ring; i++)
+		search->flips[i] = i;
+	return true;
+}
+
+/* Moves to the next combination of positions; false after the last */
+static bool
+next_combination(RotationSearch *search)
+{
+	int			bits = search->bands[search->band].bits;
+	int			ring = search->ring;
+	int			i;
+
+	for (i = ring - 1; i >= 0 && search->flips[i] == bits - ring + i; i--)
+		;
+	if (i < 0)
+		return false;
+	search->flips[i]++;
+	for (int j = i + 1; j < ring; j++)
+		search->flips[j] = search->flips[j - 1] + 1;
+	return true;
+}
+
+/* Starts reading the keys of a range */
+static void
+open_range(IndexScanDesc scan, int64 low, int64 high)
+{
+	ScanKeyData keys[2];
+
+	ScanKeyInit(&keys[0], 1, BTGreaterEqualStrategyNumber, F_INT8GE, Int64GetDatum(low));
+	ScanKeyInit(&keys[1], 1, BTLessEqualStrategyNumber, F_INT8LE, Int64GetDatum(high));
+	index_rescan(scan, keys, 2, NULL, 0);
+}
+
+/* Opens the range of the present combination of the ring being read */
+static void
+open_ring_range(RotationSearch *search)
+{
+	BandScan   *band = &search->bands[search->band];
+	uint64		value = band->query_prefix;
+	uint64		low;
+	uint64		span;
+
+	for (int i = 0; i < search->ring; i++)
+		value ^= UINT64CONST(1) << search->flips[i];
+	low = band->bits == 0 ? 0 : value << (FINGERPRINT_BITS - band->bits);
+	span = band->bits == 0 ? ~UINT64CONST(0) : (UINT64CONST(1) << (FINGERPRINT_BITS - band->bits)) - 1;
+	open_range(band->scan, key_of(low), key_of(low | span));
+	search->range_open = true;
+}
+
+/* The next key of scan's range: its fingerprint; false at the end */
+static bool
+next_key(IndexScanDesc scan, int shift, ItemPointer tid, uint64 *fingerprint)
+{
+	ItemPointer found;
+
+	while ((found = index_getnext_tid(scan, ForwardScanDirection)) != NULL)
+	{
+		bool		isnull;
+		Datum		key = index_getattr(scan->xs_itup, 1, scan->xs_itupdesc, &isnull);
+
+		CHECK_FOR_INTERRUPTS();
+		if (isnull)
+			continue;
+		*fingerprint = fingerprint_of_key(DatumGetInt64(key), shift);
+		*tid = *found;
+		return true;
+	}
+	return false;
+}
+
+/*
+ * The next entry of the ring being read within max_distance bits and
+ * found in no ring read before; false when the ring is read.
+ */
+static bool
+next_in_ring(RotationSearch *search, ItemPointer tid, int *distance)
+{
+	BandScan   *band = &search->bands[search->band];
+
+	for (;;)
+	{
+		uint64		fingerprint;
+
+		if (!search->range_open)
+			open_ring_range(search);
+		while (next_key(band->scan, band->band.shift, tid, &fingerprint))
+		{
+			int			d = pg_popcount64(fingerprint ^ search->query);
+
+			if (d <= search->max_distance && !found_before(search, search->band, fingerprint))
+			{
+				*distance = d;
+				return true;
+			}
+		}
+		search->range_open = false;
+		if (!next_combination(search))
+			return false;
+	}
+}
+
+/* Starts reading ring `ring` of band `band`; false if it holds no value */
+static bool
+open_ring(RotationSearch *search, int band, int ring)
+{
+	search->band = band;
+	search->ring = ring;
+	search->range_open = false;
+	search->ring_open = first_combination(search);
+	return search->ring_open;
+}
+
+/* Ends the ring being read */
+static void
+close_ring(RotationSearch *search)
+{
+	search->bands[search->band].rings++;
+	search->ring_open = false;
+}
+
+/* Distances below which every row has been found (nearest-first) */
+static int
+found_below(const RotationSearch *search)
+{
+	int			total = 0;
+
+	for (int i = 0; i < search->count; i++)
+	{
+		if (search->bands[i].rings > search->bands[i].bits)
+			return ALL_DISTANCES;	/* a band read whole */
+		total += search->bands[i].rings;
+	}
+	return Min(total, ALL_DISTANCES);
+}
+
+/* The band whose next ring costs least, and whether reading it beats a whole pass */
+static bool
+cheapest_ring(const RotationSearch *search, int *cheapest)
+{
+	double		best = -1;
+
+	for (int i = 0; i < search->count; i++)
+	{
+		const BandScan *band = &search->bands[i];
+		double		ranges = (double) nearsim_ball_size(band->bits, band->rings) -
+			(band->rings == 0 ? 0 : (double) nearsim_ball_size(band->bits, band->rings - 1));
+		double		cost = ranges * RANGE_COST + ranges * search->keys / ldexp(1.0, band->bits);
+
+		if (best < 0 || cost < best)
+		{
+			best = cost;
+			*cheapest = i;
+		}
+	}
+	/* a pass reads every key once, and is made again per distance to give */
+	return best < search->keys * 2;
+}
+
+/* Keeps a row found at a distance until every nearer row is given */
+static void
+hold(RotationSearch *search, ItemPointer tid, int distance)
+{
+	Found	   *found = &search->found[distance];
+
+	if (found->count == found->size)
+	{
+		found->size = Max(found->size * 2, 64);
+		found->tids = found->tids == NULL ?
+			MemoryContextAlloc(search->context, sizeof(ItemPointerData) * found->size) :
+			repalloc(found->tids, sizeof(ItemPointerData) * found->size);
+	}
+	found->tids[found->count++] = *tid;
+	search->held++;
+}
+
+/* Fetches the version of a row the snapshot sees; false if it sees none */
+static bool
+fetch_row(RotationSearch *search, ItemPointer tid, TupleTableSlot *slot)
+{
+	bool		call_again = false;
+	bool		all_dead = false;
+	ItemPointerData where = *tid;
+
+	return table_index_fetch_tuple(search->fetch, &where, search->snapshot, slot,
+								   &call_again, &all_dead);
+}
+
+/* Starts the passes at the first distance not yet given */
+static void
+begin_passes(RotationSearch *search, int from)
+{
+	let_go_found(search);
+	search->stage = PASSES;
+	search->pass_distance = from;
+	search->pass_next = ALL_DISTANCES;
+	search->range_open = false;
+}
+
+/* The next entry of a radius search; false at its end */
+static bool
+next_radius_entry(RotationSearch *search, ItemPointer tid, int *distance)
+{
+	for (;;)
+	{
+		if (search->ring_open)
+		{
+			if (next_in_ring(search, tid, distance))
+				return true;
+			close_ring(search);
+			if (search->ring < search->bands[search->band].radius &&
+				open_ring(search, search->band, search->ring + 1))
+				continue;
+		}
+		/* the next band with a radius */
+		while (search->next_band < search->count &&
+			   search->bands[search->next_band].radius < 0)
+			search->next_band++;
+		if (search->next_band >= search->count)
+			return false;
+		open_ring(search, search->next_band++, 0);
+	}
+}
+
+/* The next entry of a nearest-first search in the rings stage; false when it must change stage */
+static bool
+next_nearest_entry(RotationSearch *search, ItemPointer tid, int *distance)
+{
+	for (;;)
+	{
+		int			below = found_below(search);
+		int			band = 0;
+
+		/* give what is known to be nearest */
+		while (search->giving < below && search->giving <= search->max_distance)
+		{
+			Found	   *found = &search->found[search->giving];
+
+			if (search->given < found->count)
+			{
+				*tid = found->tids[search->given++];
+				*distance = search->giving;
+				return true;
+			}
+			search->held -= found->count;
+			found->count = 0;
+			search->giving++;
+			search->given = 0;
+		}
+		if (search->giving > search->max_distance || below >= ALL_DISTANCES)
+		{
+			search->stage = search->with_nulls ? NULLS : DONE;
+			return false;
+		}
+		/* read the cheapest next ring, or go over to passes */
+		if (!cheapest_ring(search, &band))
+		{
+			begin_passes(search, search->giving);
+			return false;
+		}
+		if (open_ring(search, band, search->bands[band].rings))
+		{
+			ItemPointerData found_tid;
+			int			found_distance;
+
+			while (next_in_ring(search, &found_tid, &found_distance))
+			{
+				hold(search, &found_tid, found_distance);
+				if (search->held > search->budget)
+				{
+					close_ring(search);
+					begin_passes(search, search->giving);
+					return false;
+				}
+			}
+		}
+		close_ring(search);
+	}
+}
+
+/* The next entry of the passes: each reads bands[0] whole for one distance */
+static bool
+next_pass_entry(RotationSearch *search, ItemPointer tid, int *distance)
+{
+	BandScan   *band = &search->bands[0];
+
+	while (search->pass_distance <= search->max_distance)
+	{
+		uint64		fingerprint;
+
+		if (!search->range_open)
+		{
+			open_range(band->scan, PG_INT64_MIN, PG_INT64_MAX);
+			search->range_open = true;
+			search->pass_next = ALL_DISTANCES;
+		}
+		while (next_key(band->scan, band->band.shift, tid, &fingerprint))
+		{
+			int			d = pg_popcount64(fingerprint ^ search->query);
+
+			if (d == search->pass_distance)
+			{
+				*distance = d;
+				return true;
+			}
+			if (d > search->pass_distance && d < search->pass_next)
+				search->pass_next = d;
+		}
+		search->range_open = false;
+		search->pass_distance = search->pass_next;
+	}
+	search->stage = search->with_nulls ? NULLS : DONE;
+	return false;
+}
+
+/* The next entry whose key is NULL (nulls), or of any key (everything) */
+static bool
+next_unordered_entry(RotationSearch *search, ItemPointer tid, bool nulls_only)
+{
+	ItemPointer found;
+
+	if (!search->range_open)
+	{
+		if (nulls_only)
+		{
+			ScanKeyData key;
+
+			if (search->null_scan == NULL)
+			{
+				MemoryContext previous = MemoryContextSwitchTo(search->context);
+
+				search->null_scan = index_beginscan(search->table, search->bands[0].index,
+													search->snapshot, 1, 0);
+				MemoryContextSwitchTo(previous);
+			}
+			ScanKeyEntryInitialize(&key, SK_ISNULL | SK_SEARCHNULL, 1, InvalidStrategy,
+								   InvalidOid, InvalidOid, InvalidOid, (Datum) 0);
+			index_rescan(search->null_scan, &key, 1, NULL, 0);
+		}
+		else
+		{
+			/* keys first, then, as a second stage, the NULL keys */
+			open_range(search->bands[0].scan, PG_INT64_MIN, PG_INT64_MAX);
+		}
+		search->range_open = true;
+	}
+	found = index_getnext_tid(nulls_only ? search->null_scan : search->bands[0].scan,
+							  ForwardScanDirection);
+	CHECK_FOR_INTERRUPTS();
+	if (found == NULL)
+	{
+		search->range_open = false;
+		return false;
+	}
+	*tid = *found;
+	return true;
+}
+
+/*
+ * The next row of the search, in slot (the version the snapshot sees), with
+ * its distance (-1: no fingerprint, or a NULL query); false at the end.
+ */
+bool
+nearsim_search_next(RotationSearch *search, TupleTableSlot *slot, int *distance)
+{
+	ItemPointerData tid;
+
+	for (;;)
+	{
+		bool		have = false;
+
+		switch (search->stage)
+		{
+			case RINGS:
+				have = search->nearest ? next_nearest_entry(search, &tid, distance) :
+					next_radius_entry(search, &tid, distance);
+				if (!have && !search->nearest)
+					search->stage = DONE;
+				break;
+			case PASSES:
+				have = next_pass_entry(search, &tid, distance);
+				break;
+			case NULLS:
+				have = next_unordered_entry(search, &tid, true);
+				*distance = -1;
+				if (!have)
+					search->stage = DONE;
+				break;
+			case EVERYTHING:
+				have = next_unordered_entry(search, &tid, false);
+				*distance = -1;
+				if (!have)
+					search->stage = NULLS;
+				break;
+			case DONE:
+				return false;
+		}
+		if (have && fetch_row(search, &tid, slot))
+			return true;
+	}
+}

@@ -1,0 +1,78 @@
+/*
+ * rotation.h: the rotation index (one nearsim_btree per band over the
+ * fingerprint rotated so that the band comes first) and the search that
+ * reads it, shared by nearsim_search (search.c), the planner's paths
+ * (planner.c) and the executor's scan (scan.c).
+ */
+#ifndef NEARSIM_ROTATION_H
+#define NEARSIM_ROTATION_H
+
+#include "postgres.h"
+
+#include "access/tableam.h"
+#include "executor/tuptable.h"
+#include "nodes/nodes.h"
+#include "utils/relcache.h"
+#include "utils/snapshot.h"
+
+#include "nearsim.h"
+
+/* One band of a rotation index */
+typedef struct RotationBand
+{
+	Oid			index;
+	int			shift;			/* first bit of the band */
+	int			width;			/* bits up to the next band's first */
+} RotationBand;
+
+/* Whether funcid is the C function `symbol` of this library */
+extern bool nearsim_is_own_function(Oid funcid, const char *symbol);
+
+/*
+ * The shift of an index whose one key column is expression, if it is
+ * nearsim_rotate(column, shift) with a constant shift (its column in
+ * *attno); else -1.  The one test of what a rotation index is.
+ */
+extern int	nearsim_rotation_shift(Node *expression, AttrNumber *attno);
+
+/* Whether an index of access method am may be a rotation index */
+extern bool nearsim_rotation_method(Oid am);
+
+/*
+ * Sorts bands by shift, drops repeated shifts and sets the widths; the
+ * number kept, or 0 unless they start at bit 0 and number MIN_BANDS or more
+ * (the bands then cover the 64 bits).
+ */
+extern int	nearsim_complete_bands(RotationBand *bands, int count);
+
+/* The index keys and ranges a search within max_distance bits reads */
+extern void nearsim_search_work(const RotationBand *bands, int count, double keys,
+								int max_distance, double *ranges, double *candidates);
+
+/* The distance within which a table of `rows` random fingerprints has `wanted` */
+extern int	nearsim_expected_distance(double rows, double wanted);
+
+/* Share of random fingerprints within max_distance bits of a query */
+extern double nearsim_share_within(int max_distance);
+
+/*
+ * A search of a rotation index.  It gives the rows of the table (the
+ * version the snapshot sees) whose fingerprint is within a radius of a
+ * query, each once: in any order (radius), or nearest first (nearest).
+ */
+typedef struct RotationSearch RotationSearch;
+
+extern RotationSearch *nearsim_search_begin(Relation table, const RotationBand *bands,
+											int count, Snapshot snapshot);
+extern void nearsim_search_radius(RotationSearch *search, uint64 query, int max_distance);
+extern void nearsim_search_nearest(RotationSearch *search, bool query_is_null, uint64 query,
+								   int max_distance, bool with_nulls, double wanted);
+extern bool nearsim_search_next(RotationSearch *search, TupleTableSlot *slot, int *distance);
+extern void nearsim_search_end(RotationSearch *search);
+
+/* planner.c and scan.c: the custom scan of the literal hamming() queries */
+extern void nearsim_planner_init(void);
+extern void nearsim_scan_init(void);
+extern bool nearsim_enable_rotation_scan;
+
+#endif							/* NEARSIM_ROTATION_H */

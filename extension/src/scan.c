@@ -1,0 +1,245 @@
+#include "postgres.h"
+
+#include "access/table.h"
+#include "catalog/pg_type.h"
+#include "commands/explain.h"
+#include "executor/executor.h"
+#include "executor/nodeCustom.h"
+#include "nodes/extensible.h"
+#include "nodes/pg_list.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+#include "utils/rel.h"
+#include "utils/ruleutils.h"
+
+#include "rotation.h"
+#include "scan.h"
+
+/*
+ * The executor's side of the rotation scan (the plans are made in
+ * planner.c): a scan of an enabled table that reads its rotation index for
+ * the rows within a radius of a query (WHERE hamming(si, q) <= k), or
+ * nearest first (ORDER BY hamming(si, q)).  The query and the radius are
+ * expressions evaluated at each rescan (constants, parameters, or the
+ * columns of the outer row of a nested loop); every row it gives is
+ * checked again by all of the scan's conditions, in the order the planner
+ * chose (row-level security first), so that it gives exactly the rows a
+ * sequential scan would.
+ */
+
+typedef struct RotationScanState
+{
+	CustomScanState css;
+	ExprState  *query;
+	ExprState  *limit;			/* NULL: no radius */
+	Oid			limit_type;
+	int			limit_adjust;	/* radius = limit + adjust (-1 for <) */
+	bool		nearest;
+	double		wanted;
+	int			count;
+	RotationBand bands[MAX_BANDS];
+	RotationSearch *search;
+	bool		started;
+} RotationScanState;
+
+static Node *create_scan_state(CustomScan *plan);
+static void begin_scan(CustomScanState *node, EState *estate, int eflags);
+static TupleTableSlot *exec_scan(CustomScanState *node);
+static void end_scan(CustomScanState *node);
+static void rescan(CustomScanState *node);
+static void explain_scan(CustomScanState *node, List *ancestors, ExplainState *es);
+
+const CustomScanMethods nearsim_scan_methods = {
+	.CustomName = NEARSIM_SCAN_NAME,
+	.CreateCustomScanState = create_scan_state,
+};
+
+static const CustomExecMethods exec_methods = {
+	.CustomName = NEARSIM_SCAN_NAME,
+	.BeginCustomScan = begin_scan,
+	.ExecCustomScan = exec_scan,
+	.EndCustomScan = end_scan,
+	.ReScanCustomScan = rescan,
+	.ExplainCustomScan = explain_scan,
+};
+
+/* Registers the scan, so that plans naming it can be copied and read */
+void
+nearsim_scan_init(void)
+{
+	RegisterCustomScanMethods(&nearsim_scan_methods);
+}
+
+/* The state of a rotation scan, from its plan's private list (scan.h) */
+static Node *
+create_scan_state(CustomScan *plan)
+{
+	RotationScanState *state = (RotationScanState *) newNode(sizeof(RotationScanState),
+															 T_CustomScanState);
+	List	   *private = plan->custom_private;
+	List	   *indexes = list_nth(private, SCAN_PRIVATE_INDEXES);
+	List	   *shifts = list_nth(private, SCAN_PRIVATE_SHIFTS);
+	List	   *widths = list_nth(private, SCAN_PRIVATE_WIDTHS);
+
+	state->css.methods = &exec_methods;
+	state->nearest = intVal(list_nth(private, SCAN_PRIVATE_NEAREST)) != 0;
+	state->limit_type = (Oid) intVal(list_nth(private, SCAN_PRIVATE_LIMIT_TYPE));
+	state->limit_adjust = intVal(list_nth(private, SCAN_PRIVATE_LIMIT_ADJUST));
+	state->wanted = (double) intVal(list_nth(private, SCAN_PRIVATE_WANTED));
+	state->count = list_length(indexes);
+	for (int i = 0; i < state->count; i++)
+	{
+		state->bands[i].index = list_nth_oid(indexes, i);
+		state->bands[i].shift = list_nth_int(shifts, i);
+		state->bands[i].width = list_nth_int(widths, i);
+	}
+	return (Node *) state;
+}
+
+static void
+begin_scan(CustomScanState *node, EState *estate, int eflags)
+{
+	RotationScanState *state = (RotationScanState *) node;
+	CustomScan *plan = (CustomScan *) node->ss.ps.plan;
+	Expr	   *limit = lsecond(plan->custom_exprs);
+
+	Relation	table = node->ss.ss_currentRelation;
+
+	/*
+	 * PostgreSQL 15 gives a custom scan a virtual slot; the rows are fetched
+	 * into one of the table's own kind, so the conditions and the projection
+	 * are compiled again for it.
+	 */
+	ExecInitScanTupleSlot(estate, &node->ss, RelationGetDescr(table),
+						  table_slot_callbacks(table));
+	ExecAssignScanProjectionInfoWithVarno(&node->ss, plan->scan.scanrelid);
+	node->ss.ps.qual = ExecInitQual(plan->scan.plan.qual, (PlanState *) node);
+	state->query = ExecInitExpr(linitial(plan->custom_exprs), &node->ss.ps);
+	state->limit = limit == NULL ? NULL : ExecInitExpr(limit, &node->ss.ps);
+	if (eflags & EXEC_FLAG_EXPLAIN_ONLY)
+		return;
+	state->search = nearsim_search_begin(table, state->bands,
+										 state->count, estate->es_snapshot);
+}
+
+/* The radius of the scan's condition, or -1 when no row can meet it */
+static int
+radius_of(RotationScanState *state, ExprContext *context, bool *isnull)
+{
+	Datum		value = ExecEvalExpr(state->limit, context, isnull);
+	int64		limit;
+
+	if (*isnull)
+		return -1;
+	switch (state->limit_type)
+	{
+		case INT2OID:
+			limit = DatumGetInt16(value);
+			break;
+		case INT4OID:
+			limit = DatumGetInt32(value);
+			break;
+		default:
+			limit = DatumGetInt64(value);
+			break;
+	}
+	limit += state->limit_adjust;
+	return limit < 0 ? -1 : (int) Min(limit, FINGERPRINT_BITS);
+}
+
+/* Evaluates the query and the radius, and starts the search */
+static void
+start_search(RotationScanState *state)
+{
+	ExprContext *context = state->css.ss.ps.ps_ExprContext;
+	bool		query_null;
+	bool		limit_null = false;
+	Datum		query = ExecEvalExpr(state->query, context, &query_null);
+	int			radius = state->limit == NULL ? FINGERPRINT_BITS :
+		radius_of(state, context, &limit_null);
+
+	if (state->nearest)
+		nearsim_search_nearest(state->search, query_null, (uint64) DatumGetInt64(query),
+							   limit_null ? -1 : radius, state->limit == NULL,
+							   state->wanted);
+	else
+		nearsim_search_radius(state->search, (uint64) DatumGetInt64(query),
+							  query_null || limit_null ? -1 : radius);
+	state->started = true;
+}
+
+/* The next row of the search, for ExecScan (which checks the conditions) */
+static TupleTableSlot *
+next_row(ScanState *node)
+{
+	RotationScanState *state = (RotationScanState *) node;
+	TupleTableSlot *slot = node->ss_ScanTupleSlot;
+	int			distance;
+
+	if (!state->started)
+		start_search(state);
+	if (nearsim_search_next(state->search, slot, &distance))
+		return slot;
+	return ExecClearTuple(slot);
+}
+
+/* EvalPlanQual: the conditions, which ExecScan checks, decide */
+static bool
+recheck_row(ScanState *node, TupleTableSlot *slot)
+{
+	return true;
+}
+
+static TupleTableSlot *
+exec_scan(CustomScanState *node)
+{
+	return ExecScan(&node->ss, next_row, recheck_row);
+}
+
+static void
+end_scan(CustomScanState *node)
+{
+	RotationScanState *state = (RotationScanState *) node;
+
+	if (state->search != NULL)
+		nearsim_search_end(state->search);
+}
+
+/* A rescan (new parameters: the next outer row) searches again */
+static void
+rescan(CustomScanState *node)
+{
+	((RotationScanState *) node)->started = false;
+	ExecScanReScan(&node->ss);
+}
+
+/* EXPLAIN: the indexes read, the query and the radius or the order */
+static void
+explain_scan(CustomScanState *node, List *ancestors, ExplainState *es)
+{
+	RotationScanState *state = (RotationScanState *) node;
+	CustomScan *plan = (CustomScan *) node->ss.ps.plan;
+	List	   *context = set_deparse_context_plan(es->deparse_cxt, &plan->scan.plan, ancestors);
+	char	   *query = deparse_expression(linitial(plan->custom_exprs), context, es->verbose,
+										   false);
+	Expr	   *limit = lsecond(plan->custom_exprs);
+	StringInfoData names;
+
+	initStringInfo(&names);
+	for (int i = 0; i < state->count; i++)
+	{
+		char	   *name = get_rel_name(state->bands[i].index);
+
+		appendStringInfo(&names, "%s%s", i == 0 ? "" : ", ",
+						 name == NULL ? "?" : quote_identifier(name));
+	}
+	ExplainPropertyText("Rotation Index", names.data, es);
+	ExplainPropertyText(state->nearest ? "Nearest To" : "Within Radius Of", query, es);
+	if (limit != NULL)
+	{
+		char	   *radius = deparse_expression((Node *) limit, context, es->verbose, false);
+
+		ExplainPropertyText("Radius", state->limit_adjust == 0 ? radius :
+							psprintf("%s - 1", radius), es);
+	}
+}
