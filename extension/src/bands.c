@@ -58,6 +58,41 @@ nearsim_band_radius(int32 max_distance, int32 bands, int32 band)
 	return band <= max_distance % bands ? radius : radius - 1;
 }
 
+/*
+ * The values `size` bits away from center among its low `width` bits, in
+ * the lexical order of the flipped positions, into values (which must hold
+ * them all); their number.
+ */
+int64
+nearsim_ring_values(uint64 center, int width, int size, uint64 *values)
+{
+	int			positions[FINGERPRINT_BITS + 1];
+	int64		n = 0;
+
+	if (size > width)
+		return 0;
+	for (int i = 0; i < size; i++)
+		positions[i] = i;
+	for (;;)
+	{
+		uint64		flip = 0;
+		int			i;
+
+		for (i = 0; i < size; i++)
+			flip |= UINT64CONST(1) << positions[i];
+		values[n++] = center ^ flip;
+		/* next combination: advance the last position that can move */
+		for (i = size - 1; i >= 0 && positions[i] == width - size + i; i--)
+			;
+		if (i < 0)
+			break;
+		positions[i]++;
+		for (int j = i + 1; j < size; j++)
+			positions[j] = positions[j - 1] + 1;
+	}
+	return n;
+}
+
 /* Number of values within `radius` bits of a value of `width` bits */
 int64
 nearsim_ball_size(int width, int radius)
@@ -107,7 +142,6 @@ nearsim_band_probes(PG_FUNCTION_ARGS)
 	int			radius;
 	int64		count;
 	Datum	   *values;
-	int			positions[FINGERPRINT_BITS];
 	int			n = 0;
 	int32		center;
 
@@ -134,33 +168,18 @@ nearsim_band_probes(PG_FUNCTION_ARGS)
 	values = palloc(sizeof(Datum) * Max(count, 1));
 	center = band_value(query, bands, band);
 
-	/*
-	 * Enumerate the sets of at most `radius` bit positions in increasing
-	 * order of size, each as a strictly increasing list of positions, and
-	 * flip them in the query's band.
-	 */
-	for (int size = 0; size <= radius && size <= width; size++)
+	/* the values 0, 1, ... radius bits away from the query's band, in turn */
 	{
-		for (int i = 0; i < size; i++)
-			positions[i] = i;
-		for (;;)
+		uint64	   *ring = palloc(sizeof(uint64) * Max(count, 1));
+
+		for (int size = 0; size <= radius && size <= width; size++)
 		{
-			uint32		flip = 0;
-			int			i;
+			int64		made = nearsim_ring_values((uint64) (uint32) center, width, size, ring);
 
-			for (i = 0; i < size; i++)
-				flip |= UINT32_C(1) << positions[i];
-			values[n++] = Int32GetDatum(center ^ (int32) flip);
-
-			/* next combination: advance the last position that can move */
-			for (i = size - 1; i >= 0 && positions[i] == width - size + i; i--)
-				;
-			if (i < 0)
-				break;
-			positions[i]++;
-			for (int j = i + 1; j < size; j++)
-				positions[j] = positions[j - 1] + 1;
+			for (int64 i = 0; i < made; i++)
+				values[n++] = Int32GetDatum((int32) ring[i]);
 		}
+		pfree(ring);
 	}
 	Assert(n == count);
 

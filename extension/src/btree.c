@@ -483,6 +483,13 @@ nearsim_btree_insert(Relation index, Datum *values, bool *isnull, ItemPointer ti
 	return false;
 }
 
+/* Puts in the waiting entries of one index, for a reader of its pages (keys.c) */
+void
+nearsim_btree_flush(Oid index)
+{
+	flush_one(index);
+}
+
 /* ambeginscan: the scan sees this transaction's entries */
 static IndexScanDesc
 nearsim_btree_beginscan(Relation index, int nkeys, int norderbys)

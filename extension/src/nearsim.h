@@ -46,6 +46,7 @@ nearsim_rotate_left(uint64 value, int bits)
 /* bands.c: multi-index hashing, shared by the band and the rotation indexes */
 extern int	nearsim_band_radius(int32 max_distance, int32 bands, int32 band);
 extern int64 nearsim_ball_size(int width, int radius);
+extern int64 nearsim_ring_values(uint64 center, int width, int size, uint64 *values);
 
 /* registry.c: the registry, schema-qualified and quoted (call inside SPI) */
 extern char *nearsim_registry_name(void);
@@ -85,6 +86,7 @@ extern int	nearsim_max_pairs;
 
 /* btree.c: the nearsim_btree access method's setting and hooks */
 extern void nearsim_btree_init(void);
+extern void nearsim_btree_flush(Oid index);
 
 /* check.c: the key an index gives a row, computed as PostgreSQL computes it */
 typedef struct NearsimKeyMaker

@@ -49,8 +49,13 @@ static set_rel_pathlist_hook_type previous_set_rel_pathlist = NULL;
 
 /* A radius assumed when the radius is not known when planning (a parameter) */
 #define ASSUMED_RADIUS 6
-/* Cost of reading one key range of a rotation index: about a cached page */
-#define RANGE_COST_UNITS 1.0
+/*
+ * Cost of reading one key range of a rotation index: ranges are read in key
+ * order, and most start on the page the one before ended on (keys.c)
+ */
+#define RANGE_COST_UNITS (60 * cpu_index_tuple_cost)
+/* Cost of checking one key of a range (its distance, the bands that read it) */
+#define KEY_COST_UNITS (6 * cpu_index_tuple_cost)
 /* Most rows a scan may be planned to take (the private list holds an integer) */
 #define MAX_WANTED 1000000000.0
 
@@ -280,7 +285,7 @@ search_cost(RelOptInfo *rel, const ColumnIndex *column, int radius, double rows)
 		return 0;
 	nearsim_search_work(column->bands, column->count, Max(rel->tuples, 1), radius, &ranges,
 						&candidates);
-	return ranges * RANGE_COST_UNITS + candidates * cpu_index_tuple_cost + rows * row_cost(rel);
+	return ranges * RANGE_COST_UNITS + candidates * KEY_COST_UNITS + rows * row_cost(rel);
 }
 
 /* The path of a rotation scan; private as in scan.h, with the query and radius first */
@@ -483,7 +488,7 @@ add_nearest_path(PlannerInfo *root, RelOptInfo *rel, List *columns, List *condit
 		expected = Min(expected, planned_radius(bound));
 	/* the rings to that distance, or whole reads of one index per distance beyond */
 	work = Min(search_cost(rel, column, expected, 0),
-			   Max(rel->tuples, 1) * cpu_index_tuple_cost * 2 * (expected + 1));
+			   Max(rel->tuples, 1) * KEY_COST_UNITS * (expected + 1));
 	path = make_path(rel, column, true, query, bound, wanted);
 	path->path.param_info = NULL;
 	path->path.rows = rel->rows;

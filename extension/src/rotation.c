@@ -55,7 +55,7 @@
 #define SIGN_BIT (UINT64CONST(1) << 63)
 #define MAX_RANGES (1 << 20)	/* per band: a search within many bits reads whole indexes */
 /* Cost of reading one key range against checking one key in it */
-#define RANGE_COST 40.0
+#define RANGE_COST 10.0
 #define KEYS_PER_INDEX_PAGE 280.0	/* 8 kB leaf pages about 70% full of 20-byte keys */
 #define ALL_DISTANCES (FINGERPRINT_BITS + 1)
 
@@ -299,7 +299,7 @@ typedef struct BandScan
 {
 	RotationBand band;
 	Relation	index;
-	IndexScanDesc scan;
+	KeyReader	reader;
 	int			bits;			/* leading bits enumerated */
 	int			radius;			/* the last ring to read (radius search) */
 	int			rings;			/* rings read */
@@ -325,6 +325,11 @@ struct RotationSearch
 	double		keys;			/* keys of an index */
 	IndexScanDesc null_scan;	/* of bands[0], for the keys that are NULL */
 	MemoryContext context;
+	/* the values of the first bits of the ring being read, ascending */
+	uint64	   *ring_values;
+	int			ring_count;
+	int			ring_position;
+	int			ring_size;
 
 	/* the present search */
 	uint64		query;
@@ -333,10 +338,9 @@ struct RotationSearch
 	bool		with_nulls;
 	Stage		stage;
 
-	/* the ring being read: its band, its flipped bit positions, its range */
+	/* the ring being read: its band and ring; whether a range is open */
 	int			band;
 	int			ring;
-	int			flips[FINGERPRINT_BITS + 1];
 	bool		ring_open;
 	bool		range_open;
 	int			next_band;		/* radius: the band to read next */
@@ -372,8 +376,9 @@ nearsim_search_begin(Relation table, const RotationBand *bands, int count, Snaps
 
 		band->band = bands[i];
 		band->index = index_open(bands[i].index, AccessShareLock);
-		band->scan = index_beginscan(table, band->index, snapshot, 2, 0);
-		band->scan->xs_want_itup = true;
+		/* this transaction's entries waiting in memory go in first (btree.c) */
+		nearsim_btree_flush(bands[i].index);
+		nearsim_keys_begin(&band->reader, band->index, snapshot);
 		search->keys = Max(search->keys,
 						   RelationGetNumberOfBlocks(band->index) * KEYS_PER_INDEX_PAGE);
 	}
@@ -387,9 +392,11 @@ nearsim_search_end(RotationSearch *search)
 {
 	for (int i = 0; i < search->count; i++)
 	{
-		index_endscan(search->bands[i].scan);
+		nearsim_keys_end(&search->bands[i].reader);
 		index_close(search->bands[i].index, AccessShareLock);
 	}
+	if (search->ring_values != NULL)
+		pfree(search->ring_values);
 	if (search->null_scan != NULL)
 		index_endscan(search->null_scan);
 	table_index_fetch_end(search->fetch);
@@ -482,82 +489,77 @@ found_before(const RotationSearch *search, int reading, uint64 fingerprint)
 	return false;
 }
 
-/* Sets the ring to the first combination of `ring` positions; false if there is none */
+/* qsort order of unsigned values */
+static int
+compare_values(const void *a, const void *b)
+{
+	uint64		x = *(const uint64 *) a;
+	uint64		y = *(const uint64 *) b;
+
+	return x < y ? -1 : x > y ? 1 : 0;
+}
+
+/*
+ * The values of the ring: every value of the band's first bits that
+ * differs from the query's in exactly `ring` of them, ascending (so that
+ * ranges on one page are read together).  False if there is none.
+ */
 static bool
-first_combination(RotationSearch *search)
-{
-	if (search->ring > search->bands[search->band].bits)
-		return false;
-	for (int i = 0; i < search->ring; i++)
-		search->flips[i] = i;
-	return true;
-}
-
-/* Moves to the next combination of positions; false after the last */
-static bool
-next_combination(RotationSearch *search)
-{
-	int			bits = search->bands[search->band].bits;
-	int			ring = search->ring;
-	int			i;
-
-	for (i = ring - 1; i >= 0 && search->flips[i] == bits - ring + i; i--)
-		;
-	if (i < 0)
-		return false;
-	search->flips[i]++;
-	for (int j = i + 1; j < ring; j++)
-		search->flips[j] = search->flips[j - 1] + 1;
-	return true;
-}
-
-/* Starts reading the keys of a range */
-static void
-open_range(IndexScanDesc scan, int64 low, int64 high)
-{
-	ScanKeyData keys[2];
-
-	ScanKeyInit(&keys[0], 1, BTGreaterEqualStrategyNumber, F_INT8GE, Int64GetDatum(low));
-	ScanKeyInit(&keys[1], 1, BTLessEqualStrategyNumber, F_INT8LE, Int64GetDatum(high));
-	index_rescan(scan, keys, 2, NULL, 0);
-}
-
-/* Opens the range of the present combination of the ring being read */
-static void
-open_ring_range(RotationSearch *search)
+make_ring(RotationSearch *search)
 {
 	BandScan   *band = &search->bands[search->band];
-	uint64		value = band->query_prefix;
-	uint64		low;
-	uint64		span;
+	int			bits = band->bits;
+	int			ring = search->ring;
+	double		count = ring > bits ? 0 :
+		(double) nearsim_ball_size(bits, ring) -
+		(ring == 0 ? 0 : (double) nearsim_ball_size(bits, ring - 1));
+	int			made = 0;
 
-	for (int i = 0; i < search->ring; i++)
-		value ^= UINT64CONST(1) << search->flips[i];
-	low = band->bits == 0 ? 0 : value << (FINGERPRINT_BITS - band->bits);
-	span = band->bits == 0 ? ~UINT64CONST(0) : (UINT64CONST(1) << (FINGERPRINT_BITS - band->bits)) - 1;
-	open_range(band->scan, key_of(low), key_of(low | span));
+	search->ring_count = 0;
+	search->ring_position = 0;
+	if (count <= 0)
+		return false;
+	if (count > MAX_RANGES)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("a ring of %.0f key ranges is more than a search reads", count)));
+	if (search->ring_size < (int) count)
+	{
+		if (search->ring_values != NULL)
+			pfree(search->ring_values);
+		search->ring_size = Max((int) count, 64);
+		search->ring_values = MemoryContextAlloc(search->context,
+												 sizeof(uint64) * search->ring_size);
+	}
+	made = (int) nearsim_ring_values(band->query_prefix, bits, ring, search->ring_values);
+	qsort(search->ring_values, made, sizeof(uint64), compare_values);
+	search->ring_count = made;
+	return true;
+}
+
+/* Opens the range of keys whose first bits of the band are value */
+static void
+open_value_range(RotationSearch *search, uint64 value)
+{
+	BandScan   *band = &search->bands[search->band];
+	uint64		low = band->bits == 0 ? 0 : value << (FINGERPRINT_BITS - band->bits);
+	uint64		span = band->bits == 0 ? ~UINT64CONST(0) :
+		(UINT64CONST(1) << (FINGERPRINT_BITS - band->bits)) - 1;
+
+	nearsim_keys_open(&band->reader, key_of(low), key_of(low | span));
 	search->range_open = true;
 }
 
-/* The next key of scan's range: its fingerprint; false at the end */
+/* The next key of a band's open range: its fingerprint; false at the end */
 static bool
-next_key(IndexScanDesc scan, int shift, ItemPointer tid, uint64 *fingerprint)
+next_key(BandScan *band, ItemPointer tid, uint64 *fingerprint)
 {
-	ItemPointer found;
+	int64		key;
 
-	while ((found = index_getnext_tid(scan, ForwardScanDirection)) != NULL)
-	{
-		bool		isnull;
-		Datum		key = index_getattr(scan->xs_itup, 1, scan->xs_itupdesc, &isnull);
-
-		CHECK_FOR_INTERRUPTS();
-		if (isnull)
-			continue;
-		*fingerprint = fingerprint_of_key(DatumGetInt64(key), shift);
-		*tid = *found;
-		return true;
-	}
-	return false;
+	if (!nearsim_keys_next(&band->reader, &key, tid))
+		return false;
+	*fingerprint = fingerprint_of_key(key, band->band.shift);
+	return true;
 }
 
 /*
@@ -574,8 +576,13 @@ next_in_ring(RotationSearch *search, ItemPointer tid, int *distance)
 		uint64		fingerprint;
 
 		if (!search->range_open)
-			open_ring_range(search);
-		while (next_key(band->scan, band->band.shift, tid, &fingerprint))
+		{
+			if (search->ring_position >= search->ring_count)
+				return false;
+			CHECK_FOR_INTERRUPTS();
+			open_value_range(search, search->ring_values[search->ring_position++]);
+		}
+		while (next_key(band, tid, &fingerprint))
 		{
 			int			d = pg_popcount64(fingerprint ^ search->query);
 
@@ -586,8 +593,6 @@ next_in_ring(RotationSearch *search, ItemPointer tid, int *distance)
 			}
 		}
 		search->range_open = false;
-		if (!next_combination(search))
-			return false;
 	}
 }
 
@@ -598,7 +603,7 @@ open_ring(RotationSearch *search, int band, int ring)
 	search->band = band;
 	search->ring = ring;
 	search->range_open = false;
-	search->ring_open = first_combination(search);
+	search->ring_open = make_ring(search);
 	return search->ring_open;
 }
 
@@ -781,11 +786,11 @@ next_pass_entry(RotationSearch *search, ItemPointer tid, int *distance)
 
 		if (!search->range_open)
 		{
-			open_range(band->scan, PG_INT64_MIN, PG_INT64_MAX);
+			nearsim_keys_open(&band->reader, PG_INT64_MIN, PG_INT64_MAX);
 			search->range_open = true;
 			search->pass_next = ALL_DISTANCES;
 		}
-		while (next_key(band->scan, band->band.shift, tid, &fingerprint))
+		while (next_key(band, tid, &fingerprint))
 		{
 			int			d = pg_popcount64(fingerprint ^ search->query);
 
@@ -804,39 +809,44 @@ next_pass_entry(RotationSearch *search, ItemPointer tid, int *distance)
 	return false;
 }
 
-/* The next entry whose key is NULL (nulls), or of any key (everything) */
+/* The next entry whose key is NULL (nulls), or whose key is not (everything) */
 static bool
 next_unordered_entry(RotationSearch *search, ItemPointer tid, bool nulls_only)
 {
 	ItemPointer found;
+	int64		key;
 
+	if (!nulls_only)
+	{
+		/* keys first; the NULL keys are a stage of their own */
+		if (!search->range_open)
+		{
+			nearsim_keys_open(&search->bands[0].reader, PG_INT64_MIN, PG_INT64_MAX);
+			search->range_open = true;
+		}
+		if (nearsim_keys_next(&search->bands[0].reader, &key, tid))
+			return true;
+		search->range_open = false;
+		return false;
+	}
 	if (!search->range_open)
 	{
-		if (nulls_only)
-		{
-			ScanKeyData key;
+		ScanKeyData null_key;
 
-			if (search->null_scan == NULL)
-			{
-				MemoryContext previous = MemoryContextSwitchTo(search->context);
-
-				search->null_scan = index_beginscan(search->table, search->bands[0].index,
-													search->snapshot, 1, 0);
-				MemoryContextSwitchTo(previous);
-			}
-			ScanKeyEntryInitialize(&key, SK_ISNULL | SK_SEARCHNULL, 1, InvalidStrategy,
-								   InvalidOid, InvalidOid, InvalidOid, (Datum) 0);
-			index_rescan(search->null_scan, &key, 1, NULL, 0);
-		}
-		else
+		if (search->null_scan == NULL)
 		{
-			/* keys first, then, as a second stage, the NULL keys */
-			open_range(search->bands[0].scan, PG_INT64_MIN, PG_INT64_MAX);
+			MemoryContext previous = MemoryContextSwitchTo(search->context);
+
+			search->null_scan = index_beginscan(search->table, search->bands[0].index,
+												search->snapshot, 1, 0);
+			MemoryContextSwitchTo(previous);
 		}
+		ScanKeyEntryInitialize(&null_key, SK_ISNULL | SK_SEARCHNULL, 1, InvalidStrategy,
+							   InvalidOid, InvalidOid, InvalidOid, (Datum) 0);
+		index_rescan(search->null_scan, &null_key, 1, NULL, 0);
 		search->range_open = true;
 	}
-	found = index_getnext_tid(nulls_only ? search->null_scan : search->bands[0].scan,
-							  ForwardScanDirection);
+	found = index_getnext_tid(search->null_scan, ForwardScanDirection);
 	CHECK_FOR_INTERRUPTS();
 	if (found == NULL)
 	{

@@ -11,6 +11,8 @@
 
 #include "access/tableam.h"
 #include "executor/tuptable.h"
+#include "storage/buf.h"
+#include "storage/itemptr.h"
 #include "nodes/nodes.h"
 #include "utils/relcache.h"
 #include "utils/snapshot.h"
@@ -54,6 +56,31 @@ extern int	nearsim_expected_distance(double rows, double wanted);
 
 /* Share of random fingerprints within max_distance bits of a query */
 extern double nearsim_share_within(int max_distance);
+
+/* keys.c: a rotation index's keys read from its leaf pages, range by range */
+typedef struct KeyReader
+{
+	Relation	index;
+	Snapshot	snapshot;
+	struct BTScanInsertData *insert;	/* for descents from the root */
+	bool		ignore_killed;
+	Buffer		buffer;			/* the leaf page read last (pinned), or none */
+	BlockNumber right;			/* its right sibling */
+	int64		page_low;		/* no key from here on is on a page to its left */
+	int64		page_high;		/* its high key (the largest for the last page) */
+	int64		high;			/* the end of the range being read */
+	bool		more_right;		/* the range may go on on the right sibling */
+	int64	   *keys;			/* the page's keys within the range, copied */
+	ItemPointerData *tids;
+	int			count;
+	int			position;
+	int			size;
+} KeyReader;
+
+extern void nearsim_keys_begin(KeyReader *reader, Relation index, Snapshot snapshot);
+extern void nearsim_keys_open(KeyReader *reader, int64 low, int64 high);
+extern bool nearsim_keys_next(KeyReader *reader, int64 *key, ItemPointer tid);
+extern void nearsim_keys_end(KeyReader *reader);
 
 /*
  * A search of a rotation index.  It gives the rows of the table (the

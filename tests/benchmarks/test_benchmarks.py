@@ -65,7 +65,7 @@ def test_quick_benchmark_run(database: str, tmp_path: Path) -> None:
     for heading in ("4. Search latency", "5. Band layouts", "6. All pairs",
                     "7. Index storage", "8. Writes"):
         assert heading in out
-    assert "Every query gave the same rows in all five ways." in out
+    assert "Every query gave the same rows in all six ways." in out
     assert "index search k=6, uniform 2k, generic plan, p50 ms" in out
     assert "index search k=6, text-like 2k, custom plan, p50 ms" in out
     assert "nearsim_pairs k=6, text-like 2k, s" in out

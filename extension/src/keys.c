@@ -1,0 +1,211 @@
+#include "postgres.h"
+
+#include "access/nbtree.h"
+#include "access/relscan.h"
+#include "access/xact.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "storage/bufmgr.h"
+#include "storage/predicate.h"
+#include "utils/rel.h"
+
+#include "rotation.h"
+
+/*
+ * The keys of a rotation index read from its leaf pages.  A search reads
+ * thousands of short key ranges; through the index access method each
+ * costs a scan set-up and a descent from the root, and each key a call.
+ * Here a range is found by a descent (nbtree's own _bt_search) only when it
+ * does not start on the page the previous range ended on: the ranges of a
+ * ring are read in key order, so that many share a page, which is then
+ * searched again under a share lock, and a whole index is read page after
+ * page.  The keys of a page within the range are copied under the lock,
+ * as nbtree's scans copy theirs, and the lock is let go before they are
+ * used; the page stays pinned until the reader moves on.
+ *
+ * Safe as nbtree's own scans are: pages only split to the right, so the
+ * keys from the previous range's start on are on this page or to its right
+ * (Lehman and Yao); the tuple ids are fetched under an MVCC snapshot, which
+ * no row VACUUM could have removed and no row inserted later satisfies.
+ * Entries marked dead are skipped (not in a transaction begun in recovery,
+ * as nbtree decides).  A serializable transaction locks the whole index
+ * for its predicates.
+ */
+
+/*
+ * The key (a bigint) of a leaf tuple of a one-column index; false if NULL.
+ * index_getattr's work, without its general cases: the key is the first
+ * and only attribute, and a tuple with a NULL has no data.
+ */
+static inline bool
+tuple_key(IndexTuple tuple, int64 *key)
+{
+	if (IndexTupleHasNulls(tuple))
+		return false;
+	memcpy(key, (char *) tuple + IndexInfoFindDataOffset(tuple->t_info), sizeof(int64));
+	return true;
+}
+
+/* Begins reading index's keys under snapshot */
+void
+nearsim_keys_begin(KeyReader *reader, Relation index, Snapshot snapshot)
+{
+	memset(reader, 0, sizeof(KeyReader));
+	reader->index = index;
+	reader->snapshot = snapshot;
+	reader->buffer = InvalidBuffer;
+	reader->insert = _bt_mkscankey(index, NULL);
+	_bt_metaversion(index, &reader->insert->heapkeyspace, &reader->insert->allequalimage);
+	reader->insert->keysz = 1;
+	reader->insert->anynullkeys = false;
+	reader->insert->scankeys[0].sk_flags &= ~SK_ISNULL;
+	reader->ignore_killed = !TransactionStartedDuringRecovery();
+	reader->size = MaxTIDsPerBTreePage;
+	reader->keys = palloc(sizeof(int64) * reader->size);
+	reader->tids = palloc(sizeof(ItemPointerData) * reader->size);
+	if (IsolationIsSerializable())
+		PredicateLockRelation(index, snapshot);
+	pgstat_count_index_scan(index);
+}
+
+/* Lets go of the page and the copies */
+void
+nearsim_keys_end(KeyReader *reader)
+{
+	if (BufferIsValid(reader->buffer))
+		ReleaseBuffer(reader->buffer);
+	reader->buffer = InvalidBuffer;
+	pfree(reader->keys);
+	pfree(reader->tids);
+	pfree(reader->insert);
+}
+
+/*
+ * Copies the keys from low to the range's end of the pinned and share-locked
+ * page, notes where the range goes on, and unlocks the page.  A page
+ * VACUUM deleted (empty) sends the reader to its right sibling.
+ */
+static void
+read_page(KeyReader *reader, int64 low)
+{
+	Page		page = BufferGetPage(reader->buffer);
+	BTPageOpaque opaque = BTPageGetOpaque(page);
+	OffsetNumber first = P_FIRSTDATAKEY(opaque);
+	OffsetNumber last = PageGetMaxOffsetNumber(page);
+	OffsetNumber lower = first;
+	OffsetNumber upper = last + 1;
+	bool		reached_end = true;
+
+	reader->count = 0;
+	reader->position = 0;
+	reader->page_low = low;
+	reader->right = P_RIGHTMOST(opaque) ? P_NONE : opaque->btpo_next;
+	if (P_IGNORE(opaque))
+	{
+		reader->page_high = PG_INT64_MIN;	/* nothing here: go right */
+		reader->more_right = reader->right != P_NONE;
+		LockBuffer(reader->buffer, BUFFER_LOCK_UNLOCK);
+		return;
+	}
+	if (P_RIGHTMOST(opaque))
+		reader->page_high = PG_INT64_MAX;
+	else if (!tuple_key((IndexTuple) PageGetItem(page, PageGetItemId(page, P_HIKEY)),
+						&reader->page_high))
+		reader->page_high = PG_INT64_MAX;	/* the NULLs begin on this page */
+
+	/* the first entry at or past low: keys ascend, NULLs last */
+	while (lower < upper)
+	{
+		OffsetNumber middle = lower + (upper - lower) / 2;
+		int64		key;
+
+		if (tuple_key((IndexTuple) PageGetItem(page, PageGetItemId(page, middle)),
+					  &key) && key < low)
+			lower = middle + 1;
+		else
+			upper = middle;
+	}
+	for (OffsetNumber offset = lower; offset <= last; offset++)
+	{
+		ItemId		item = PageGetItemId(page, offset);
+		IndexTuple	tuple = (IndexTuple) PageGetItem(page, item);
+		int64		key;
+
+		if (!tuple_key(tuple, &key) || key > reader->high)
+		{
+			reached_end = false;
+			break;
+		}
+		if (reader->ignore_killed && ItemIdIsDead(item))
+			continue;
+		if (BTreeTupleIsPosting(tuple))
+		{
+			for (int i = 0; i < BTreeTupleGetNPosting(tuple); i++)
+			{
+				reader->keys[reader->count] = key;
+				reader->tids[reader->count++] = *BTreeTupleGetPostingN(tuple, i);
+			}
+		}
+		else
+		{
+			reader->keys[reader->count] = key;
+			reader->tids[reader->count++] = tuple->t_tid;
+		}
+	}
+	/* equal keys may go on past the high key's page */
+	reader->more_right = reached_end && reader->right != P_NONE &&
+		reader->page_high <= reader->high;
+	LockBuffer(reader->buffer, BUFFER_LOCK_UNLOCK);
+}
+
+/*
+ * Starts reading the keys from low to high.  Ranges read in ascending
+ * order that start on the page the previous one ended on search that page
+ * again; the others descend from the root.
+ */
+void
+nearsim_keys_open(KeyReader *reader, int64 low, int64 high)
+{
+	reader->high = high;
+	reader->count = 0;
+	reader->position = 0;
+	reader->more_right = false;
+	/*
+	 * The keys from page_low on are on this page or to its right (pages split
+	 * to the right); if it has split since, read_page finds the rest there.
+	 */
+	if (BufferIsValid(reader->buffer) && low >= reader->page_low && low <= reader->page_high)
+	{
+		LockBuffer(reader->buffer, BT_READ);
+		read_page(reader, low);
+		return;
+	}
+	if (BufferIsValid(reader->buffer))
+		ReleaseBuffer(reader->buffer);
+	reader->buffer = InvalidBuffer;
+	reader->insert->scankeys[0].sk_argument = Int64GetDatum(low);
+	_bt_freestack(_bt_search(reader->index, reader->insert, &reader->buffer, BT_READ,
+							 reader->snapshot));
+	if (!BufferIsValid(reader->buffer))
+		return;					/* an empty index */
+	read_page(reader, low);
+}
+
+/* The next entry of the range: its key and tuple id; false at its end */
+bool
+nearsim_keys_next(KeyReader *reader, int64 *key, ItemPointer tid)
+{
+	while (reader->position >= reader->count)
+	{
+		if (!reader->more_right)
+			return false;
+		CHECK_FOR_INTERRUPTS();
+		ReleaseBuffer(reader->buffer);
+		reader->buffer = _bt_getbuf(reader->index, reader->right, BT_READ);
+		/* every key of this page is at least the high key of the one before */
+		read_page(reader, reader->page_high);
+	}
+	*key = reader->keys[reader->position];
+	*tid = reader->tids[reader->position++];
+	return true;
+}
