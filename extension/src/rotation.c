@@ -46,10 +46,12 @@
  * and skips it if one of them read that ring already, so that every row is
  * given once without a set of the rows seen.
  *
- * When the next ring would cost more than reading a whole index, a
- * nearest-first search reads one index whole per distance instead, holding
- * nothing; the rows found but not yet given are then let go, within
- * work_mem in all.
+ * Once its rings cost about as much as reading a whole index, a
+ * nearest-first search reads one index whole instead, page after page
+ * (keys.c), holding the nearest rows not yet given that fit in a few times
+ * the rows wanted (within work_mem); it gives them and reads again from
+ * there.  Rows at one distance that do not fit are given as a pass reads
+ * them.
  */
 
 #define SIGN_BIT (UINT64CONST(1) << 63)
@@ -57,6 +59,13 @@
 /* Cost of reading one key range against checking one key in it */
 #define RANGE_COST 10.0
 #define KEYS_PER_INDEX_PAGE 280.0	/* 8 kB leaf pages about 70% full of 20-byte keys */
+/*
+ * The rings a nearest-first search reads before it reads an index whole
+ * instead, as a share of the index's keys (rings cost about ten times as
+ * much a key, counting their ranges: measured on a million random
+ * fingerprints, where a pass reads about 6 ns a key)
+ */
+#define PASS_KEY_COST 0.1
 #define ALL_DISTANCES (FINGERPRINT_BITS + 1)
 
 /* The fingerprint of an index key of the band starting at bit shift */
@@ -350,11 +359,17 @@ struct RotationSearch
 	int			giving;			/* distance being given */
 	int			given;			/* of found[giving] */
 	int64		held;
-	int64		budget;
+	int64		budget;			/* rows held at most: work_mem's worth */
+	int64		window_budget;	/* rows a window pass holds: a few times those wanted */
+
+	double		ring_work;		/* cost of the rings read (nearest first) */
 
 	/* passes */
-	int			pass_distance;
+	int			pass_distance;	/* the first distance the next pass gives */
 	int			pass_next;		/* the least distance past it seen in this pass */
+	int			window_end;		/* the last distance a window pass holds */
+	bool		window_ready;	/* the rows of the window are held, to give */
+	bool		streaming;		/* one distance per pass: a window would not fit */
 };
 
 /* Opens the bands' indexes for searches of table under snapshot */
@@ -429,8 +444,10 @@ start(RotationSearch *search, uint64 query, int max_distance, bool nearest, int 
 	search->next_band = 0;
 	search->giving = 0;
 	search->given = 0;
+	search->ring_work = 0;
 	let_go_found(search);
 	search->budget = Max((int64) work_mem * 1024 / (int64) sizeof(ItemPointerData), 1024);
+	search->window_budget = search->budget;
 	for (int i = 0; i < search->count; i++)
 	{
 		BandScan   *band = &search->bands[i];
@@ -465,6 +482,7 @@ nearsim_search_nearest(RotationSearch *search, bool query_is_null, uint64 query,
 
 	start(search, query, max_distance, true, Min(expected, Max(max_distance, 0)));
 	search->with_nulls = with_nulls;
+	search->window_budget = (int64) Min((double) search->budget, Max(4 * wanted, 1024));
 	if (query_is_null)
 		search->stage = with_nulls ? EVERYTHING : DONE;
 }
@@ -632,7 +650,7 @@ found_below(const RotationSearch *search)
 
 /* The band whose next ring costs least, and whether reading it beats a whole pass */
 static bool
-cheapest_ring(const RotationSearch *search, int *cheapest)
+cheapest_ring(RotationSearch *search, int *cheapest)
 {
 	double		best = -1;
 
@@ -649,8 +667,15 @@ cheapest_ring(const RotationSearch *search, int *cheapest)
 			*cheapest = i;
 		}
 	}
-	/* a pass reads every key once, and is made again per distance to give */
-	return best < search->keys * 2;
+	/*
+	 * Rings while all of them together cost less than a pass, which reads
+	 * every key of one index once, page after page: so a search never costs
+	 * much more than a pass, and one whose rows are near stops early.
+	 */
+	if (search->ring_work + best >= search->keys * PASS_KEY_COST)
+		return false;
+	search->ring_work += best;
+	return true;
 }
 
 /* Keeps a row found at a distance until every nearer row is given */
@@ -691,6 +716,8 @@ begin_passes(RotationSearch *search, int from)
 	search->pass_distance = from;
 	search->pass_next = ALL_DISTANCES;
 	search->range_open = false;
+	search->window_ready = false;
+	search->streaming = false;
 }
 
 /* The next entry of a radius search; false at its end */
@@ -774,7 +801,54 @@ next_nearest_entry(RotationSearch *search, ItemPointer tid, int *distance)
 	}
 }
 
-/* The next entry of the passes: each reads bands[0] whole for one distance */
+/*
+ * Reads bands[0] whole and holds the rows from pass_distance on, up to the
+ * farthest distance whose rows, with the nearer ones, fit in the budget
+ * (window_end); streaming if not even the rows at pass_distance fit.
+ */
+static void
+read_window(RotationSearch *search)
+{
+	BandScan   *band = &search->bands[0];
+	ItemPointerData tid;
+	uint64		fingerprint;
+
+	let_go_found(search);
+	search->window_end = search->max_distance;
+	nearsim_keys_open(&band->reader, PG_INT64_MIN, PG_INT64_MAX);
+	while (next_key(band, &tid, &fingerprint))
+	{
+		int			d = pg_popcount64(fingerprint ^ search->query);
+
+		if (d < search->pass_distance || d > search->window_end)
+			continue;
+		hold(search, &tid, d);
+		/* over the budget: let the farthest distances go */
+		while (search->held > search->window_budget &&
+			   search->window_end > search->pass_distance)
+		{
+			search->held -= search->found[search->window_end].count;
+			search->found[search->window_end].count = 0;
+			search->window_end--;
+		}
+		if (search->held > search->budget)
+		{
+			let_go_found(search);
+			search->streaming = true;
+			return;
+		}
+	}
+	search->window_ready = true;
+	search->giving = search->pass_distance;
+	search->given = 0;
+}
+
+/*
+ * The next entry of the passes.  A pass reads bands[0] whole and holds the
+ * nearest rows not yet given that fit in work_mem (a window of distances),
+ * then gives them; the next pass starts past the window.  When the rows of
+ * one distance alone do not fit, a pass gives them as it reads them.
+ */
 static bool
 next_pass_entry(RotationSearch *search, ItemPointer tid, int *distance)
 {
@@ -784,6 +858,31 @@ next_pass_entry(RotationSearch *search, ItemPointer tid, int *distance)
 	{
 		uint64		fingerprint;
 
+		if (search->window_ready)
+		{
+			while (search->giving <= search->window_end)
+			{
+				Found	   *found = &search->found[search->giving];
+
+				if (search->given < found->count)
+				{
+					*tid = found->tids[search->given++];
+					*distance = search->giving;
+					return true;
+				}
+				search->giving++;
+				search->given = 0;
+			}
+			search->window_ready = false;
+			search->pass_distance = search->window_end + 1;
+			continue;
+		}
+		if (!search->streaming)
+		{
+			read_window(search);
+			continue;
+		}
+		/* streaming: the rows at pass_distance, as the pass reads them */
 		if (!search->range_open)
 		{
 			nearsim_keys_open(&band->reader, PG_INT64_MIN, PG_INT64_MAX);
@@ -803,6 +902,7 @@ next_pass_entry(RotationSearch *search, ItemPointer tid, int *distance)
 				search->pass_next = d;
 		}
 		search->range_open = false;
+		search->streaming = false;
 		search->pass_distance = search->pass_next;
 	}
 	search->stage = search->with_nulls ? NULLS : DONE;

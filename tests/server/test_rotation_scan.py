@@ -270,17 +270,30 @@ def test_order_by_distance_limit_n_is_the_scans_order(
 
 def test_nearest_within_a_small_memory_reads_the_index_whole(
         database: str, fingerprints: list[int | None]) -> None:  # fmt: skip
-    """With work_mem at its least, the 400 rows of a shared band are more than
-    the search may hold: it reads one index whole per distance instead."""
+    """Far neighbours are found by reading an index whole, holding what
+    work_mem allows; rows at one distance that do not fit are given as the
+    pass reads them."""
     query = flip(fingerprints[2] or 0, [50])
-    statement = ("SELECT id, hamming(si, %(q)s) FROM docs"
-                 " ORDER BY hamming(si, %(q)s), id LIMIT %(n)s")
+    statement = ("SELECT id, hamming(si, %(q)s) FROM {} ORDER BY hamming(si, %(q)s), id"
+                 " LIMIT %(n)s")
     with psycopg.connect(database, autocommit=True) as conn:
         conn.execute("SET work_mem = '64kB'")
         conn.execute("SET enable_seqscan = off")
-        for n in (5, 300, 1200):
-            got = [tuple(r) for r in conn.execute(statement, {"q": query, "n": n})]
+        for n in (5, 300, 1200, len(fingerprints)):
+            got = [tuple(r) for r in conn.execute(statement.format("docs"), {"q": query, "n": n})]
             assert got == nearest_expected(fingerprints, query, n)
+        # more rows at one distance than 64kB holds (about 10,900 tuple ids)
+        rng = random.Random(12)
+        crowd: list[int | None] = [*([query] * 12_000),
+                                   *(signed(rng.getrandbits(64)) for _ in range(3_000))]
+        load(conn, "crowd", crowd)
+        try:
+            for probe, n in ((flip(query, [3]), 12_010), (query, 15_000), (0, 20)):
+                got = [tuple(r) for r in conn.execute(statement.format("crowd"),
+                                                       {"q": probe, "n": n})]
+                assert got == nearest_expected(crowd, probe, n)
+        finally:
+            conn.execute("DROP TABLE crowd CASCADE")
 
 
 def test_a_join_runs_as_an_index_nested_loop(
