@@ -130,6 +130,7 @@ class SetResult:
     nearest_scan: dict[int, float] = field(default_factory=dict)  # n -> p50 ms, ORDER BY scan
     # n -> p50 ms, ORDER BY hamming(si, q), id LIMIT n through the rotation scan
     nearest_literal: dict[int, float] = field(default_factory=dict)
+    nearest_distance: dict[int, float] = field(default_factory=dict)  # n -> mean of the n-th
     # JOIN ... ON hamming(d.si, n.si) <= JOIN_DISTANCE of JOIN_ROWS new documents: seconds, pairs
     join: tuple[float, int] | None = None
     inserts: dict[str, float] = field(default_factory=dict)  # guard or not -> rows/s
@@ -151,6 +152,7 @@ def time_nearest(conn: Connection, result: SetResult) -> None:
         conn.execute(index_sql, (docset.qualified, queries[0], n)).fetchall()  # warm-up
         conn.execute(literal_sql, (queries[0], queries[0], n)).fetchall()
         index_seconds, literal_seconds, scan_seconds = [], [], []
+        farthest: list[int] = []  # the distance of the n-th row, per query
         for number, query in enumerate(queries):
             started = time.perf_counter()
             found = conn.execute(index_sql, (docset.qualified, query, n)).fetchall()
@@ -158,6 +160,8 @@ def time_nearest(conn: Connection, result: SetResult) -> None:
             started = time.perf_counter()
             literal = conn.execute(literal_sql, (query, query, n)).fetchall()
             literal_seconds.append(time.perf_counter() - started)
+            if literal:
+                farthest.append(int(literal[-1][1]))
             if number < NEAREST_SCAN_QUERIES:
                 # the same statement without nearsim's planner hook: the scan
                 conn.execute("SET nearsim.enable_rotation_scan = off")
@@ -172,6 +176,7 @@ def time_nearest(conn: Connection, result: SetResult) -> None:
                                      f" LIMIT {n} differs from the scan for query {number}")
         result.nearest[n] = percentile_ms(index_seconds, 50)
         result.nearest_literal[n] = percentile_ms(literal_seconds, 50)
+        result.nearest_distance[n] = float(np.mean(farthest)) if farthest else 0.0
         result.nearest_scan[n] = percentile_ms(scan_seconds, 50)
 
 
@@ -568,7 +573,8 @@ def report(results: Sequence[SetResult], fresh: tuple[list[float], list[float]] 
                             ms(r.nearest[n]), f"{ms(r.nearest_scan[n])} (ORDER BY scan)",
                             times(r.nearest_scan[n] / r.nearest[n]), "-", "-"])
             limit = TARGET_NEAREST.get((r.docset.rows, n))
-            summary.append([f"ORDER BY hamming() LIMIT {n}, {r.docset.label}, p50 ms",
+            summary.append([f"ORDER BY hamming() LIMIT {n}, {r.docset.label} (n-th row"
+                            f" {r.nearest_distance[n]:.1f} bits away on average), p50 ms",
                             ms(r.nearest_literal[n]), f"{ms(r.nearest_scan[n])} (ORDER BY scan)",
                             times(r.nearest_scan[n] / r.nearest_literal[n]),
                             "-" if limit is None else f"<= {limit:g} ms",
@@ -607,6 +613,7 @@ def report(results: Sequence[SetResult], fresh: tuple[list[float], list[float]] 
                       "p50_ms": r.p50, "p95_ms": r.p95, "scan_p50_ms": r.scan_p50,
                       "nearest_p50_ms": r.nearest, "nearest_scan_p50_ms": r.nearest_scan,
                       "nearest_literal_p50_ms": r.nearest_literal,
+                      "nearest_nth_distance": r.nearest_distance,
                       "join_seconds_pairs": r.join,
                       "inserts_per_second": r.inserts,
                       "loader_rows_per_second": r.loader,
