@@ -487,3 +487,40 @@ def test_a_long_nearest_search_honours_statement_timeout_and_cancel(database: st
             timer.join()
         finally:
             conn.execute("DROP TABLE one_band CASCADE")
+
+
+def test_updates_deletes_and_row_locks_through_the_rotation_scan(database: str) -> None:
+    """Writes find their rows through the index; a row another transaction
+    changed meanwhile is checked again in its new version (EvalPlanQual)."""
+    text = "words of document 7 in a row here"
+    with psycopg.connect(database, autocommit=True) as conn:
+        conn.execute("CREATE TABLE written (id int PRIMARY KEY, body text)")
+        try:
+            conn.execute("INSERT INTO written SELECT g, 'words of document ' || g ||"
+                         " ' in a row here' FROM generate_series(1, 500) g")
+            conn.execute("SELECT nearsim_enable('written', 'body')")
+            conn.execute("ANALYZE written")
+            conn.execute("SET enable_seqscan = off")
+            where = "WHERE hamming(si, simhash(%s)) <= 0"
+            assert SCAN_NODE in plan_of(conn, f"UPDATE written SET body = body {where}", [text])
+            assert ids(conn, f"SELECT id FROM written {where} FOR UPDATE", [text]) == [7]
+            assert ids(conn, f"DELETE FROM written {where.replace('7', '8')} RETURNING id",
+                       [text.replace("7", "8")]) == [8]
+            # another transaction changes row 7's text (and fingerprint) and commits
+            # while this one waits for it: the new version no longer matches
+            with psycopg.connect(database) as other:
+                other.execute("UPDATE written SET body = 'something else entirely now'"
+                              " WHERE id = 7")
+                waiting = threading.Thread(target=lambda: waited.append(ids(
+                    conn, f"UPDATE written SET body = body || '!' {where} RETURNING id",
+                    [text])))
+                waited: list[list[int]] = []
+                waiting.start()
+                time.sleep(0.3)
+                other.commit()
+                waiting.join(10)
+            assert waited == [[]]
+            assert ids(conn, "SELECT id FROM written WHERE hamming(si,"
+                       " simhash('something else entirely now')) <= 0") == [7]
+        finally:
+            conn.execute("DROP TABLE written CASCADE")
