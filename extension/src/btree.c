@@ -143,6 +143,7 @@ typedef struct RowCheck
 	bool		ready;
 	NearsimKeyMaker maker;
 	BlockNumber blocks;
+	MemoryContext context;		/* of the flush: outlives the resets per 1,024 entries */
 } RowCheck;
 
 /*
@@ -162,7 +163,10 @@ row_still_has(Relation table, Relation index, RowCheck *check, const Entry *entr
 
 	if (!check->ready)
 	{
+		MemoryContext entries = MemoryContextSwitchTo(check->context);
+
 		nearsim_key_maker_start(&check->maker, table, index);
+		MemoryContextSwitchTo(entries);
 		check->blocks = RelationGetNumberOfBlocks(table);
 		check->ready = true;
 	}
@@ -228,6 +232,7 @@ flush_index(Waiting *pending)
 		per_entries = AllocSetContextCreate(CurrentMemoryContext, "nearsim_btree flush",
 											ALLOCSET_DEFAULT_SIZES);
 		caller = MemoryContextSwitchTo(per_entries);
+		check.context = caller;
 		for (; pending->done < pending->count; pending->done++)
 		{
 			Entry	   *entry = &pending->entries[pending->done];

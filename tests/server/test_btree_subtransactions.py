@@ -199,6 +199,22 @@ def test_upserts_keep_their_entries(docs: str) -> None:
                             ).fetchone() == (True, 0, 0, 0)
 
 
+def test_an_upsert_of_thousands_of_rows_commits(docs: str) -> None:
+    """The flush checks each upserted entry against its row, with state that
+    must outlive the memory it resets every 1,024 entries (nearsim-load's
+    batches of 2,000 documents once crashed the backend here)."""
+    with psycopg.connect(docs, autocommit=True) as conn:
+        conn.execute("BEGIN")
+        conn.execute("INSERT INTO docs SELECT g, 'a loaded document ' || g || ' about wells'"
+                     " FROM generate_series(1, 3000) g"
+                     " ON CONFLICT (id) DO UPDATE SET body = excluded.body")
+        conn.execute("COMMIT")
+        query = fingerprints(conn, ["a loaded document 2500 about wells"])[0]
+        assert through_index(conn, query, 0) == by_scan(conn, query, 0) != []
+        assert conn.execute("SELECT ok, missing, wrong, extra FROM nearsim_verify('docs')"
+                            ).fetchone() == (True, 0, 0, 0)
+
+
 def rotation_index_names(conn: psycopg.Connection) -> list[str]:
     return [r[0] for r in conn.execute(
         "SELECT indexrelid::regclass::text FROM pg_index WHERE indrelid = 'docs'::regclass"
