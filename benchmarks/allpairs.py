@@ -102,7 +102,8 @@ def all_pairs(conn: Connection, sets: Sequence[DocSet], timeout: int,
             f"{r.seconds:.1f}" if r.pairs is not None else "-",
             f"{r.pairs / r.seconds:,.0f}" if r.pairs and r.seconds else "-",
             "-" if r.pairs is None else (
-                f"{r.clusters_seconds:.1f}" if r.clusters_seconds is not None else "timed out"),
+                f"{r.clusters_seconds:.1f}" if r.clusters_seconds is not None
+                else "timed out or refused (nearsim.max_pairs)"),
             f"{estimate:,.0f}" if estimate is not None else "-",
             times(estimate / r.seconds) if estimate and r.pairs is not None else "-",
             met,
@@ -143,6 +144,8 @@ def pairs_once(conn: Connection, docset: DocSet, k: int, timeout: int) -> PairsR
         conn.execute("SELECT count(*) FROM nearsim_clusters(%s::regclass, %s)",
                      (docset.qualified, k)).fetchone()
         clusters: float | None = time.perf_counter() - started
-    except psycopg.errors.QueryCanceled:
+    except (psycopg.errors.QueryCanceled, psycopg.errors.ProgramLimitExceeded):
+        # timed out, or refused: more pairs of documents than nearsim.max_pairs
+        # lets it hold (the identical block of the text-like set), as a user's would be
         clusters = None
     return PairsResult(docset, k, pairs, seconds, "", clusters)
