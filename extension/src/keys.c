@@ -166,6 +166,7 @@ read_page(KeyReader *reader, int64 low)
 void
 nearsim_keys_open(KeyReader *reader, int64 low, int64 high)
 {
+	reader->low = low;
 	reader->high = high;
 	reader->count = 0;
 	reader->position = 0;
@@ -202,8 +203,12 @@ nearsim_keys_next(KeyReader *reader, int64 *key, ItemPointer tid)
 		CHECK_FOR_INTERRUPTS();
 		ReleaseBuffer(reader->buffer);
 		reader->buffer = _bt_getbuf(reader->index, reader->right, BT_READ);
-		/* every key of this page is at least the high key of the one before */
-		read_page(reader, reader->page_high);
+		/*
+		 * Every key of this page is at least the high key of the one before,
+		 * which is below the range's start when the page the range started on
+		 * had split since the reader last read it
+		 */
+		read_page(reader, Max(reader->page_high, reader->low));
 	}
 	*key = reader->keys[reader->position];
 	*tid = reader->tids[reader->position++];

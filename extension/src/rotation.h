@@ -42,8 +42,8 @@ extern bool nearsim_rotation_method(Oid am);
 
 /*
  * Sorts bands by shift, drops repeated shifts and sets the widths; the
- * number kept, or 0 unless they start at bit 0 and number MIN_BANDS or more
- * (the bands then cover the 64 bits).
+ * number kept, or 0 unless they start at bit 0 and number MIN_BANDS to
+ * MAX_BANDS (the bands then cover the 64 bits).
  */
 extern int	nearsim_complete_bands(RotationBand *bands, int count);
 
@@ -53,6 +53,9 @@ extern void nearsim_search_work(const RotationBand *bands, int count, double key
 
 /* The distance within which a table of `rows` random fingerprints has `wanted` */
 extern int	nearsim_expected_distance(double rows, double wanted);
+
+/* The radius of hamming(si, q) <= limit + adjust (limit int2, int4 or int8); -1: none */
+extern int	nearsim_radius(Datum limit, Oid type, int adjust);
 
 /* Share of random fingerprints within max_distance bits of a query */
 extern double nearsim_share_within(int max_distance);
@@ -68,7 +71,8 @@ typedef struct KeyReader
 	BlockNumber right;			/* its right sibling */
 	int64		page_low;		/* no key from here on is on a page to its left */
 	int64		page_high;		/* its high key (the largest for the last page) */
-	int64		high;			/* the end of the range being read */
+	int64		low;			/* the range being read */
+	int64		high;
 	bool		more_right;		/* the range may go on on the right sibling */
 	int64	   *keys;			/* the page's keys within the range, copied */
 	ItemPointerData *tids;
