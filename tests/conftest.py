@@ -106,14 +106,24 @@ def dsn() -> Iterator[str]:
 
 
 @pytest.fixture(scope="session")
-def own_server() -> Callable[[str, Mapping[str, str]], AbstractContextManager[tuple[str, str]]]:
+def own_server() -> Callable[..., AbstractContextManager[tuple[str, str]]]:
     """Servers of a test module's own, for what the shared one cannot change:
     ``with own_server(prefix, settings) as (directory, dsn)`` starts a
-    throwaway cluster on a random port with those settings."""
-    def start(prefix: str, settings: Mapping[str, str]) -> AbstractContextManager[
-            tuple[str, str]]:
-        return _throwaway_cluster(prefix, str(random.Random().randrange(20000, 30000)),
-                                  settings)
+    throwaway cluster on a random port with those settings; with
+    ``database=name``, the DSN is of a new database of that name with the
+    extension created."""
+    @contextmanager
+    def start(prefix: str, settings: Mapping[str, str],
+              database: str | None = None) -> Iterator[tuple[str, str]]:
+        with _throwaway_cluster(prefix, str(random.Random().randrange(20000, 30000)),
+                                settings) as (directory, server):
+            if database is not None:
+                with psycopg.connect(server, autocommit=True) as conn:
+                    conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(database)))
+                server = make_conninfo(server, dbname=database)
+                with psycopg.connect(server, autocommit=True) as conn:
+                    conn.execute("CREATE EXTENSION nearsim CASCADE")
+            yield directory, server
     return start
 
 

@@ -185,17 +185,12 @@ static int
 planned_radius(const RadiusCondition *condition)
 {
 	Const	   *limit = (Const *) condition->limit;
-	int64		value;
 
 	if (!IsA(limit, Const))
 		return ASSUMED_RADIUS;
 	if (limit->constisnull)
 		return -1;
-	value = condition->limit_type == INT2OID ? DatumGetInt16(limit->constvalue) :
-		condition->limit_type == INT4OID ? DatumGetInt32(limit->constvalue) :
-		DatumGetInt64(limit->constvalue);
-	value += condition->adjust;
-	return value < 0 ? -1 : (int) Min(value, FINGERPRINT_BITS);
+	return nearsim_radius(limit->constvalue, condition->limit_type, condition->adjust);
 }
 
 /* The rotation indexes of a table, one per column that has a complete one */
@@ -229,27 +224,24 @@ rotation_indexes(RelOptInfo *rel)
 	}
 	for (int i = 0; i < count; i++)
 	{
+		RotationBand bands[MAX_BANDS * 2];
 		bool		seen = false;
+		int			n = 0;
 
 		for (int j = 0; j < i; j++)
 			seen |= attnos[j] == attnos[i];
 		if (seen)
 			continue;
+		for (int j = i; j < count; j++)
+			if (attnos[j] == attnos[i])
+				bands[n++] = found[j];
+		n = nearsim_complete_bands(bands, n);
+		if (n == 0)
+			continue;
 		column = palloc0(sizeof(ColumnIndex));
 		column->attno = attnos[i];
-		{
-			RotationBand bands[MAX_BANDS * 2];
-			int			n = 0;
-
-			for (int j = i; j < count; j++)
-				if (attnos[j] == attnos[i])
-					bands[n++] = found[j];
-			n = nearsim_complete_bands(bands, n);
-			if (n == 0 || n > MAX_BANDS)
-				continue;
-			memcpy(column->bands, bands, sizeof(RotationBand) * n);
-			column->count = n;
-		}
+		column->count = n;
+		memcpy(column->bands, bands, sizeof(RotationBand) * n);
 		columns = lappend(columns, column);
 	}
 	return columns;

@@ -10,6 +10,7 @@
 #include "catalog/pg_am.h"
 #include "catalog/pg_language.h"
 #include "catalog/pg_proc.h"
+#include "catalog/pg_type.h"
 #include "commands/defrem.h"
 #include "miscadmin.h"
 #include "nodes/primnodes.h"
@@ -211,7 +212,7 @@ nearsim_complete_bands(RotationBand *bands, int count)
 	for (int i = 0; i < count; i++)
 		if (kept == 0 || bands[kept - 1].shift != bands[i].shift)
 			bands[kept++] = bands[i];
-	if (kept < MIN_BANDS || bands[0].shift != 0)
+	if (kept < MIN_BANDS || kept > MAX_BANDS || bands[0].shift != 0)
 		return 0;
 	for (int i = 0; i < kept; i++)
 		bands[i].width = (i + 1 < kept ? bands[i + 1].shift : FINGERPRINT_BITS) - bands[i].shift;
@@ -268,6 +269,21 @@ nearsim_search_work(const RotationBand *bands, int count, double keys, int max_d
 	}
 }
 
+/*
+ * The radius a condition hamming(si, q) <= limit + adjust asks for, limit a
+ * non-NULL smallint, integer or bigint: at most 64, or -1 when no distance
+ * meets it
+ */
+int
+nearsim_radius(Datum limit, Oid type, int adjust)
+{
+	int64		value = type == INT2OID ? DatumGetInt16(limit) :
+		type == INT4OID ? DatumGetInt32(limit) : DatumGetInt64(limit);
+
+	value += adjust;
+	return value < 0 ? -1 : (int) Min(value, FINGERPRINT_BITS);
+}
+
 /* Share of random fingerprints within max_distance bits of a query */
 double
 nearsim_share_within(int max_distance)
@@ -318,7 +334,7 @@ typedef struct BandScan
 typedef enum Stage
 {
 	RINGS,						/* reading rings of bands */
-	PASSES,						/* reading one index whole per distance */
+	PASSES,						/* reading one index whole, a window of distances at a time */
 	NULLS,						/* rows without a fingerprint (nearest-first, last) */
 	EVERYTHING,					/* every row (nearest to NULL: no order) */
 	DONE

@@ -127,24 +127,8 @@ static int
 radius_of(RotationScanState *state, ExprContext *context, bool *isnull)
 {
 	Datum		value = ExecEvalExpr(state->limit, context, isnull);
-	int64		limit;
 
-	if (*isnull)
-		return -1;
-	switch (state->limit_type)
-	{
-		case INT2OID:
-			limit = DatumGetInt16(value);
-			break;
-		case INT4OID:
-			limit = DatumGetInt32(value);
-			break;
-		default:
-			limit = DatumGetInt64(value);
-			break;
-	}
-	limit += state->limit_adjust;
-	return limit < 0 ? -1 : (int) Min(limit, FINGERPRINT_BITS);
+	return *isnull ? -1 : nearsim_radius(value, state->limit_type, state->limit_adjust);
 }
 
 /* Evaluates the query and the radius, and starts the search */

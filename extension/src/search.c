@@ -97,7 +97,7 @@ find_bands(Relation table, AttrNumber attnum, RotationBand *bands)
 		index_close(index, AccessShareLock);
 	}
 	count = nearsim_complete_bands(found, count);
-	if (count == 0 || count > MAX_BANDS)
+	if (count == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("the nearsim index of table %s is missing or incomplete",

@@ -183,6 +183,15 @@ def test_entries_of_rows_that_an_exception_block_rolled_back_go_with_them(docs: 
             == (True, 0, 0)
 
 
+def assert_index_finds(conn: psycopg.Connection, text: str) -> None:
+    """The index finds the rows with text's fingerprint, as the scan does, and
+    nearsim_verify finds nothing wrong with it."""
+    query = fingerprints(conn, [text])[0]
+    assert through_index(conn, query, 0) == by_scan(conn, query, 0) != []
+    assert conn.execute("SELECT ok, missing, wrong, extra FROM nearsim_verify('docs')"
+                        ).fetchone() == (True, 0, 0, 0)
+
+
 def test_upserts_keep_their_entries(docs: str) -> None:
     with psycopg.connect(docs, autocommit=True) as conn:
         conn.execute("BEGIN")
@@ -193,10 +202,7 @@ def test_upserts_keep_their_entries(docs: str) -> None:
                      " FROM generate_series(85, 120) g ON CONFLICT (id) DO NOTHING"
                      " RETURNING 1) SELECT count(*) FROM w")
         conn.execute("COMMIT")
-        query = fingerprints(conn, ["inserted through a WITH 100"])[0]
-        assert through_index(conn, query, 0) == by_scan(conn, query, 0) != []
-        assert conn.execute("SELECT ok, missing, wrong, extra FROM nearsim_verify('docs')"
-                            ).fetchone() == (True, 0, 0, 0)
+        assert_index_finds(conn, "inserted through a WITH 100")
 
 
 def test_an_upsert_of_thousands_of_rows_commits(docs: str) -> None:
@@ -209,10 +215,7 @@ def test_an_upsert_of_thousands_of_rows_commits(docs: str) -> None:
                      " FROM generate_series(1, 3000) g"
                      " ON CONFLICT (id) DO UPDATE SET body = excluded.body")
         conn.execute("COMMIT")
-        query = fingerprints(conn, ["a loaded document 2500 about wells"])[0]
-        assert through_index(conn, query, 0) == by_scan(conn, query, 0) != []
-        assert conn.execute("SELECT ok, missing, wrong, extra FROM nearsim_verify('docs')"
-                            ).fetchone() == (True, 0, 0, 0)
+        assert_index_finds(conn, "a loaded document 2500 about wells")
 
 
 def rotation_index_names(conn: psycopg.Connection) -> list[str]:
@@ -320,9 +323,9 @@ def test_autovacuum_alone_between_the_rollback_and_the_commit(
         own_server: Callable[..., AbstractContextManager[tuple[str, str]]]) -> None:
     """No VACUUM typed by anyone: autovacuum frees the dead rows' tuple ids
     while the transaction waits, and another session's rows take them."""
-    with own_server("nearsim-autovacuum-", {"autovacuum_naptime": "1s"}) as (_, server):
+    with own_server("nearsim-autovacuum-", {"autovacuum_naptime": "1s"},
+                    database="autovacuum") as (_, server):
         with psycopg.connect(server, autocommit=True) as conn:
-            conn.execute("CREATE EXTENSION nearsim CASCADE")
             conn.execute("CREATE TABLE docs (id integer PRIMARY KEY, body text) WITH"
                          " (autovacuum_vacuum_threshold = 0, autovacuum_vacuum_scale_factor = 0,"
                          " autovacuum_vacuum_insert_threshold = 0)")

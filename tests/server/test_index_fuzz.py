@@ -43,7 +43,6 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 from psycopg import sql
-from psycopg.conninfo import make_conninfo
 from psycopg.pq import TransactionStatus
 
 # The radii and list lengths every search is asked for
@@ -322,12 +321,9 @@ def fuzz_database(
     own_server: Callable[..., AbstractContextManager[tuple[str, str]]],
 ) -> Iterator[str]:
     """A database on a server of the module's own, which allows prepared transactions."""
-    with own_server("nearsim-fuzz-", {"max_prepared_transactions": "4"}) as (_, dsn):
-        with psycopg.connect(dsn, autocommit=True) as conn:
-            conn.execute("CREATE DATABASE fuzz")
-        database = make_conninfo(dsn, dbname="fuzz")
+    with own_server("nearsim-fuzz-", {"max_prepared_transactions": "4"},
+                    database="fuzz") as (_, database):
         with psycopg.connect(database, autocommit=True) as conn:
-            conn.execute("CREATE EXTENSION nearsim CASCADE")
             create_gate(conn)
             create_index_reader(conn)
         yield database

@@ -524,3 +524,49 @@ def test_updates_deletes_and_row_locks_through_the_rotation_scan(database: str) 
                        " simhash('something else entirely now')) <= 0") == [7]
         finally:
             conn.execute("DROP TABLE written CASCADE")
+
+
+def test_pages_split_while_a_search_is_paused(database: str) -> None:
+    """A cursor stops a search between rows while another session's commits
+    split the leaf pages it reads (twice the table, in ten commits); the
+    rest of the search still gives each row of the cursor's snapshot once,
+    and no row it does not see.  (A split between two ranges of one page is
+    what test_buckets' concurrent bulk loads met.)"""
+    rng = random.Random(41)
+    centre = signed(rng.getrandbits(64))
+    values = [flip(centre, rng.sample(range(64), rng.randint(0, 12))) if rng.random() < 0.3
+              else signed(rng.getrandbits(64)) for _ in range(20_000)]
+    more = [flip(centre, rng.sample(range(64), rng.randint(0, 12))) if rng.random() < 0.3
+            else signed(rng.getrandbits(64)) for _ in range(40_000)]
+    with psycopg.connect(database, autocommit=True) as conn:
+        load(conn, "splitting", values)
+        try:
+            for k, nearest in ((10, False), (12, False), (64, True)):
+                statement = ("SELECT id FROM splitting WHERE hamming(si, %(q)s) <= %(k)s"
+                             + (" ORDER BY hamming(si, %(q)s) LIMIT 3000" if nearest else ""))
+                with psycopg.connect(database) as reader:
+                    reader.execute("SET enable_seqscan = off")
+                    assert SCAN_NODE in plan_of(reader, statement, {"q": centre, "k": k})
+                    cursor = reader.cursor(name="paused")
+                    cursor.execute(statement, {"q": centre, "k": k})
+                    got: list[int] = []
+                    conn.execute("SET nearsim.profile = 'default/1'")
+                    # between rows, another session adds (and commits) rows
+                    for step in range(0, len(more), 4000):
+                        got += [r[0] for r in cursor.fetchmany(1)]
+                        with conn.cursor().copy(
+                                "COPY splitting (id, body, si) FROM STDIN") as copy:
+                            for offset, value in enumerate(more[step:step + 4000], step):
+                                copy.write_row((100_000 + offset, "d", value))
+                    got += [r[0] for r in cursor.fetchall()]
+                    cursor.close()
+                    conn.execute("DELETE FROM splitting WHERE id >= 100000")
+                    conn.execute("VACUUM splitting")
+                expected = within(values, centre, k)
+                if nearest:
+                    assert len(got) == len(set(got)) == min(3000, len(expected))
+                    assert set(got) <= set(expected)
+                else:
+                    assert sorted(got) == expected, k
+        finally:
+            conn.execute("DROP TABLE splitting CASCADE")

@@ -18,7 +18,6 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from psycopg.conninfo import make_conninfo
 
 ROWS = 20_000
 
@@ -28,12 +27,8 @@ def server(
     own_server: Callable[..., AbstractContextManager[tuple[str, str]]],
 ) -> Iterator[tuple[str, str]]:
     """A throwaway cluster that allows prepared transactions: its directory and a DSN."""
-    with own_server("nearsim-recovery-", {"max_prepared_transactions": "4"}) as (directory, dsn):
-        with psycopg.connect(dsn, autocommit=True) as conn:
-            conn.execute("CREATE DATABASE recovery")
-        database = make_conninfo(dsn, dbname="recovery")
-        with psycopg.connect(database, autocommit=True) as conn:
-            conn.execute("CREATE EXTENSION nearsim CASCADE")
+    with own_server("nearsim-recovery-", {"max_prepared_transactions": "4"},
+                    database="recovery") as (directory, database):
         yield directory, database
 
 
