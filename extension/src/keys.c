@@ -5,6 +5,7 @@
 #include "access/xact.h"
 #include "miscadmin.h"
 #include "pgstat.h"
+#include "port/pg_bitutils.h"
 #include "storage/bufmgr.h"
 #include "storage/predicate.h"
 #include "utils/rel.h"
@@ -138,6 +139,13 @@ read_page(KeyReader *reader, int64 low)
 		}
 		if (reader->ignore_killed && ItemIdIsDead(item))
 			continue;
+		if (reader->filtered)
+		{
+			int			d = pg_popcount64((uint64) key ^ reader->near);
+
+			if (d < reader->nearest || d > reader->farthest)
+				continue;
+		}
 		if (BTreeTupleIsPosting(tuple))
 		{
 			for (int i = 0; i < BTreeTupleGetNPosting(tuple); i++)
@@ -158,6 +166,8 @@ read_page(KeyReader *reader, int64 low)
 	LockBuffer(reader->buffer, BUFFER_LOCK_UNLOCK);
 }
 
+static void open_range(KeyReader *reader, int64 low, int64 high);
+
 /*
  * Starts reading the keys from low to high.  Ranges read in ascending
  * order that start on the page the previous one ended on search that page
@@ -165,6 +175,30 @@ read_page(KeyReader *reader, int64 low)
  */
 void
 nearsim_keys_open(KeyReader *reader, int64 low, int64 high)
+{
+	reader->filtered = false;
+	open_range(reader, low, high);
+}
+
+/*
+ * Starts reading the keys from low to high that are nearest to farthest
+ * bits from near: the others are not copied (a pass over a whole index
+ * keeps a few of a million).  The caller may lower farthest as it reads.
+ */
+void
+nearsim_keys_open_near(KeyReader *reader, int64 low, int64 high, int64 near,
+					   int nearest, int farthest)
+{
+	reader->filtered = true;
+	reader->near = (uint64) near;
+	reader->nearest = nearest;
+	reader->farthest = farthest;
+	open_range(reader, low, high);
+}
+
+/* Opens the range low to high with the reader's filter */
+static void
+open_range(KeyReader *reader, int64 low, int64 high)
 {
 	reader->low = low;
 	reader->high = high;

@@ -315,6 +315,9 @@ make_path(RelOptInfo *rel, const ColumnIndex *column, bool nearest, Expr *query,
 	path->custom_private = lappend(path->custom_private, indexes);
 	path->custom_private = lappend(path->custom_private, shifts);
 	path->custom_private = lappend(path->custom_private, widths);
+	/* no order within a distance, unless the caller sets one (scan.h) */
+	for (int i = SCAN_PRIVATE_TIE_COLUMNS; i <= SCAN_PRIVATE_TIE_TYPES; i++)
+		path->custom_private = lappend(path->custom_private, NIL);
 	path->methods = NULL;		/* set by the caller */
 	return path;
 }
@@ -431,6 +434,75 @@ add_radius_path(PlannerInfo *root, RelOptInfo *rel, const ColumnIndex *column,
 	add_path(rel, &path->path);
 }
 
+/* An expression without the relabelling of a binary-compatible type (varchar as text) */
+static Node *
+without_relabel(Node *expr)
+{
+	while (expr != NULL && IsA(expr, RelabelType))
+		expr = (Node *) ((RelabelType *) expr)->arg;
+	return expr;
+}
+
+/*
+ * Whether the query's sort keys after the distance are columns of the
+ * table that the scan can sort the rows of one distance by (ORDER BY
+ * hamming(si, q), id); if so, sets the tie lists of the path (scan.h).  An
+ * incremental sort above the scan would instead read on to the first row
+ * of the next distance, which may cost as much again as the rows asked
+ * for.
+ */
+static bool
+sort_ties(PlannerInfo *root, RelOptInfo *rel, CustomPath *path)
+{
+	List	   *columns = NIL;
+	List	   *operators = NIL;
+	List	   *collations = NIL;
+	List	   *nulls_first = NIL;
+	List	   *types = NIL;
+	ListCell   *cell;
+
+	for_each_from(cell, root->query_pathkeys, 1)
+	{
+		PathKey    *key = lfirst(cell);
+		EquivalenceMember *column = NULL;
+		ListCell   *member_cell;
+		Oid			operator;
+
+		if (key->pk_eclass->ec_has_volatile)
+			return false;
+		foreach(member_cell, key->pk_eclass->ec_members)
+		{
+			EquivalenceMember *member = lfirst(member_cell);
+
+			if (!member->em_is_child && bms_equal(member->em_relids, rel->relids) &&
+				is_column_of(without_relabel((Node *) member->em_expr), rel->relid))
+			{
+				column = member;
+				break;
+			}
+		}
+		if (column == NULL)
+			return false;
+		operator = get_opfamily_member(key->pk_opfamily, column->em_datatype,
+									   column->em_datatype, key->pk_strategy);
+		if (!OidIsValid(operator))
+			return false;
+		columns = lappend_int(columns, ((Var *) without_relabel((Node *) column->em_expr))->varattno);
+		operators = lappend_oid(operators, operator);
+		collations = lappend_oid(collations, key->pk_eclass->ec_collation);
+		nulls_first = lappend_int(nulls_first, key->pk_nulls_first ? 1 : 0);
+		types = lappend_oid(types, column->em_datatype);
+	}
+	if (columns == NIL)
+		return false;
+	list_nth_cell(path->custom_private, SCAN_PRIVATE_TIE_COLUMNS + 2)->ptr_value = columns;
+	list_nth_cell(path->custom_private, SCAN_PRIVATE_TIE_OPERATORS + 2)->ptr_value = operators;
+	list_nth_cell(path->custom_private, SCAN_PRIVATE_TIE_COLLATIONS + 2)->ptr_value = collations;
+	list_nth_cell(path->custom_private, SCAN_PRIVATE_TIE_NULLS_FIRST + 2)->ptr_value = nulls_first;
+	list_nth_cell(path->custom_private, SCAN_PRIVATE_TIE_TYPES + 2)->ptr_value = types;
+	return true;
+}
+
 /*
  * A nearest-first path, when the query is ordered by hamming(column, q)
  * ascending with q known before the scan; a radius condition on the same
@@ -486,7 +558,7 @@ add_nearest_path(PlannerInfo *root, RelOptInfo *rel, List *columns, List *condit
 	path->path.rows = rel->rows;
 	path->path.startup_cost = rel->baserestrictcost.startup + work + wanted * row_cost(rel);
 	path->path.total_cost = path->path.startup_cost + rel->rows * cpu_tuple_cost;
-	path->path.pathkeys = list_make1(order);
+	path->path.pathkeys = sort_ties(root, rel, path) ? root->query_pathkeys : list_make1(order);
 	path->methods = &path_methods;
 	add_path(rel, &path->path);
 }

@@ -329,6 +329,7 @@ typedef struct BandScan
 	int			radius;			/* the last ring to read (radius search) */
 	int			rings;			/* rings read */
 	uint64		query_prefix;	/* the query's first `bits` bits of the band */
+	int64		query_key;		/* the query as a key of the band's index */
 } BandScan;
 
 typedef enum Stage
@@ -474,6 +475,8 @@ start(RotationSearch *search, uint64 query, int max_distance, bool nearest, int 
 		band->rings = 0;
 		band->query_prefix = band->bits == 0 ? 0 :
 			nearsim_rotate_left(query, band->band.shift) >> (FINGERPRINT_BITS - band->bits);
+		/* a key's distance from it is its fingerprint's from the query */
+		band->query_key = key_of(nearsim_rotate_left(query, band->band.shift));
 	}
 	search->stage = max_distance < 0 ? DONE : RINGS;
 }
@@ -580,7 +583,8 @@ open_value_range(RotationSearch *search, uint64 value)
 	uint64		span = band->bits == 0 ? ~UINT64CONST(0) :
 		(UINT64CONST(1) << (FINGERPRINT_BITS - band->bits)) - 1;
 
-	nearsim_keys_open(&band->reader, key_of(low), key_of(low | span));
+	nearsim_keys_open_near(&band->reader, key_of(low), key_of(low | span), band->query_key,
+						   0, search->max_distance);
 	search->range_open = true;
 }
 
@@ -831,7 +835,8 @@ read_window(RotationSearch *search)
 
 	let_go_found(search);
 	search->window_end = search->max_distance;
-	nearsim_keys_open(&band->reader, PG_INT64_MIN, PG_INT64_MAX);
+	nearsim_keys_open_near(&band->reader, PG_INT64_MIN, PG_INT64_MAX, band->query_key,
+						   search->pass_distance, search->window_end);
 	while (next_key(band, &tid, &fingerprint))
 	{
 		int			d = pg_popcount64(fingerprint ^ search->query);
@@ -846,6 +851,7 @@ read_window(RotationSearch *search)
 			search->held -= search->found[search->window_end].count;
 			search->found[search->window_end].count = 0;
 			search->window_end--;
+			band->reader.farthest = search->window_end;	/* from the next page on */
 		}
 		if (search->held > search->budget)
 		{
@@ -971,6 +977,32 @@ next_unordered_entry(RotationSearch *search, ItemPointer tid, bool nulls_only)
 	}
 	*tid = *found;
 	return true;
+}
+
+/*
+ * Whether a nearest-first search has given every row at `distance` (that
+ * the last row given was at): known without reading on while it gives the
+ * rows it holds (the rings read, or a window pass), not while a pass gives
+ * rows as it reads them, nor for the rows without a fingerprint.
+ */
+bool
+nearsim_search_given_all(const RotationSearch *search, int distance)
+{
+	if (!search->nearest || distance < 0 || distance >= ALL_DISTANCES)
+		return false;
+	if (search->stage == DONE)
+		return true;
+	if (search->stage == RINGS || (search->stage == PASSES && search->window_ready))
+		return search->giving == distance &&
+			search->given >= search->found[distance].count;
+	return false;
+}
+
+/* Fetches the version of the row at tid that the search's snapshot sees */
+bool
+nearsim_search_fetch(RotationSearch *search, ItemPointer tid, TupleTableSlot *slot)
+{
+	return fetch_row(search, tid, slot);
 }
 
 /*

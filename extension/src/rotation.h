@@ -74,6 +74,10 @@ typedef struct KeyReader
 	int64		low;			/* the range being read */
 	int64		high;
 	bool		more_right;		/* the range may go on on the right sibling */
+	bool		filtered;		/* only keys within [nearest, farthest] bits of near */
+	uint64		near;
+	int			nearest;
+	int			farthest;
 	int64	   *keys;			/* the page's keys within the range, copied */
 	ItemPointerData *tids;
 	int			count;
@@ -83,6 +87,9 @@ typedef struct KeyReader
 
 extern void nearsim_keys_begin(KeyReader *reader, Relation index, Snapshot snapshot);
 extern void nearsim_keys_open(KeyReader *reader, int64 low, int64 high);
+/* The same, giving only keys nearest to farthest bits from near (inclusive) */
+extern void nearsim_keys_open_near(KeyReader *reader, int64 low, int64 high, int64 near,
+								   int nearest, int farthest);
 extern bool nearsim_keys_next(KeyReader *reader, int64 *key, ItemPointer tid);
 extern void nearsim_keys_end(KeyReader *reader);
 
@@ -99,6 +106,10 @@ extern void nearsim_search_radius(RotationSearch *search, uint64 query, int max_
 extern void nearsim_search_nearest(RotationSearch *search, bool query_is_null, uint64 query,
 								   int max_distance, bool with_nulls, double wanted);
 extern bool nearsim_search_next(RotationSearch *search, TupleTableSlot *slot, int *distance);
+/* Whether a nearest-first search has given every row at distance, without reading on */
+extern bool nearsim_search_given_all(const RotationSearch *search, int distance);
+/* Fetches the version of the row at tid that the search's snapshot sees; false if none */
+extern bool nearsim_search_fetch(RotationSearch *search, ItemPointer tid, TupleTableSlot *slot);
 extern void nearsim_search_end(RotationSearch *search);
 
 /* planner.c and scan.c: the custom scan of the literal hamming() queries */

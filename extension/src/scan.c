@@ -1,15 +1,18 @@
 #include "postgres.h"
 
+#include "access/stratnum.h"
 #include "access/table.h"
 #include "catalog/pg_type.h"
 #include "commands/explain.h"
 #include "executor/executor.h"
 #include "executor/nodeCustom.h"
+#include "miscadmin.h"
 #include "nodes/extensible.h"
 #include "nodes/pg_list.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
+#include "utils/tuplesort.h"
 #include "utils/ruleutils.h"
 
 #include "rotation.h"
@@ -40,6 +43,19 @@ typedef struct RotationScanState
 	RotationBand bands[MAX_BANDS];
 	RotationSearch *search;
 	bool		started;
+
+	/* nearest first, the rows at one distance sorted by further keys (scan.h) */
+	int			tie_count;
+	AttrNumber *tie_columns;	/* of the table */
+	AttrNumber *tie_positions;	/* 1 to tie_count: in tie_slot */
+	Oid		   *tie_operators;
+	Oid		   *tie_collations;
+	bool	   *tie_nulls_first;
+	TupleTableSlot *tie_slot;	/* the keys of a row, then its tuple id */
+	Tuplesortstate *sorter;		/* the rows of one distance, sorted: being given */
+	bool		pending;		/* a row of the next distance, read already */
+	ItemPointerData pending_tid;
+	int			pending_distance;
 } RotationScanState;
 
 static Node *create_scan_state(CustomScan *plan);
@@ -48,6 +64,7 @@ static TupleTableSlot *exec_scan(CustomScanState *node);
 static void end_scan(CustomScanState *node);
 static void rescan(CustomScanState *node);
 static void explain_scan(CustomScanState *node, List *ancestors, ExplainState *es);
+static void end_ties(RotationScanState *state);
 
 const CustomScanMethods nearsim_scan_methods = {
 	.CustomName = NEARSIM_SCAN_NAME,
@@ -93,7 +110,39 @@ create_scan_state(CustomScan *plan)
 		state->bands[i].shift = list_nth_int(shifts, i);
 		state->bands[i].width = list_nth_int(widths, i);
 	}
+	state->tie_count = list_length(list_nth(private, SCAN_PRIVATE_TIE_COLUMNS));
 	return (Node *) state;
+}
+
+/* The sort keys of the rows at one distance, and the slot of a row's keys */
+static void
+begin_ties(RotationScanState *state, List *private)
+{
+	List	   *columns = list_nth(private, SCAN_PRIVATE_TIE_COLUMNS);
+	List	   *operators = list_nth(private, SCAN_PRIVATE_TIE_OPERATORS);
+	List	   *collations = list_nth(private, SCAN_PRIVATE_TIE_COLLATIONS);
+	List	   *nulls_first = list_nth(private, SCAN_PRIVATE_TIE_NULLS_FIRST);
+	List	   *types = list_nth(private, SCAN_PRIVATE_TIE_TYPES);
+	int			count = state->tie_count;
+	TupleDesc	keys = CreateTemplateTupleDesc(count + 1);
+
+	state->tie_columns = palloc(sizeof(AttrNumber) * count);
+	state->tie_positions = palloc(sizeof(AttrNumber) * count);
+	state->tie_operators = palloc(sizeof(Oid) * count);
+	state->tie_collations = palloc(sizeof(Oid) * count);
+	state->tie_nulls_first = palloc(sizeof(bool) * count);
+	for (int i = 0; i < count; i++)
+	{
+		state->tie_columns[i] = (AttrNumber) list_nth_int(columns, i);
+		state->tie_positions[i] = (AttrNumber) (i + 1);
+		state->tie_operators[i] = list_nth_oid(operators, i);
+		state->tie_collations[i] = list_nth_oid(collations, i);
+		state->tie_nulls_first[i] = list_nth_int(nulls_first, i) != 0;
+		TupleDescInitEntry(keys, (AttrNumber) (i + 1), NULL, list_nth_oid(types, i), -1, 0);
+		TupleDescInitEntryCollation(keys, (AttrNumber) (i + 1), state->tie_collations[i]);
+	}
+	TupleDescInitEntry(keys, (AttrNumber) (count + 1), NULL, TIDOID, -1, 0);
+	state->tie_slot = MakeSingleTupleTableSlot(keys, &TTSOpsMinimalTuple);
 }
 
 static void
@@ -116,6 +165,8 @@ begin_scan(CustomScanState *node, EState *estate, int eflags)
 	node->ss.ps.qual = ExecInitQual(plan->scan.plan.qual, (PlanState *) node);
 	state->query = ExecInitExpr(linitial(plan->custom_exprs), &node->ss.ps);
 	state->limit = limit == NULL ? NULL : ExecInitExpr(limit, &node->ss.ps);
+	if (state->tie_count > 0)
+		begin_ties(state, plan->custom_private);
 	if (eflags & EXEC_FLAG_EXPLAIN_ONLY)
 		return;
 	state->search = nearsim_search_begin(table, state->bands,
@@ -152,6 +203,103 @@ start_search(RotationScanState *state)
 	state->started = true;
 }
 
+/* Forgets the rows of a distance being given and the row read ahead */
+static void
+end_ties(RotationScanState *state)
+{
+	if (state->sorter != NULL)
+		tuplesort_end(state->sorter);
+	state->sorter = NULL;
+	state->pending = false;
+}
+
+/* Adds the row in slot to the rows of its distance: its sort keys and tuple id */
+static void
+sort_row(RotationScanState *state, TupleTableSlot *slot)
+{
+	TupleTableSlot *keys = state->tie_slot;
+	ItemPointerData tid = slot->tts_tid;
+
+	ExecClearTuple(keys);
+	for (int i = 0; i < state->tie_count; i++)
+		keys->tts_values[i] = slot_getattr(slot, state->tie_columns[i], &keys->tts_isnull[i]);
+	keys->tts_values[state->tie_count] = PointerGetDatum(&tid);
+	keys->tts_isnull[state->tie_count] = false;
+	ExecStoreVirtualTuple(keys);
+	tuplesort_puttupleslot(state->sorter, keys);	/* copies it */
+}
+
+/*
+ * The next row nearest first, the rows of one distance sorted by the
+ * further keys.  A distance's rows are read until the search knows it has
+ * given them all (without reading on: a LIMIT then costs no more than
+ * without the further keys), or until a row of the next distance comes,
+ * which is kept for later; they are sorted by their keys and fetched again
+ * by tuple id, in order.
+ */
+static TupleTableSlot *
+next_row_in_order(RotationScanState *state, TupleTableSlot *slot)
+{
+	EState	   *estate = state->css.ss.ps.state;
+
+	for (;;)
+	{
+		MemoryContext previous;
+		int			distance;
+		int			next_distance;
+
+		if (state->sorter != NULL)
+		{
+			bool		isnull;
+
+			while (tuplesort_gettupleslot(state->sorter, true, false, state->tie_slot, NULL))
+			{
+				ItemPointer tid = (ItemPointer) DatumGetPointer(slot_getattr(state->tie_slot,
+																   state->tie_count + 1,
+																   &isnull));
+
+				if (nearsim_search_fetch(state->search, tid, slot))
+					return slot;
+			}
+			tuplesort_end(state->sorter);	/* the row read ahead, if any, is next */
+			state->sorter = NULL;
+		}
+		if (state->pending)
+		{
+			state->pending = false;
+			distance = state->pending_distance;
+			if (!nearsim_search_fetch(state->search, &state->pending_tid, slot))
+				continue;
+		}
+		else if (!nearsim_search_next(state->search, slot, &distance))
+			return ExecClearTuple(slot);
+		if (nearsim_search_given_all(state->search, distance))
+			return slot;		/* the one row of its distance */
+
+		previous = MemoryContextSwitchTo(estate->es_query_cxt);
+		state->sorter = tuplesort_begin_heap(state->tie_slot->tts_tupleDescriptor,
+											 state->tie_count, state->tie_positions,
+											 state->tie_operators, state->tie_collations,
+											 state->tie_nulls_first, work_mem, NULL,
+											 TUPLESORT_NONE);
+		MemoryContextSwitchTo(previous);
+		sort_row(state, slot);
+		while (!nearsim_search_given_all(state->search, distance) &&
+			   nearsim_search_next(state->search, slot, &next_distance))
+		{
+			if (next_distance != distance)
+			{
+				state->pending = true;
+				state->pending_tid = slot->tts_tid;
+				state->pending_distance = next_distance;
+				break;
+			}
+			sort_row(state, slot);
+		}
+		tuplesort_performsort(state->sorter);
+	}
+}
+
 /* The next row of the search, for ExecScan (which checks the conditions) */
 static TupleTableSlot *
 next_row(ScanState *node)
@@ -162,6 +310,8 @@ next_row(ScanState *node)
 
 	if (!state->started)
 		start_search(state);
+	if (state->tie_count > 0)
+		return next_row_in_order(state, slot);
 	if (nearsim_search_next(state->search, slot, &distance))
 		return slot;
 	return ExecClearTuple(slot);
@@ -185,6 +335,9 @@ end_scan(CustomScanState *node)
 {
 	RotationScanState *state = (RotationScanState *) node;
 
+	end_ties(state);
+	if (state->tie_slot != NULL)
+		ExecDropSingleTupleTableSlot(state->tie_slot);
 	if (state->search != NULL)
 		nearsim_search_end(state->search);
 }
@@ -194,6 +347,7 @@ static void
 rescan(CustomScanState *node)
 {
 	((RotationScanState *) node)->started = false;
+	end_ties((RotationScanState *) node);
 	ExecScanReScan(&node->ss);
 }
 
@@ -225,5 +379,28 @@ explain_scan(CustomScanState *node, List *ancestors, ExplainState *es)
 
 		ExplainPropertyText("Radius", state->limit_adjust == 0 ? radius :
 							psprintf("%s - 1", radius), es);
+	}
+	if (state->tie_count > 0)
+	{
+		Oid			table = RelationGetRelid(node->ss.ss_currentRelation);
+		StringInfoData columns;
+
+		initStringInfo(&columns);
+		for (int i = 0; i < state->tie_count; i++)
+		{
+			Oid			family;
+			Oid			type;
+			int16		strategy = BTLessStrategyNumber;
+			bool		descending;
+
+			get_ordering_op_properties(state->tie_operators[i], &family, &type, &strategy);
+			descending = strategy == BTGreaterStrategyNumber;
+			appendStringInfo(&columns, "%s%s%s%s", i == 0 ? "" : ", ",
+							 quote_identifier(get_attname(table, state->tie_columns[i], false)),
+							 descending ? " DESC" : "",
+							 state->tie_nulls_first[i] == descending ? "" :
+							 state->tie_nulls_first[i] ? " NULLS FIRST" : " NULLS LAST");
+		}
+		ExplainPropertyText("Equal Distances Sorted By", columns.data, es);
 	}
 }

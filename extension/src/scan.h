@@ -18,6 +18,18 @@
 #define SCAN_PRIVATE_INDEXES 4		/* OID list: the bands' indexes, widest first */
 #define SCAN_PRIVATE_SHIFTS 5		/* integer list: their first bits */
 #define SCAN_PRIVATE_WIDTHS 6		/* integer list: their widths */
+/*
+ * Nearest first, the rows at one distance sorted by the query's further
+ * sort keys, columns of the table (ORDER BY hamming(si, q), id): integer
+ * lists of their column numbers and nulls-first flags, OID lists of their
+ * sort operators, collations and types.  Empty lists: rows at one distance
+ * in no order.
+ */
+#define SCAN_PRIVATE_TIE_COLUMNS 7
+#define SCAN_PRIVATE_TIE_OPERATORS 8
+#define SCAN_PRIVATE_TIE_COLLATIONS 9
+#define SCAN_PRIVATE_TIE_NULLS_FIRST 10
+#define SCAN_PRIVATE_TIE_TYPES 11
 
 extern const CustomScanMethods nearsim_scan_methods;
 

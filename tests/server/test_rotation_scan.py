@@ -268,6 +268,62 @@ def test_order_by_distance_limit_n_is_the_scans_order(
         assert nulls == list(range(total))
 
 
+TIE_ORDERS = ["id DESC", "grp, id", "grp DESC NULLS LAST, id", "grp NULLS FIRST, label DESC, id",
+              'label COLLATE "C", id', "code, id DESC"]
+
+
+def test_further_sort_keys_sort_the_rows_of_each_distance_in_the_scan(database: str) -> None:
+    """ORDER BY hamming(si, q), <columns> LIMIT n: the scan gives each
+    distance's rows sorted by the further keys (so no sort above it reads on
+    to the next distance), in the order the plain scan gives, with ties,
+    NULLs in the keys and rows without a fingerprint."""
+    rng = random.Random(21)
+    centres = [signed(rng.getrandbits(64)) for _ in range(12)]
+    labels = ["a", "B", "b", "é", "Z", None]
+    rows = []
+    for key in range(6_000):
+        value = flip(rng.choice(centres), rng.sample(range(64), rng.randint(0, 3)))
+        rows.append((key, None if rng.random() < 0.1 else rng.randint(0, 5), rng.choice(labels),
+                     rng.choice(["x", "yy", "z"]), None if rng.random() < 0.02 else value))
+    with psycopg.connect(database, autocommit=True) as conn:
+        conn.execute("CREATE TABLE ties (id int PRIMARY KEY, grp int, label text,"
+                     " code varchar(4), body text, si bigint)")
+        try:
+            conn.execute("SELECT nearsim_enable('ties', 'body')")
+            conn.execute("SET nearsim.profile = 'default/1'")
+            with conn.cursor().copy("COPY ties (id, grp, label, code, body, si) FROM STDIN") as copy:
+                for key, grp, label, code, value in rows:
+                    copy.write_row((key, grp, label, code, None if value is None else "d", value))
+            conn.execute("RESET nearsim.profile")
+            conn.execute("ANALYZE ties")
+            for order in TIE_ORDERS:
+                statement = (f"SELECT id FROM ties ORDER BY hamming(si, %(q)s), {order}"
+                             " LIMIT %(n)s")
+                with rotation_scan(conn):
+                    conn.execute("SET enable_sort = off")
+                    plan = plan_of(conn, statement % {"q": "0", "n": "5"})
+                    assert SCAN_NODE in plan and "Sort Key" not in plan, (order, plan)
+                    assert "Equal Distances Sorted By" in plan
+                    got = {(q, n): conn.execute(statement, {"q": q, "n": n}).fetchall()
+                           for q in (centres[0], centres[5], 0) for n in (1, 7, 300, 10_000)}
+                    conn.execute("RESET enable_sort")
+                with plain_scan(conn):
+                    for (q, n), answer in got.items():
+                        assert answer == conn.execute(statement, {"q": q, "n": n}).fetchall(), (
+                            order, q, n)
+            # a further key that is not a column: a sort above the scan, the same answers
+            statement = ("SELECT id FROM ties ORDER BY hamming(si, %(q)s), mod(id, 7), id"
+                         " LIMIT %(n)s")
+            with rotation_scan(conn):
+                plan = plan_of(conn, statement % {"q": "0", "n": "5"})
+                assert SCAN_NODE in plan and "Incremental Sort" in plan
+                answer = conn.execute(statement, {"q": centres[3], "n": 40}).fetchall()
+            with plain_scan(conn):
+                assert answer == conn.execute(statement, {"q": centres[3], "n": 40}).fetchall()
+        finally:
+            conn.execute("DROP TABLE ties CASCADE")
+
+
 def test_nearest_within_a_small_memory_reads_the_index_whole(
         database: str, fingerprints: list[int | None]) -> None:  # fmt: skip
     """Far neighbours are found by reading an index whole, holding what

@@ -24,6 +24,8 @@ SELECT id FROM verses WHERE hamming(si, 0) <= -1;
 
 -- nearest first, rows without a fingerprint last
 EXPLAIN (COSTS OFF) SELECT id FROM verses ORDER BY hamming(si, simhash('the fool hath said')) LIMIT 2;
+-- further sort keys that are columns: the scan sorts the rows of each distance
+EXPLAIN (COSTS OFF) SELECT id FROM verses ORDER BY hamming(si, simhash('the fool hath said')), id DESC LIMIT 2;
 SELECT id, hamming(si, (SELECT si FROM verses WHERE id = 3)) AS distance FROM verses
 ORDER BY hamming(si, (SELECT si FROM verses WHERE id = 3)), id LIMIT 10;
 
