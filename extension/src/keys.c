@@ -17,12 +17,15 @@
  * thousands of short key ranges; through the index access method each
  * costs a scan set-up and a descent from the root, and each key a call.
  * Here a range is found by a descent (nbtree's own _bt_search) only when it
- * does not start on the page the previous range ended on: the ranges of a
- * ring are read in key order, so that many share a page, which is then
- * searched again under a share lock, and a whole index is read page after
- * page.  The keys of a page within the range are copied under the lock,
- * as nbtree's scans copy theirs, and the lock is let go before they are
- * used; the page stays pinned until the reader moves on.
+ * starts neither on the page the previous range ended on nor under the
+ * parent page that the last descent passed through: the ranges of a ring
+ * are read in key order, so that many share a leaf page, which is then
+ * searched again under a share lock, and most of the others a parent page,
+ * whose downlinks lead to their leaf without the levels above; a whole
+ * index is read page after page, the next one loaded while one is read.
+ * The keys of a page within the range are copied under the lock, as
+ * nbtree's scans copy theirs, and the lock is let go before they are used;
+ * the page stays pinned until the reader moves on.
  *
  * Safe as nbtree's own scans are: pages only split to the right, so the
  * keys from the previous range's start on are on this page or to its right
@@ -55,6 +58,8 @@ nearsim_keys_begin(KeyReader *reader, Relation index, Snapshot snapshot)
 	reader->index = index;
 	reader->snapshot = snapshot;
 	reader->buffer = InvalidBuffer;
+	reader->parent = InvalidBuffer;
+	reader->next = InvalidBuffer;
 	reader->insert = _bt_mkscankey(index, NULL);
 	_bt_metaversion(index, &reader->insert->heapkeyspace, &reader->insert->allequalimage);
 	reader->insert->keysz = 1;
@@ -76,9 +81,38 @@ nearsim_keys_end(KeyReader *reader)
 	if (BufferIsValid(reader->buffer))
 		ReleaseBuffer(reader->buffer);
 	reader->buffer = InvalidBuffer;
+	if (BufferIsValid(reader->parent))
+		ReleaseBuffer(reader->parent);
+	reader->parent = InvalidBuffer;
+	if (BufferIsValid(reader->next))
+		ReleaseBuffer(reader->next);
+	reader->next = InvalidBuffer;
 	pfree(reader->keys);
 	pfree(reader->tids);
 	pfree(reader->insert);
+}
+
+/*
+ * Pins the right sibling, which the range goes on to, and has the processor
+ * load it into its cache while this page is read: read page after page
+ * (a pass over a whole index), a page costs mostly the wait for its memory
+ * (its entries lie in the order they came, not in key order).
+ */
+static void
+fetch_ahead(KeyReader *reader)
+{
+	const char *page;
+
+	if (BufferIsValid(reader->next))
+	{
+		if (BufferGetBlockNumber(reader->next) == reader->right)
+			return;
+		ReleaseBuffer(reader->next);
+	}
+	reader->next = ReadBuffer(reader->index, reader->right);
+	page = BufferGetPage(reader->next);
+	for (int offset = 0; offset < BLCKSZ; offset += PG_CACHE_LINE_SIZE)
+		__builtin_prefetch(page + offset);
 }
 
 /*
@@ -113,6 +147,8 @@ read_page(KeyReader *reader, int64 low)
 	else if (!tuple_key((IndexTuple) PageGetItem(page, PageGetItemId(page, P_HIKEY)),
 						&reader->page_high))
 		reader->page_high = PG_INT64_MAX;	/* the NULLs begin on this page */
+	if (reader->right != P_NONE && reader->page_high <= reader->high)
+		fetch_ahead(reader);
 
 	/* the first entry at or past low: keys ascend, NULLs last */
 	while (lower < upper)
@@ -167,6 +203,8 @@ read_page(KeyReader *reader, int64 low)
 }
 
 static void open_range(KeyReader *reader, int64 low, int64 high);
+static BlockNumber leaf_under_parent(KeyReader *reader, int64 low);
+static void descend(KeyReader *reader, int64 low);
 
 /*
  * Starts reading the keys from low to high.  Ranges read in ascending
@@ -215,12 +253,97 @@ open_range(KeyReader *reader, int64 low, int64 high)
 		read_page(reader, low);
 		return;
 	}
+	if (BufferIsValid(reader->parent) && low >= reader->parent_low)
+	{
+		BlockNumber leaf = leaf_under_parent(reader, low);
+
+		if (leaf != P_NONE)
+		{
+			if (BufferIsValid(reader->buffer))
+				ReleaseBuffer(reader->buffer);
+			reader->buffer = _bt_getbuf(reader->index, leaf, BT_READ);
+			read_page(reader, low);
+			return;
+		}
+	}
+	descend(reader, low);
+}
+
+/*
+ * The leaf that holds the keys from low on, or whose right siblings do,
+ * found in the parent page of the last descent; P_NONE if low is past the
+ * parent's high key or the parent is gone.  Downlinks are followed as
+ * nbtree's descents follow them: a leaf found may have split since, and
+ * the reader then goes right.
+ */
+static BlockNumber
+leaf_under_parent(KeyReader *reader, int64 low)
+{
+	Page		page;
+	BTPageOpaque opaque;
+	OffsetNumber lower;
+	OffsetNumber upper;
+	BlockNumber leaf = P_NONE;
+
+	LockBuffer(reader->parent, BT_READ);
+	page = BufferGetPage(reader->parent);
+	opaque = BTPageGetOpaque(page);
+	if (!P_IGNORE(opaque) && !P_ISLEAF(opaque))
+	{
+		int64		high;
+
+		if (P_RIGHTMOST(opaque) ||
+			!tuple_key((IndexTuple) PageGetItem(page, PageGetItemId(page, P_HIKEY)), &high) ||
+			low <= high)
+		{
+			/*
+			 * The last downlink whose key is below low: the first one's key
+			 * is minus infinity; a key equal to low may have equal keys on
+			 * its left (told apart by heap TIDs), and a NULL key is last
+			 */
+			lower = P_FIRSTDATAKEY(opaque);
+			upper = PageGetMaxOffsetNumber(page);
+			while (lower < upper)
+			{
+				OffsetNumber middle = lower + (upper - lower + 1) / 2;
+				int64		key;
+
+				if (tuple_key((IndexTuple) PageGetItem(page, PageGetItemId(page, middle)),
+							  &key) && key < low)
+					lower = middle;
+				else
+					upper = middle - 1;
+			}
+			leaf = BTreeTupleGetDownLink((IndexTuple) PageGetItem(page,
+																  PageGetItemId(page, lower)));
+		}
+	}
+	LockBuffer(reader->parent, BUFFER_LOCK_UNLOCK);
+	return leaf;
+}
+
+/* Finds the leaf of low from the root, and keeps its parent for the next ranges */
+static void
+descend(KeyReader *reader, int64 low)
+{
+	BTStack		stack;
+
 	if (BufferIsValid(reader->buffer))
 		ReleaseBuffer(reader->buffer);
 	reader->buffer = InvalidBuffer;
+	if (BufferIsValid(reader->parent))
+		ReleaseBuffer(reader->parent);
+	reader->parent = InvalidBuffer;
 	reader->insert->scankeys[0].sk_argument = Int64GetDatum(low);
-	_bt_freestack(_bt_search(reader->index, reader->insert, &reader->buffer, BT_READ,
-							 reader->snapshot));
+	stack = _bt_search(reader->index, reader->insert, &reader->buffer, BT_READ,
+					   reader->snapshot);
+	if (stack != NULL)
+	{
+		/* low's leaf is under this page, so no key from low on is left of it */
+		reader->parent = ReadBuffer(reader->index, stack->bts_blkno);
+		reader->parent_low = low;
+	}
+	_bt_freestack(stack);
 	if (!BufferIsValid(reader->buffer))
 		return;					/* an empty index */
 	read_page(reader, low);
@@ -236,7 +359,16 @@ nearsim_keys_next(KeyReader *reader, int64 *key, ItemPointer tid)
 			return false;
 		CHECK_FOR_INTERRUPTS();
 		ReleaseBuffer(reader->buffer);
-		reader->buffer = _bt_getbuf(reader->index, reader->right, BT_READ);
+		if (BufferIsValid(reader->next) && BufferGetBlockNumber(reader->next) == reader->right)
+		{
+			/* pinned ahead: locked and checked as _bt_getbuf does */
+			reader->buffer = reader->next;
+			reader->next = InvalidBuffer;
+			LockBuffer(reader->buffer, BT_READ);
+			_bt_checkpage(reader->index, reader->buffer);
+		}
+		else
+			reader->buffer = _bt_getbuf(reader->index, reader->right, BT_READ);
 		/*
 		 * Every key of this page is at least the high key of the one before,
 		 * which is below the range's start when the page the range started on

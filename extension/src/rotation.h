@@ -67,8 +67,11 @@ typedef struct KeyReader
 	Snapshot	snapshot;
 	struct BTScanInsertData *insert;	/* for descents from the root */
 	bool		ignore_killed;
+	Buffer		parent;			/* the parent of the leaf the last descent found (pinned) */
+	int64		parent_low;		/* no key from here on is left of the parent's pages */
 	Buffer		buffer;			/* the leaf page read last (pinned), or none */
 	BlockNumber right;			/* its right sibling */
+	Buffer		next;			/* the right sibling, pinned ahead of reading it, or none */
 	int64		page_low;		/* no key from here on is on a page to its left */
 	int64		page_high;		/* its high key (the largest for the last page) */
 	int64		low;			/* the range being read */

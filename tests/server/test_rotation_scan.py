@@ -588,12 +588,24 @@ def test_pages_split_while_a_search_is_paused(database: str) -> None:
     rest of the search still gives each row of the cursor's snapshot once,
     and no row it does not see.  (A split between two ranges of one page is
     what test_buckets' concurrent bulk loads met.)"""
+    search_while_pages_split(database, 20_000, 40_000)
+
+
+def test_parent_pages_split_while_a_search_is_paused(database: str) -> None:
+    """The same with indexes of several parent pages above the leaves, which
+    split too: a search finds the leaf of each range from the parent page of
+    its last descent while that page's downlinks change."""
+    search_while_pages_split(database, 150_000, 200_000)
+
+
+def search_while_pages_split(database: str, rows: int, added: int) -> None:
     rng = random.Random(41)
     centre = signed(rng.getrandbits(64))
     values = [flip(centre, rng.sample(range(64), rng.randint(0, 12))) if rng.random() < 0.3
-              else signed(rng.getrandbits(64)) for _ in range(20_000)]
+              else signed(rng.getrandbits(64)) for _ in range(rows)]
     more = [flip(centre, rng.sample(range(64), rng.randint(0, 12))) if rng.random() < 0.3
-            else signed(rng.getrandbits(64)) for _ in range(40_000)]
+            else signed(rng.getrandbits(64)) for _ in range(added)]
+    batch = added // 10
     with psycopg.connect(database, autocommit=True) as conn:
         load(conn, "splitting", values)
         try:
@@ -608,15 +620,15 @@ def test_pages_split_while_a_search_is_paused(database: str) -> None:
                     got: list[int] = []
                     conn.execute("SET nearsim.profile = 'default/1'")
                     # between rows, another session adds (and commits) rows
-                    for step in range(0, len(more), 4000):
+                    for step in range(0, len(more), batch):
                         got += [r[0] for r in cursor.fetchmany(1)]
                         with conn.cursor().copy(
                                 "COPY splitting (id, body, si) FROM STDIN") as copy:
-                            for offset, value in enumerate(more[step:step + 4000], step):
-                                copy.write_row((100_000 + offset, "d", value))
+                            for offset, value in enumerate(more[step:step + batch], step):
+                                copy.write_row((rows + offset, "d", value))
                     got += [r[0] for r in cursor.fetchall()]
                     cursor.close()
-                    conn.execute("DELETE FROM splitting WHERE id >= 100000")
+                    conn.execute("DELETE FROM splitting WHERE id >= %s", [rows])
                     conn.execute("VACUUM splitting")
                 expected = within(values, centre, k)
                 if nearest:
