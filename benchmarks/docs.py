@@ -159,9 +159,10 @@ def other_sections(run: dict[str, Any]) -> str:
 
 
 def missed_section(run: dict[str, Any], scale: dict[str, Any] | None = None,
-                   verified: dict[str, Any] | None = None) -> str:
+                   verified: dict[str, Any] | None = None,
+                   hnsw: dict[str, Any] | None = None) -> str:
     missed = [r for r in run["summary"] if r["met"] == "no"]
-    for other in (scale, verified):
+    for other in (scale, verified, hnsw):
         if other is not None:
             missed += [dict(zip(SCALE_COLUMNS, row, strict=True)) for row in other["summary"]
                        if row[5] == "no"]
@@ -310,12 +311,22 @@ def spark_page(results: Path) -> str:
     return spark_section(json.loads(data.read_text(encoding="utf-8")))
 
 
+def hnsw_page(results: Path) -> tuple[str, dict[str, Any] | None]:
+    """The section of ``make bench-hnsw`` (benchmarks/hnsw.py), and its results."""
+    from .hnsw import hnsw_section
+
+    data = results / "hnsw.json"
+    loaded = json.loads(data.read_text(encoding="utf-8")) if data.exists() else None
+    return hnsw_section(loaded), loaded
+
+
 def write(results: Path, docs: Path) -> Path:
     run = json.loads((results / "run.json").read_text(encoding="utf-8"))
     scale_json = results / "scale.json"
     scale = (json.loads(scale_json.read_text(encoding="utf-8")) if scale_json.exists()
              else None)
     verified_page, verified = verified_section(results)
+    hnsw_text, hnsw = hnsw_page(results)
     docs.mkdir(parents=True, exist_ok=True)
     latency_figure(run, docs / LATENCY_FIGURE)
     lookup_figure(run, docs / LOOKUP_FIGURE)
@@ -373,13 +384,17 @@ nearsim {run["nearsim"]}, PostgreSQL {run["postgresql"]}, Python {run["python"]}
 
 {scale_section(scale)}
 
+### Exact nearest against pgvector's HNSW
+
+{hnsw_text}
+
 ### Beyond one machine: Apache Spark
 
 {spark_page(results)}
 
 ## Where targets are missed
 
-{missed_section(run, scale, verified)}
+{missed_section(run, scale, verified, hnsw)}
 """
     path = docs / "BENCHMARKS.md"
     path.write_text(page, encoding="utf-8")

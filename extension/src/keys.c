@@ -36,6 +36,8 @@
  * for its predicates.
  */
 
+static BlockNumber leaf_under_parent(KeyReader *reader, int64 low);
+
 /*
  * The key (a bigint) of a leaf tuple of a one-column index; false if NULL.
  * index_getattr's work, without its general cases: the key is the first
@@ -59,7 +61,8 @@ nearsim_keys_begin(KeyReader *reader, Relation index, Snapshot snapshot)
 	reader->snapshot = snapshot;
 	reader->buffer = InvalidBuffer;
 	reader->parent = InvalidBuffer;
-	reader->next = InvalidBuffer;
+	for (int i = 0; i < KEYS_AHEAD; i++)
+		reader->ahead[i] = InvalidBuffer;
 	reader->insert = _bt_mkscankey(index, NULL);
 	_bt_metaversion(index, &reader->insert->heapkeyspace, &reader->insert->allequalimage);
 	reader->insert->keysz = 1;
@@ -84,35 +87,113 @@ nearsim_keys_end(KeyReader *reader)
 	if (BufferIsValid(reader->parent))
 		ReleaseBuffer(reader->parent);
 	reader->parent = InvalidBuffer;
-	if (BufferIsValid(reader->next))
-		ReleaseBuffer(reader->next);
-	reader->next = InvalidBuffer;
+	for (int i = 0; i < KEYS_AHEAD; i++)
+		if (BufferIsValid(reader->ahead[i]))
+			ReleaseBuffer(reader->ahead[i]);
 	pfree(reader->keys);
 	pfree(reader->tids);
 	pfree(reader->insert);
 }
 
 /*
- * Pins the right sibling, which the range goes on to, and has the processor
- * load it into its cache while this page is read: read page after page
- * (a pass over a whole index), a page costs mostly the wait for its memory
+ * Pins a leaf the reader goes to next and has the processor load it into
+ * its cache while the present page is read: a page read for a short range,
+ * or in a pass over a whole index, costs mostly the wait for its memory
  * (its entries lie in the order they came, not in key order).
  */
 static void
-fetch_ahead(KeyReader *reader)
+load_ahead(KeyReader *reader, BlockNumber block, bool for_range, int64 low)
 {
 	const char *page;
+	Buffer	   *slot = &reader->ahead[reader->oldest];
 
-	if (BufferIsValid(reader->next))
-	{
-		if (BufferGetBlockNumber(reader->next) == reader->right)
+	for (int i = 0; i < KEYS_AHEAD; i++)
+		if (BufferIsValid(reader->ahead[i]) && BufferGetBlockNumber(reader->ahead[i]) == block)
 			return;
-		ReleaseBuffer(reader->next);
-	}
-	reader->next = ReadBuffer(reader->index, reader->right);
-	page = BufferGetPage(reader->next);
+	if (BufferIsValid(*slot))
+		ReleaseBuffer(*slot);
+	*slot = ReadBuffer(reader->index, block);
+	reader->ahead_range[reader->oldest] = for_range;
+	reader->ahead_low[reader->oldest] = low;
+	reader->oldest = (reader->oldest + 1) % KEYS_AHEAD;
+	page = BufferGetPage(*slot);
+	/* into the second-level cache: pages loaded ahead would crowd the first */
 	for (int offset = 0; offset < BLCKSZ; offset += PG_CACHE_LINE_SIZE)
-		__builtin_prefetch(page + offset);
+		__builtin_prefetch(page + offset, 0, 2);
+}
+
+/* A leaf, pinned: one pinned ahead, or read now */
+static Buffer
+pin_leaf(KeyReader *reader, BlockNumber block)
+{
+	for (int i = 0; i < KEYS_AHEAD; i++)
+	{
+		Buffer		buffer = reader->ahead[i];
+
+		if (BufferIsValid(buffer) && BufferGetBlockNumber(buffer) == block)
+		{
+			reader->ahead[i] = InvalidBuffer;
+			return buffer;
+		}
+	}
+	return ReadBuffer(reader->index, block);
+}
+
+/*
+ * The leaf loaded ahead for the range that starts at low, pinned, or
+ * InvalidBuffer.  Its downlink was read a few ranges before; it is as good
+ * a start as one read now (the reader goes right from a leaf split or
+ * deleted since).
+ */
+static Buffer
+announced_leaf(KeyReader *reader, int64 low)
+{
+	for (int i = 0; i < KEYS_AHEAD; i++)
+	{
+		Buffer		buffer = reader->ahead[i];
+
+		if (BufferIsValid(buffer) && reader->ahead_range[i] && reader->ahead_low[i] == low)
+		{
+			reader->ahead[i] = InvalidBuffer;
+			return buffer;
+		}
+	}
+	return InvalidBuffer;
+}
+
+/* Share-locks a leaf pinned by pin_leaf and checks it, as _bt_getbuf does */
+static void
+lock_leaf(KeyReader *reader)
+{
+	LockBuffer(reader->buffer, BT_READ);
+	_bt_checkpage(reader->index, reader->buffer);
+}
+
+/* A range opened later will start at low (a ring's ranges, in key order) */
+void
+nearsim_keys_follow(KeyReader *reader, int64 low)
+{
+	reader->has_following = true;
+	reader->following = low;
+}
+
+/* Loads the leaf of the range announced to follow, if its parent tells it */
+static void
+load_following(KeyReader *reader)
+{
+	BlockNumber leaf;
+
+	if (!reader->has_following)
+		return;
+	reader->has_following = false;
+	if (!BufferIsValid(reader->parent) || reader->following < reader->parent_low ||
+		(BufferIsValid(reader->buffer) && reader->following <= reader->page_high &&
+		 reader->following >= reader->page_low))
+		return;
+	leaf = leaf_under_parent(reader, reader->following);
+	if (leaf != P_NONE &&
+		(!BufferIsValid(reader->buffer) || leaf != BufferGetBlockNumber(reader->buffer)))
+		load_ahead(reader, leaf, true, reader->following);
 }
 
 /*
@@ -148,7 +229,7 @@ read_page(KeyReader *reader, int64 low)
 						&reader->page_high))
 		reader->page_high = PG_INT64_MAX;	/* the NULLs begin on this page */
 	if (reader->right != P_NONE && reader->page_high <= reader->high)
-		fetch_ahead(reader);
+		load_ahead(reader, reader->right, false, 0);
 
 	/* the first entry at or past low: keys ascend, NULLs last */
 	while (lower < upper)
@@ -203,7 +284,6 @@ read_page(KeyReader *reader, int64 low)
 }
 
 static void open_range(KeyReader *reader, int64 low, int64 high);
-static BlockNumber leaf_under_parent(KeyReader *reader, int64 low);
 static void descend(KeyReader *reader, int64 low);
 
 /*
@@ -249,23 +329,29 @@ open_range(KeyReader *reader, int64 low, int64 high)
 	 */
 	if (BufferIsValid(reader->buffer) && low >= reader->page_low && low <= reader->page_high)
 	{
+		load_following(reader);	/* loads while this page is read */
 		LockBuffer(reader->buffer, BT_READ);
 		read_page(reader, low);
 		return;
 	}
 	if (BufferIsValid(reader->parent) && low >= reader->parent_low)
 	{
-		BlockNumber leaf = leaf_under_parent(reader, low);
+		Buffer		announced = announced_leaf(reader, low);
+		BlockNumber leaf = BufferIsValid(announced) ? BufferGetBlockNumber(announced) :
+			leaf_under_parent(reader, low);
 
 		if (leaf != P_NONE)
 		{
 			if (BufferIsValid(reader->buffer))
 				ReleaseBuffer(reader->buffer);
-			reader->buffer = _bt_getbuf(reader->index, leaf, BT_READ);
+			reader->buffer = BufferIsValid(announced) ? announced : pin_leaf(reader, leaf);
+			load_following(reader);
+			lock_leaf(reader);
 			read_page(reader, low);
 			return;
 		}
 	}
+	reader->has_following = false;
 	descend(reader, low);
 }
 
@@ -359,16 +445,8 @@ nearsim_keys_next(KeyReader *reader, int64 *key, ItemPointer tid)
 			return false;
 		CHECK_FOR_INTERRUPTS();
 		ReleaseBuffer(reader->buffer);
-		if (BufferIsValid(reader->next) && BufferGetBlockNumber(reader->next) == reader->right)
-		{
-			/* pinned ahead: locked and checked as _bt_getbuf does */
-			reader->buffer = reader->next;
-			reader->next = InvalidBuffer;
-			LockBuffer(reader->buffer, BT_READ);
-			_bt_checkpage(reader->index, reader->buffer);
-		}
-		else
-			reader->buffer = _bt_getbuf(reader->index, reader->right, BT_READ);
+		reader->buffer = pin_leaf(reader, reader->right);
+		lock_leaf(reader);
 		/*
 		 * Every key of this page is at least the high key of the one before,
 		 * which is below the range's start when the page the range started on

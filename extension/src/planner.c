@@ -56,6 +56,12 @@ static set_rel_pathlist_hook_type previous_set_rel_pathlist = NULL;
 #define RANGE_COST_UNITS (60 * cpu_index_tuple_cost)
 /* Cost of checking one key of a range (its distance, the bands that read it) */
 #define KEY_COST_UNITS (6 * cpu_index_tuple_cost)
+/*
+ * Rows a LIMIT not known when planning (LIMIT $1, as ORMs send it) is
+ * planned to take: any small number, since the nearest-first search takes
+ * what is asked; without it a generic plan would expect the whole table
+ */
+#define ASSUMED_LIMIT 100.0
 /* Most rows a scan may be planned to take (the private list holds an integer) */
 #define MAX_WANTED 1000000000.0
 
@@ -546,7 +552,8 @@ add_nearest_path(PlannerInfo *root, RelOptInfo *rel, List *columns, List *condit
 	foreach(cell, conditions)
 		if (equal(((RadiusCondition *) lfirst(cell))->distance, distance))
 			bound = lfirst(cell);
-	wanted = root->limit_tuples > 0 ? Min(root->limit_tuples, rel->rows) : rel->rows;
+	wanted = root->limit_tuples > 0 ? Min(root->limit_tuples, rel->rows) :
+		root->parse->limitCount != NULL ? Min(ASSUMED_LIMIT, rel->rows) : rel->rows;
 	expected = nearsim_expected_distance(Max(rel->tuples, 1), wanted);
 	if (bound != NULL)
 		expected = Min(expected, planned_radius(bound));

@@ -353,6 +353,7 @@ struct RotationSearch
 	MemoryContext context;
 	/* the values of the first bits of the ring being read, ascending */
 	uint64	   *ring_values;
+	uint64	   *ring_scratch;	/* as many, for the sort */
 	int			ring_count;
 	int			ring_position;
 	int			ring_size;
@@ -428,7 +429,10 @@ nearsim_search_end(RotationSearch *search)
 		index_close(search->bands[i].index, AccessShareLock);
 	}
 	if (search->ring_values != NULL)
+	{
 		pfree(search->ring_values);
+		pfree(search->ring_scratch);
+	}
 	if (search->null_scan != NULL)
 		index_endscan(search->null_scan);
 	table_index_fetch_end(search->fetch);
@@ -526,15 +530,12 @@ found_before(const RotationSearch *search, int reading, uint64 fingerprint)
 	return false;
 }
 
-/* qsort order of unsigned values */
-static int
-compare_values(const void *a, const void *b)
-{
-	uint64		x = *(const uint64 *) a;
-	uint64		y = *(const uint64 *) b;
-
-	return x < y ? -1 : x > y ? 1 : 0;
-}
+/* Sorts a ring's values, which have at most 32 bits (a band's first bits) */
+#define RADIX_SORT_NAME sort_ring_values
+#define RADIX_SORT_ELEMENT uint64
+#define RADIX_SORT_KEY(value) ((uint32) (value))
+#define RADIX_SORT_BITS 32
+#include "radix_sort.h"
 
 /*
  * The values of the ring: every value of the band's first bits that
@@ -563,26 +564,45 @@ make_ring(RotationSearch *search)
 	if (search->ring_size < (int) count)
 	{
 		if (search->ring_values != NULL)
+		{
 			pfree(search->ring_values);
+			pfree(search->ring_scratch);
+		}
 		search->ring_size = Max((int) count, 64);
 		search->ring_values = MemoryContextAlloc(search->context,
 												 sizeof(uint64) * search->ring_size);
+		search->ring_scratch = MemoryContextAlloc(search->context,
+												  sizeof(uint64) * search->ring_size);
 	}
 	made = (int) nearsim_ring_values(band->query_prefix, bits, ring, search->ring_values);
-	qsort(search->ring_values, made, sizeof(uint64), compare_values);
+	StaticAssertStmt(FINGERPRINT_BITS / MIN_BANDS + 1 <= 32, "a band's first bits fit in 32");
+	sort_ring_values(search->ring_values, made, search->ring_scratch);
 	search->ring_count = made;
 	return true;
 }
 
-/* Opens the range of keys whose first bits of the band are value */
+/* The first key of the range whose first bits of the band are value */
+static inline int64
+value_low(const BandScan *band, uint64 value)
+{
+	return key_of(band->bits == 0 ? 0 : value << (FINGERPRINT_BITS - band->bits));
+}
+
+/*
+ * Opens the range of keys whose first bits of the band are value, the
+ * ring's value at `next` announced (if any), so that its leaf is loaded
+ * while the ranges before it are read
+ */
 static void
-open_value_range(RotationSearch *search, uint64 value)
+open_value_range(RotationSearch *search, uint64 value, int next)
 {
 	BandScan   *band = &search->bands[search->band];
 	uint64		low = band->bits == 0 ? 0 : value << (FINGERPRINT_BITS - band->bits);
 	uint64		span = band->bits == 0 ? ~UINT64CONST(0) :
 		(UINT64CONST(1) << (FINGERPRINT_BITS - band->bits)) - 1;
 
+	if (next < search->ring_count)
+		nearsim_keys_follow(&band->reader, value_low(band, search->ring_values[next]));
 	nearsim_keys_open_near(&band->reader, key_of(low), key_of(low | span), band->query_key,
 						   0, search->max_distance);
 	search->range_open = true;
@@ -618,7 +638,9 @@ next_in_ring(RotationSearch *search, ItemPointer tid, int *distance)
 			if (search->ring_position >= search->ring_count)
 				return false;
 			CHECK_FOR_INTERRUPTS();
-			open_value_range(search, search->ring_values[search->ring_position++]);
+			open_value_range(search, search->ring_values[search->ring_position],
+							 search->ring_position + KEYS_AHEAD - 1);
+			search->ring_position++;
 		}
 		while (next_key(band, tid, &fingerprint))
 		{

@@ -61,6 +61,7 @@ extern int	nearsim_radius(Datum limit, Oid type, int adjust);
 extern double nearsim_share_within(int max_distance);
 
 /* keys.c: a rotation index's keys read from its leaf pages, range by range */
+#define KEYS_AHEAD 4			/* leaves loaded ahead of the one read */
 typedef struct KeyReader
 {
 	Relation	index;
@@ -71,7 +72,12 @@ typedef struct KeyReader
 	int64		parent_low;		/* no key from here on is left of the parent's pages */
 	Buffer		buffer;			/* the leaf page read last (pinned), or none */
 	BlockNumber right;			/* its right sibling */
-	Buffer		next;			/* the right sibling, pinned ahead of reading it, or none */
+	Buffer		ahead[KEYS_AHEAD];	/* leaves pinned ahead of reading them, or none */
+	int64		ahead_low[KEYS_AHEAD];	/* the start of the range each is for */
+	bool		ahead_range[KEYS_AHEAD];	/* loaded for a range (not a right sibling) */
+	int			oldest;			/* the slot of ahead to use next */
+	bool		has_following;	/* the start of the range to be opened after this one */
+	int64		following;
 	int64		page_low;		/* no key from here on is on a page to its left */
 	int64		page_high;		/* its high key (the largest for the last page) */
 	int64		low;			/* the range being read */
@@ -93,6 +99,8 @@ extern void nearsim_keys_open(KeyReader *reader, int64 low, int64 high);
 /* The same, giving only keys nearest to farthest bits from near (inclusive) */
 extern void nearsim_keys_open_near(KeyReader *reader, int64 low, int64 high, int64 near,
 								   int nearest, int farthest);
+/* A range opened later starts at low: its leaf loads while the one opened next is read */
+extern void nearsim_keys_follow(KeyReader *reader, int64 low);
 extern bool nearsim_keys_next(KeyReader *reader, int64 *key, ItemPointer tid);
 extern void nearsim_keys_end(KeyReader *reader);
 

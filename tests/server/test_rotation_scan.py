@@ -222,6 +222,27 @@ def test_prepared_statements_under_generic_plans(
                        [fingerprints[0], 3]) == within(fingerprints, fingerprints[0] or 0, 3)
 
 
+def test_a_limit_given_as_a_parameter_reads_the_index_under_generic_plans(
+        database: str) -> None:  # fmt: skip
+    """ORDER BY hamming(si, $1), id LIMIT $2, as ORMs send it: a generic plan,
+    which knows no LIMIT, still reads the index rather than sorting the table."""
+    rng = random.Random(8)
+    values: list[int | None] = [signed(rng.getrandbits(64)) for _ in range(100_000)]
+    with psycopg.connect(database, autocommit=True) as conn:
+        load(conn, "limited", values)
+        try:
+            conn.execute("SET plan_cache_mode = force_generic_plan")
+            conn.execute("PREPARE nearest(bigint, bigint) AS SELECT id, hamming(si, $1)"
+                         " FROM limited ORDER BY hamming(si, $1), id LIMIT $2")
+            assert SCAN_NODE in plan_of(conn, "EXECUTE nearest(5, 10)")
+            for query in (values[7] or 0, flip(values[9] or 0, [1, 30]), -1):
+                for n in (1, 10, 250):
+                    got = [tuple(r) for r in conn.execute(f"EXECUTE nearest({query}, {n})")]
+                    assert got == nearest_expected(values, query, n), (query, n)
+        finally:
+            conn.execute("DROP TABLE limited CASCADE")
+
+
 def nearest_expected(fingerprints: Sequence[int | None], query: int, n: int
                      ) -> list[tuple[int, int | None]]:  # fmt: skip
     ordered = sorted((nearsim.hamming(v, query), i) for i, v in enumerate(fingerprints)
@@ -291,7 +312,8 @@ def test_further_sort_keys_sort_the_rows_of_each_distance_in_the_scan(database: 
         try:
             conn.execute("SELECT nearsim_enable('ties', 'body')")
             conn.execute("SET nearsim.profile = 'default/1'")
-            with conn.cursor().copy("COPY ties (id, grp, label, code, body, si) FROM STDIN") as copy:
+            copy_sql = "COPY ties (id, grp, label, code, body, si) FROM STDIN"
+            with conn.cursor().copy(copy_sql) as copy:
                 for key, grp, label, code, value in rows:
                     copy.write_row((key, grp, label, code, None if value is None else "d", value))
             conn.execute("RESET nearsim.profile")
