@@ -361,6 +361,13 @@ struct RotationSearch
 	/* the present search */
 	uint64		query;
 	int			max_distance;
+	/*
+	 * The farthest distance whose rows the rings hold (nearest first: once
+	 * a few times the rows wanted are held, farther rows are not kept,
+	 * and a search that gives past it goes on with passes); max_distance
+	 * for a radius search
+	 */
+	int			hold_limit;
 	bool		nearest;
 	bool		with_nulls;
 	Stage		stage;
@@ -457,6 +464,7 @@ start(RotationSearch *search, uint64 query, int max_distance, bool nearest, int 
 {
 	search->query = query;
 	search->max_distance = Min(max_distance, FINGERPRINT_BITS);
+	search->hold_limit = search->max_distance;
 	search->nearest = nearest;
 	search->with_nulls = false;
 	search->band = -1;
@@ -604,7 +612,7 @@ open_value_range(RotationSearch *search, uint64 value, int next)
 	if (next < search->ring_count)
 		nearsim_keys_follow(&band->reader, value_low(band, search->ring_values[next]));
 	nearsim_keys_open_near(&band->reader, key_of(low), key_of(low | span), band->query_key,
-						   0, search->max_distance);
+						   0, search->hold_limit);
 	search->range_open = true;
 }
 
@@ -646,7 +654,7 @@ next_in_ring(RotationSearch *search, ItemPointer tid, int *distance)
 		{
 			int			d = pg_popcount64(fingerprint ^ search->query);
 
-			if (d <= search->max_distance && !found_before(search, search->band, fingerprint))
+			if (d <= search->hold_limit && !found_before(search, search->band, fingerprint))
 			{
 				*distance = d;
 				return true;
@@ -737,6 +745,25 @@ hold(RotationSearch *search, ItemPointer tid, int distance)
 	search->held++;
 }
 
+/*
+ * Lets go of the farthest rows held while the nearer ones are still a
+ * window's worth (a few times the rows wanted): the rings then keep and
+ * read no row farther than hold_limit, since the rows wanted lie nearer.
+ */
+static void
+shed_far_rows(RotationSearch *search)
+{
+	while (search->held > search->window_budget && search->hold_limit > search->giving &&
+		   search->held - search->found[search->hold_limit].count >= search->window_budget)
+	{
+		search->held -= search->found[search->hold_limit].count;
+		search->found[search->hold_limit].count = 0;
+		search->hold_limit--;
+		/* from the next page on */
+		search->bands[search->band].reader.farthest = search->hold_limit;
+	}
+}
+
 /* Fetches the version of a row the snapshot sees; false if it sees none */
 static bool
 fetch_row(RotationSearch *search, ItemPointer tid, TupleTableSlot *slot)
@@ -797,7 +824,7 @@ next_nearest_entry(RotationSearch *search, ItemPointer tid, int *distance)
 		int			band = 0;
 
 		/* give what is known to be nearest */
-		while (search->giving < below && search->giving <= search->max_distance)
+		while (search->giving < below && search->giving <= search->hold_limit)
 		{
 			Found	   *found = &search->found[search->giving];
 
@@ -817,6 +844,12 @@ next_nearest_entry(RotationSearch *search, ItemPointer tid, int *distance)
 			search->stage = search->with_nulls ? NULLS : DONE;
 			return false;
 		}
+		if (search->giving > search->hold_limit)
+		{
+			/* the rows from here on were not kept: more are wanted than planned */
+			begin_passes(search, search->giving);
+			return false;
+		}
 		/* read the cheapest next ring, or go over to passes */
 		if (!cheapest_ring(search, &band))
 		{
@@ -831,6 +864,7 @@ next_nearest_entry(RotationSearch *search, ItemPointer tid, int *distance)
 			while (next_in_ring(search, &found_tid, &found_distance))
 			{
 				hold(search, &found_tid, found_distance);
+				shed_far_rows(search);
 				if (search->held > search->budget)
 				{
 					close_ring(search);

@@ -346,6 +346,35 @@ def test_further_sort_keys_sort_the_rows_of_each_distance_in_the_scan(database: 
             conn.execute("DROP TABLE ties CASCADE")
 
 
+def test_a_limit_under_a_condition_that_keeps_few_rows_reads_on(database: str) -> None:
+    """WHERE <a rare condition> ORDER BY hamming(si, q), id LIMIT n: the scan is
+    planned for n rows and keeps only a window of the nearest it finds (a
+    few times n, at least 1,024), but the condition rejects most rows, so it
+    must give far more than n: past the rows it kept it reads on, and the
+    answer is still the scan's."""
+    rng = random.Random(17)
+    values: list[int | None] = [signed(rng.getrandbits(64)) for _ in range(60_000)]
+    centre = values[0] or 0
+    values += [flip(centre, rng.sample(range(64), rng.randint(1, 20))) for _ in range(6_000)]
+    statement = ("SELECT id, hamming(si, %(q)s) FROM rare WHERE id %% %(m)s = 0"
+                 " ORDER BY hamming(si, %(q)s), id LIMIT %(n)s")
+    with psycopg.connect(database, autocommit=True) as conn:
+        load(conn, "rare", values)
+        try:
+            with rotation_scan(conn):
+                assert SCAN_NODE in plan_of(conn, statement % {"q": "0", "m": "7", "n": "5"})
+                for query in (centre, flip(centre, [5, 9]), values[3] or 0):
+                    for modulus, n in ((7, 5), (50, 30), (400, 5), (3, 600)):
+                        got = [tuple(r) for r in conn.execute(
+                            statement, {"q": query, "m": modulus, "n": n})]
+                        expected = [(i, d) for i, d in nearest_expected(values, query,
+                                                                        len(values))
+                                    if i % modulus == 0][:n]
+                        assert got == expected, (query, modulus, n)
+        finally:
+            conn.execute("DROP TABLE rare CASCADE")
+
+
 def test_nearest_within_a_small_memory_reads_the_index_whole(
         database: str, fingerprints: list[int | None]) -> None:  # fmt: skip
     """Far neighbours are found by reading an index whole, holding what
