@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 import uuid
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -603,3 +604,90 @@ def test_check_exits_1_and_lists_the_near_duplicates(database: str, tmp_path: Pa
     assert missing.exit_code == 2 and "nothing.txt" in missing.output
     # nothing was written
     assert len(rows(database, table)) == 3
+
+
+def test_thresholds_the_server_answers_the_command_line_answers(
+    database: str, tmp_path: Path
+) -> None:
+    root = tmp_path / "docs"
+    root.mkdir()
+    base = CHAPTERS["Genesis 1"]
+    words = base.split()
+    texts = {"a.txt": base, "b.txt": base + " Amen.\n",  # S_R 0.998
+             "c.txt": " ".join(words[:len(words) * 2 // 5]),  # S_R 0.45 to both
+             "other.txt": CHAPTERS["Jude 1"]}  # fmt: skip
+    for name, text in texts.items():
+        (root / name).write_text(text)
+    table = table_name()
+    assert load(database, table, str(root)).exit_code == 0
+    keys = {name: str(root / name) for name in texts}
+
+    def sql_rows(query: str, *arguments: object) -> list[dict[str, Any]]:
+        with psycopg.connect(database) as conn:
+            cursor = conn.execute(query, [table, *arguments])
+            names = [column.name for column in cursor.description or ()]
+            return [dict(zip(names, row, strict=True)) for row in cursor]
+
+    def groups(found: list[dict[str, Any]]) -> list[list[str]]:
+        return sorted(sorted(group["members"]) for group in found)
+
+    for threshold in ("0.3", "0.99"):  # outside the 0.5 to 0.95 the calibration covers
+        result = run("pairs", "-s", threshold, "--dsn", database, "-t", table, "--json")
+        assert result.exit_code == 0, result.output
+        expected = sql_rows("SELECT * FROM nearsim_pairs_verified(%s, %s)", float(threshold))
+        by_keys = itemgetter("a", "b")
+        assert sorted(json.loads(result.stdout), key=by_keys) == sorted(expected, key=by_keys)
+        assert len(expected) == (3 if threshold == "0.3" else 1)
+
+        result = run("clusters", "-s", threshold, "--dsn", database, "-t", table, "--json")
+        assert result.exit_code == 0, result.output
+        by_sql: dict[str, list[str]] = {}
+        for row in sql_rows("SELECT * FROM nearsim_clusters_verified(%s, %s)", float(threshold)):
+            by_sql.setdefault(row["cluster"], []).append(row["key"])
+        assert groups(json.loads(result.stdout)) == sorted(map(sorted, by_sql.values()))
+
+        page = tmp_path / f"group-{threshold}.html"
+        result = run("report", "--cluster", keys["a.txt"], "-s", threshold, "--dsn", database,
+                     "-t", table, "-o", str(page))  # fmt: skip
+        assert result.exit_code == 0, result.output
+        assert page.read_text().count("<section>") == (2 if threshold == "0.3" else 1)
+
+        compared = run("compare", keys["a.txt"], keys["c.txt"], "-s", threshold, "--dsn",
+                       database, "-t", table, "--json")  # fmt: skip
+        assert compared.exit_code == 0, compared.output
+        assert json.loads(compared.stdout)["near_duplicates"] is (threshold == "0.3")
+
+    # A query needs a radius, which the server has for 0.5 to 0.95 only: with
+    # -k it answers, as SQL does; without, the server's own error is the one line.
+    result = run("similar", "--file", keys["a.txt"], "-s", "0.99", "-k", "10", "--dsn", database,
+                 "-t", table, "--json")  # fmt: skip
+    assert result.exit_code == 0, result.output
+    expected = sql_rows("SELECT key, distance, similarity, short"
+                        " FROM nearsim_similar_verified(%s, %s, 0.99, 's_r', 10)", base)
+    assert json.loads(result.stdout) == expected and len(expected) == 2
+    for command in ("similar", "check"):
+        refused = subprocess.run(
+            [sys.executable, "-m", "nearsim.client.cli", command, *(
+                ["--file"] if command == "similar" else []), keys["a.txt"], "-s", "0.99",
+             "--dsn", database, "-t", table], capture_output=True, text=True)  # fmt: skip
+        assert refused.returncode == 2, refused.stderr
+        assert refused.stderr.startswith("Error: database error: min_similarity must be between"
+                                         " 0.5 and 0.95"), refused.stderr
+        assert len(refused.stderr.strip().splitlines()) == 1 and "Traceback" not in refused.stderr
+    refused = run("pairs", "-s", "0.3", "--measure", "containment", "--dsn", database, "-t",
+                  table)  # fmt: skip
+    assert refused.exit_code == 2 and "min_similarity must be between" in refused.output
+
+    # outside (0, 1]: refused before any work, naming the option
+    for command in ("similar", "check", "pairs", "clusters", "compare", "report"):
+        for threshold in ("0", "-0.1", "1.5"):
+            arguments = {"similar": ["x"], "check": [keys["a.txt"]],
+                         "compare": [keys["a.txt"], keys["b.txt"]],
+                         "report": ["--cluster", "1", "-o", str(tmp_path / "x.html")]}  # fmt: skip
+            refused = run(command, *arguments.get(command, []), "-s", threshold, "--dsn",
+                          "host=/nowhere", "-t", table)  # fmt: skip
+            assert refused.exit_code == 2, (command, threshold, refused.output)
+            assert "Invalid value for '--min-similarity' / '-s'" in refused.output
+            assert "0<x<=1" in refused.output
+    assert run("pairs", "-s", "1", "--dsn", database, "-t", table).exit_code == 0
+

@@ -12,9 +12,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 import click
 import psycopg
 
-from ..core import calibration
 from ..core.bits import BITS
-from ..core.fingerprint import PROFILE
 from ..core.measures import VERIFIED_MEASURES
 from ..core.profiles import ProfileError, canonical
 from .connect import ConnectionFailed, ProfileMismatch, connect, ensure_extension
@@ -103,6 +101,11 @@ def json_option(function: F) -> F:
 
 DEFAULT_MIN_SIMILARITY = 0.8
 """The measured similarity the queries and ``compare`` use unless told otherwise."""
+SIMILARITY = click.FloatRange(0, 1, min_open=True)
+"""What -s takes: any similarity above 0 (everything is at least 0 similar), up to 1.
+Whether a search can answer it is the library's or the server's to say: the
+server gives a radius only for 0.5 to 0.95 and otherwise asks for -k, but
+its exact join of pairs by S_R needs no radius at all."""
 DEFAULT_MAX_DISTANCE = 6
 """The Hamming distance of ``--hamming`` unless told otherwise."""
 
@@ -117,7 +120,8 @@ def search_options(function: F) -> F:
     function = click.option(
         "-k", "--max-distance", type=click.IntRange(0, BITS), metavar="K",
         help="With --hamming, the largest Hamming distance in bits; otherwise the radius in"
-        " which candidates are looked for [default: calibrated for -s].",
+        " which candidates are looked for [default: the radius calibrated for -s, from 0.5 to"
+        " 0.95 (outside, give -k); pairs, clusters and report by s_r need none].",
     )(function)  # fmt: skip
     function = click.option(
         "--measure", type=click.Choice(VERIFIED_MEASURES), default="s_r", show_default=True,
@@ -126,7 +130,7 @@ def search_options(function: F) -> F:
         " their information forms as `nearsim compare` shows them.",
     )(function)  # fmt: skip
     return click.option(
-        "--min-similarity", "-s", type=click.FloatRange(0, 1), metavar="S",
+        "--min-similarity", "-s", type=SIMILARITY, metavar="S",
         default=DEFAULT_MIN_SIMILARITY, show_default=True,
         help="Only documents at least S similar, measured on the texts (verified search:"
         " candidates from the rotation index, then the texts decide).",
@@ -156,8 +160,9 @@ def given(ctx: click.Context, name: str) -> bool:
 def search_of(ctx: click.Context) -> Search:
     """The search the options ask for, checked before any work.
 
-    -s or --measure with --hamming is a contradiction; a -s outside the
-    calibration needs -k, said here rather than by the server.
+    -s or --measure with --hamming is a contradiction.  A -s the server has
+    no radius for is not refused here: pairs by S_R need none, and where one
+    is needed the server's own error says so (one line, with its hint).
     """
     params = ctx.params
     if params["by_bits"]:
@@ -168,28 +173,7 @@ def search_of(ctx: click.Context) -> Search:
         distance = params["max_distance"]
         return Search(True, DEFAULT_MAX_DISTANCE if distance is None else distance,
                       params["min_similarity"], params["measure"])  # fmt: skip
-    wanted = params["min_similarity"]
-    low, high = calibration.THRESHOLDS[0], calibration.THRESHOLDS[-1]
-    if params["max_distance"] is None and not low <= wanted <= high:
-        raise click.BadParameter(
-            f"{wanted} is outside {low} to {high}, where the calibration gives the radius;"
-            f" give -k to choose the radius yourself: {_radius_advice(wanted, low, high)}",
-            param_hint="--min-similarity")  # fmt: skip
-    return Search(False, params["max_distance"], wanted, params["measure"])
-
-
-def _radius_advice(wanted: float, low: float, high: float) -> str:
-    """A radius that works for a similarity outside the calibration: never one
-    the server refuses or cannot finish (a large -k makes pairs of nearly every
-    document; the server refuses those past nearsim.max_pairs)."""
-    if wanted > high:
-        radius = calibration.radius_for(high, PROFILE)
-        return (f"-k {radius} (the radius for {high}) finds 99% of the pairs at least {high}"
-                " similar, so of those more similar too")
-    radius = calibration.radius_for(low, PROFILE)
-    return (f"-k {radius} is the radius for {low}; less similar texts can be further apart,"
-            " but each bit more multiplies the candidates, and the server refuses a radius"
-            " whose pairs would not fit in memory (nearsim.max_pairs)")
+    return Search(False, params["max_distance"], params["min_similarity"], params["measure"])
 
 
 def open_table(

@@ -12,6 +12,7 @@ from ..core.measures import VERIFIED_MEASURES
 from .clitools import (
     DEFAULT_MAX_DISTANCE,
     DEFAULT_MIN_SIMILARITY,
+    SIMILARITY,
     Fatal,
     ProfileName,
     print_json,
@@ -43,7 +44,7 @@ def spark_group() -> None:
               help="The column (field) of the documents' keys [text files: path].")
 @click.option("--text-column", metavar="TEXT",
               help="The column (field) of the documents' texts [text files: text].")
-@click.option("--min-similarity", "-s", type=click.FloatRange(0, 1), metavar="S",
+@click.option("--min-similarity", "-s", type=SIMILARITY, metavar="S",
               default=DEFAULT_MIN_SIMILARITY, show_default=True,
               help="Group documents at least S similar, measured on the texts.")
 @click.option("--measure", type=click.Choice(VERIFIED_MEASURES), default="s_r",
