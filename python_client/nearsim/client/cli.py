@@ -33,6 +33,7 @@ from .clitools import (
     given,
     human_bytes,
     json_option,
+    method_option,
     open_table,
     print_json,
     print_json_array,
@@ -43,6 +44,7 @@ from .clitools import (
 )  # fmt: skip
 from .documents import Cluster, DocumentTable
 from .extract import InputError, read_text
+from .groups import choose_group, numbered
 from .loadcli import load_command, the_process_ends_with_the_command
 from .loader import DEFAULT_MAX_BYTES
 from .sparkcli import spark_group
@@ -322,10 +324,7 @@ def _groups(documents: DocumentTable, search: Search, method: str,
 
 @cli.command()
 @search_options
-@click.option("--method", type=click.Choice(["components", "pivot"]), default="components",
-              show_default=True,
-              help="components: linked through any chain of pairs; pivot: every member "
-              "paired with the group's pivot.")
+@method_option
 @click.option("--min-size", type=click.IntRange(1), default=2, show_default=True,
               help="Only groups of at least this many documents.")
 @database_options
@@ -335,11 +334,12 @@ def clusters(
     ctx: click.Context, min_similarity: float, measure: str, max_distance: int | None,
     by_bits: bool, method: str, min_size: int, dsn: str | None, table: str, as_json: bool,
 ) -> None:  # fmt: skip
-    """Groups of near-duplicate documents, largest first.
+    """Groups of near-duplicate documents, largest first, numbered from 1.
 
     Groups of the pairs `nearsim pairs` finds with the same options: by
     default pairs at least 0.8 (-s) similar measured on the texts; with
-    --hamming, pairs within -k bits.
+    --hamming, pairs within -k bits. `nearsim report --cluster N` shows
+    group N of the same options side by side.
 
     \b
     Examples:
@@ -352,10 +352,12 @@ def clusters(
         conn, documents = open_table(dsn, table)
         with conn, closing(_groups(documents, search, method, min_size)) as found:  # see pairs
             if as_json:
-                print_json_array(asdict(cluster) for cluster in found)
+                print_json_array({"number": group.number, **asdict(group.cluster)}
+                                 for group in numbered(found))  # fmt: skip
                 return
-            for number, cluster in enumerate(found, 1):
-                click.echo(f"cluster {number}: {len(cluster.members)} documents")
+            for group in numbered(found):
+                cluster = group.cluster
+                click.echo(f"cluster {group.number}: {len(cluster.members)} documents")
                 for member in cluster.members:
                     click.echo(f"  {member}{'  (pivot)' if member == cluster.pivot else ''}")
 
@@ -527,38 +529,45 @@ def compare(
 
 @cli.command()
 @click.argument("names", nargs=-1, metavar="[A B...]")
-@click.option("--cluster", metavar="KEY",
-              help="Instead of A B...: every member of KEY's group against its pivot"
-              " (pivot groups of verified pairs, or within -k bits with --hamming).")
+@click.option("--cluster", metavar="N|KEY",
+              help="Instead of A B...: a group as `nearsim clusters` gives it with the same"
+              " options, by the number it prints or by a member (a stored document's key, or a"
+              " loaded file by any path to it); the group's first member (the pivot with"
+              " --method pivot) is shown next to each of the others.")
 @click.option("--output", "-o", type=click.Path(dir_okay=False, writable=True), required=True,
               help="The HTML file to write.")
 @search_options
+@method_option
 @database_options
 @click.pass_context
 def report(
     ctx: click.Context, names: tuple[str, ...], cluster: str | None, output: str,
-    min_similarity: float, measure: str, max_distance: int | None, by_bits: bool,
+    min_similarity: float, measure: str, max_distance: int | None, by_bits: bool, method: str,
     dsn: str | None, table: str,
 ) -> None:  # fmt: skip
     """Write an HTML page of documents side by side, common passages marked.
 
     A B...: files or keys of stored documents; each of B... is shown next
     to A. The page is self-contained (no scripts, nothing to download).
+    --cluster 3 -s 0.9 is group 3 of `nearsim clusters -s 0.9`. A number
+    that is also a stored document's key is taken as the group's number (a
+    warning says which group holds that document).
 
     \b
     Examples:
         nearsim report draft-1.docx draft-2.docx -o drafts.html
-        nearsim report --cluster /srv/docs/memo.txt -s 0.8 -o memo-group.html
+        nearsim report --cluster 3 -s 0.9 -o group-3.html
+        nearsim report --cluster memo.txt --method pivot -o memo-group.html
     """
     search = search_of(ctx)
     if (cluster is None) == (not names) or (cluster is None and len(names) < 2):
-        raise click.UsageError("give two or more documents A B..., or --cluster KEY")
+        raise click.UsageError("give two or more documents A B..., or --cluster N|KEY")
     directory = os.path.dirname(os.path.abspath(output))
     if not os.path.isdir(directory):  # before the work, not after it
         raise click.BadParameter(f"directory {directory} does not exist", param_hint="--output")
     with database_errors(), _OnDemand(dsn, table) as documents:
         if cluster is not None:
-            names = _cluster_members(documents(), cluster, search)
+            names = _cluster_members(documents(), cluster, search, method)
         texts = [html_report.Document(name, _document_of(name, documents)[1]) for name in names]
     page = html_report.report(texts[0], texts[1:])
     try:
@@ -570,13 +579,14 @@ def report(
                err=True)  # fmt: skip
 
 
-def _cluster_members(documents: DocumentTable, key: str, search: Search) -> tuple[str, ...]:
-    """The pivot group holding ``key``, its pivot first."""
-    with closing(_groups(documents, search, "pivot")) as found:  # the rest is not needed
-        for group in found:
-            if key in group.members:
-                return tuple(group.members)
-    raise Fatal(f"{key} is in no group of near-duplicates ({search.describe()}) in {documents}")
+def _cluster_members(documents: DocumentTable, wanted: str, search: Search,
+                     method: str) -> tuple[str, ...]:  # fmt: skip
+    """The members of the group ``wanted`` names, as ``nearsim clusters`` lists them."""
+    with closing(_groups(documents, search, method)) as found:  # the rest is not needed
+        chosen = choose_group(documents, found, wanted, search.describe())
+    if chosen.warning is not None:
+        click.echo(f"warning: {chosen.warning}", err=True)
+    return tuple(chosen.group.cluster.members)
 
 
 @cli.command()

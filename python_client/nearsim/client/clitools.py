@@ -18,6 +18,7 @@ from ..core.profiles import ProfileError, canonical
 from .connect import ConnectionFailed, ProfileMismatch, connect, ensure_extension
 from .database_encoding import Repertoire, describe, non_ascii
 from .documents import DEFAULT_TABLE, DocumentTable, TableError
+from .groups import GroupNotFound
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -43,7 +44,7 @@ def database_errors() -> Iterator[None]:
     """Library errors as one line on stderr."""
     try:
         yield
-    except (ConnectionFailed, TableError, ProfileMismatch) as error:
+    except (ConnectionFailed, TableError, ProfileMismatch, GroupNotFound) as error:
         raise Fatal(str(error)) from error
     except psycopg.OperationalError as error:
         raise Fatal(f"database connection lost: {str(error).strip().splitlines()[0]}") from error
@@ -134,6 +135,16 @@ def search_options(function: F) -> F:
         default=DEFAULT_MIN_SIMILARITY, show_default=True,
         help="Only documents at least S similar, measured on the texts (verified search:"
         " candidates from the rotation index, then the texts decide).",
+    )(function)  # fmt: skip
+
+
+def method_option(function: F) -> F:
+    """--method of the groups, for the commands that number them alike (clusters, report)."""
+    return click.option(
+        "--method", type=click.Choice(["components", "pivot"]), default="components",
+        show_default=True,
+        help="components: linked through any chain of pairs; pivot: every member paired with"
+        " the group's pivot.",
     )(function)  # fmt: skip
 
 

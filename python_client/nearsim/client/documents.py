@@ -14,6 +14,7 @@ The query functions work on any table enabled with ``nearsim_enable``.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Generator
 from contextlib import closing
 from dataclasses import dataclass
@@ -26,6 +27,7 @@ from psycopg import sql
 from ..core.fingerprint import PROFILE
 from ..core.profiles import canonical, simhash
 from ..core.registry import EXTENSION_SCHEMA_QUERY, REGISTRY, Registration
+from .sources import file_key
 
 DEFAULT_TABLE = "docs"
 TEXT_COLUMN = "body"
@@ -418,6 +420,41 @@ class DocumentTable:
         )
         row = self.conn.execute(query, [key]).fetchone()
         return None if row is None else StoredDocument(*row)
+
+    def has_document(self, key: str) -> bool:
+        """Whether a document is stored under ``key`` (the key column compared as text)."""
+        registration = self.require_enabled()
+        query = sql.SQL("SELECT EXISTS (SELECT FROM {table} WHERE {key}::text = %s)").format(
+            table=self.identifier, key=sql.Identifier(registration.key_column))
+        row = self.conn.execute(query, [key]).fetchone()
+        return bool(row and row[0])
+
+    def key_of_file(self, path: str) -> str | None:
+        """The key of the document loaded from the file at ``path``, however ``path`` is spelt.
+
+        The loader keys a file by its absolute path (:func:`~nearsim.client.sources.file_key`),
+        so ``memo.txt`` in /srv/docs finds the document /srv/docs/memo.txt.  A
+        file loaded through another path to it (a symbolic link to it or to a
+        directory above it) is found among the keys that end in its name, as
+        the same file on disk.  None when no document was loaded from it.
+        """
+        key = file_key(path)
+        if self.has_document(key):
+            return key
+        if not os.path.exists(path):
+            return None  # gone since it was loaded: no file to compare the keys with
+        registration = self.require_enabled()
+        ending = "/" + os.path.basename(key)
+        query = sql.SQL(
+            "SELECT {key}::text FROM {table} WHERE pg_catalog.right({key}::text, %s) = %s"
+        ).format(table=self.identifier, key=sql.Identifier(registration.key_column))
+        for (candidate,) in self.conn.execute(query, [len(ending), ending]):
+            try:
+                if os.path.samefile(candidate, path):
+                    return str(candidate)
+            except OSError:  # a key that names no file here
+                continue
+        return None
 
     def stats(self, check_fingerprints: bool | None = None) -> dict[str, Any]:
         """Document counts, profile and index health (``nearsim_verify``).

@@ -136,6 +136,17 @@ def storable(name: str) -> str:
     return "".join(escaped)
 
 
+def file_key(path: str) -> str:
+    """The key a document file is stored under: its absolute path, as text.
+
+    Made absolute from the current directory and normalised (``./``, ``..``,
+    doubled slashes) but not resolved through symbolic links: the path as
+    the user named it.  The loader keys files by it, and ``nearsim report``
+    looks files up by it.
+    """
+    return storable(os.path.abspath(path))
+
+
 @dataclass(frozen=True, slots=True)
 class Failure:
     """An input that was not loaded, and why (``reason``: see extract.REASONS)."""
@@ -217,7 +228,7 @@ class _Walker:
         self.keys.add(path)
         record_format = self._record_format(path)
         if record_format == "none":
-            yield FileInput(path, storable(path), info.st_size)
+            yield FileInput(path, file_key(path), info.st_size)  # path is absolute already
         else:
             yield from _records(path, record_format, self.options, self.read, info.st_size)
 
