@@ -691,3 +691,56 @@ def test_thresholds_the_server_answers_the_command_line_answers(
             assert "0<x<=1" in refused.output
     assert run("pairs", "-s", "1", "--dsn", database, "-t", table).exit_code == 0
 
+
+def test_check_answers_every_file_and_names_those_it_cannot_check(
+    database: str, tmp_path: Path
+) -> None:
+    root = tmp_path / "docs"
+    root.mkdir()
+    for ref in ("Genesis 24", "Ruth 1", "Jude 1"):
+        (root / f"{ref}.txt").write_text(CHAPTERS[ref])
+    table = table_name()
+    assert load(database, table, str(root)).exit_code == 0
+    edited = tmp_path / "edited.txt"
+    edited.write_text(CHAPTERS["Genesis 24"].replace("Rebekah", "Rebecca", 1) + "Amen.\n")
+    new = tmp_path / "new.txt"
+    new.write_text(CHAPTERS["Obadiah 1"])
+    empty, blank, marks = tmp_path / "empty.txt", tmp_path / "blank.txt", tmp_path / "marks.txt"
+    empty.write_bytes(b"")
+    blank.write_text(" \n\t\n")
+    marks.write_text("!!! --- ???\n")
+    unchecked = {
+        empty: f"Error: {empty}: an empty file (0 bytes): not checked",
+        blank: f"Error: {blank}: no text (empty or only whitespace): not checked",
+        marks: f"Error: {marks}: no words, so no fingerprint to compare: not checked",
+    }
+    files = [str(path) for path in (empty, new, blank, edited, marks)]
+
+    # a near-duplicate is found (1) whatever else could not be checked
+    found = run("check", *files, "--dsn", database, "--table", table)
+    assert found.exit_code == 1, found.output
+    lines = found.stdout.splitlines()
+    assert lines[:2] == [f"{new}: no near-duplicate", f"{edited}: 1 near-duplicate"]
+    assert lines[2].endswith("Genesis 24.txt") and len(lines) == 3
+    assert found.stderr.splitlines() == list(unchecked.values())
+    as_json = json.loads(run("check", *files, "--json", "--dsn", database, "--table",
+                             table).stdout)  # fmt: skip
+    assert [entry["file"] for entry in as_json] == files
+    for entry in as_json:
+        if Path(entry["file"]) in unchecked:
+            assert entry["near_duplicates"] is None
+            assert f"Error: {entry['error']}" == unchecked[Path(entry["file"])]
+        else:
+            assert entry["error"] is None
+    assert [Path(m["key"]).name for m in as_json[3]["near_duplicates"]] == ["Genesis 24.txt"]
+    assert as_json[1]["near_duplicates"] == []
+
+    # none found, but a file could not be checked: 2, with the others' answers
+    partial = run("check", str(empty), str(new), "--hamming", "--dsn", database, "--table",
+                  table)  # fmt: skip
+    assert partial.exit_code == 2, partial.output
+    assert partial.stdout == f"{new}: no near-duplicate\n"
+    assert partial.stderr == unchecked[empty] + "\n"
+    clean = run("check", str(new), "--dsn", database, "--table", table)
+    assert clean.exit_code == 0 and clean.stderr == ""
+

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable, Generator, Iterable
+from collections.abc import Callable, Generator, Iterable, Iterator
 from contextlib import closing
 from dataclasses import asdict
 from typing import Any
@@ -24,8 +24,10 @@ from ..core.bits import BITS, bits, hamming
 from ..core.fingerprint import PROFILE
 from ..core.profiles import simhash
 from . import report as html_report
+from .checks import FileCheck, check_files
 from .clitools import (
     EXIT_FAILURES,
+    EXIT_USAGE,
     Fatal,
     Search,
     database_errors,
@@ -222,7 +224,12 @@ def check(
     For a CI job or a pre-commit hook: exit status 1 when any file has a
     near-duplicate (each listed with the stored documents like it, as
     `nearsim similar` finds them: at least 0.8 (-s) similar, or within -k bits
-    with --hamming), 0 when none has, 2 on an error. Nothing is written.
+    with --hamming), 0 when every file was checked and none has, 2 on an
+    error, or when a file could not be checked and no other has a
+    near-duplicate. A file that cannot be read, or has no words (empty, only
+    whitespace or punctuation: no fingerprint to compare), is named on
+    stderr and the other files are checked all the same (with --json, its
+    entry has near_duplicates null and the error). Nothing is written.
 
     \b
     Examples:
@@ -230,39 +237,60 @@ def check(
         nearsim check --hamming -k 3 --json drafts/*.txt
     """
     search = search_of(ctx)
-    queries = {name: _query_text(None, name) for name in files}
-    found: dict[str, list[dict[str, Any]]] = {}
+    answers: list[FileCheck] = []
     with database_errors():
         conn, documents = open_table(dsn, table)
         with conn:
-            for name, query in queries.items():
-                require_storable(conn, name, query)
-            for name, query in queries.items():
-                _warn_if_short(query)
-                if search.hamming:
-                    assert search.max_distance is not None
-                    found[name] = [asdict(m) for m in documents.similar(query,
-                                                                        search.max_distance)]
-                else:
-                    found[name] = [asdict(m) for m in documents.similar_verified(
-                        query, search.min_similarity, search.measure, search.max_distance)]
-    if as_json:
-        print_json([{"file": name, "near_duplicates": matches}
-                    for name, matches in found.items()])
-    else:
-        for name, matches in found.items():
-            if not matches:
-                click.echo(f"{name}: no near-duplicate")
-                continue
-            click.echo(f"{name}: {len(matches)} near-duplicate{'s' if len(matches) > 1 else ''}")
-            for match in matches:
-                if search.hamming:
-                    click.echo(f"  {match['distance']:3d} bits  {match['key']}")
-                else:
-                    click.echo(f"  {match['similarity']:7.1%}  {match['distance']:3d} bits"
-                               f"  {match['key']}")
-    if any(found.values()):
-        sys.exit(EXIT_FAILURES)
+            found = check_files(documents, files, by_bits=search.hamming,
+                                min_similarity=search.min_similarity, measure=search.measure,
+                                max_distance=search.max_distance)  # fmt: skip
+            entries = _check_entries(found, answers)
+            if as_json:  # whole, or not at all: the search may fail at the first file
+                print_json(list(entries))
+            else:
+                for entry in entries:
+                    _print_check(entry, search)
+    if any(answer.near_duplicates for answer in answers):
+        sys.exit(EXIT_FAILURES)  # found: whatever else could not be checked
+    if not all(answer.checked for answer in answers):
+        sys.exit(EXIT_USAGE)
+
+
+def _check_entries(found: Iterable[FileCheck],
+                   answers: list[FileCheck]) -> Iterator[dict[str, Any]]:  # fmt: skip
+    """Each file's answer as JSON, as it comes, noted in ``answers`` for the exit status.
+
+    A file that could not be checked is named on stderr then, and a query
+    of few shingles warned of.
+    """
+    for answer in found:
+        answers.append(answer)
+        if answer.problem is not None:
+            click.echo(f"Error: {answer.problem}", err=True)
+        elif answer.shingles < measures.SHORT_SHINGLES:
+            click.echo(f"warning: {answer.file} has {answer.shingles} shingle(s): a fingerprint"
+                       f" of fewer than {measures.SHORT_SHINGLES} is unreliable, near-duplicates"
+                       " may be missed", err=True)  # fmt: skip
+        matches = answer.near_duplicates
+        yield {"file": answer.file,
+               "near_duplicates": None if matches is None else [asdict(m) for m in matches],
+               "error": answer.problem}  # fmt: skip
+
+
+def _print_check(entry: dict[str, Any], search: Search) -> None:
+    name, matches = entry["file"], entry["near_duplicates"]
+    if matches is None:
+        return  # named on stderr
+    if not matches:
+        click.echo(f"{name}: no near-duplicate")
+        return
+    click.echo(f"{name}: {len(matches)} near-duplicate{'s' if len(matches) > 1 else ''}")
+    for match in matches:
+        if search.hamming:
+            click.echo(f"  {match['distance']:3d} bits  {match['key']}")
+        else:
+            click.echo(f"  {match['similarity']:7.1%}  {match['distance']:3d} bits"
+                       f"  {match['key']}")
 
 
 @cli.command()

@@ -16,7 +16,7 @@ from ..core.bits import BITS
 from ..core.measures import VERIFIED_MEASURES
 from ..core.profiles import ProfileError, canonical
 from .connect import ConnectionFailed, ProfileMismatch, connect, ensure_extension
-from .database_encoding import Repertoire, describe, non_ascii
+from .database_encoding import Repertoire, unstorable_query
 from .documents import DEFAULT_TABLE, DocumentTable, TableError
 from .groups import GroupNotFound
 
@@ -199,13 +199,9 @@ def open_table(
 def require_storable(conn: psycopg.Connection[Any], name: str, text: str) -> None:
     """Fatal, naming ``name``, if the database's encoding cannot hold ``text``
     (the server would refuse the statement that sends it)."""
-    repertoire = Repertoire(conn)
-    character = repertoire.first_unstorable(non_ascii(text))
-    if character is not None:
-        offset = text.encode().find(character.encode())
-        raise Fatal(f"{name} has characters the database encoding {repertoire.encoding} cannot"
-                    f" store (first: {describe(character)} at byte {offset}): it cannot be"
-                    " compared with the stored documents; a database in UTF8 stores any text")
+    problem = unstorable_query(Repertoire(conn), name, text)
+    if problem is not None:
+        raise Fatal(problem)
 
 
 def print_json(value: Any) -> None:

@@ -78,6 +78,18 @@ def unstorable_message(key: str, what: str, character: str, offset: int, encodin
             f" a database in UTF8 stores any text")
 
 
+def unstorable_query(repertoire: Repertoire, name: str, text: str) -> str | None:
+    """Why the database cannot take ``text`` (named ``name``) as a query, in one line;
+    None if it can.  The server would refuse the statement that sends it."""
+    character = repertoire.first_unstorable(non_ascii(text))
+    if character is None:
+        return None
+    offset = text.encode().find(character.encode())
+    return (f"{name} has characters the database encoding {repertoire.encoding} cannot store"
+            f" (first: {describe(character)} at byte {offset}): it cannot be compared with the"
+            " stored documents; a database in UTF8 stores any text")
+
+
 class Repertoire:
     """Which characters the database's encoding stores exactly, asked of the server.
 
