@@ -744,3 +744,43 @@ def test_check_answers_every_file_and_names_those_it_cannot_check(
     clean = run("check", str(new), "--dsn", database, "--table", table)
     assert clean.exit_code == 0 and clean.stderr == ""
 
+
+def waiting_for_a_lock(dsn: str) -> bool:
+    """Whether a session of the database waits for a lock."""
+    with psycopg.connect(dsn) as conn:
+        row = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+                           " AND datname = current_database()").fetchone()
+        return bool(row and row[0])
+
+
+@pytest.mark.parametrize("command", [["check"], ["pairs"], ["report", "--cluster", "1"]])
+def test_ctrl_c_ends_a_command_with_130_and_one_line(
+    database: str, tmp_path: Path, command: list[str]
+) -> None:
+    root = tmp_path / "docs"
+    root.mkdir()
+    for ref in ("Genesis 24", "Ruth 1"):
+        (root / f"{ref}.txt").write_text(CHAPTERS[ref])
+    table = table_name()
+    assert load(database, table, str(root)).exit_code == 0
+    arguments = [*command, "--dsn", database, "--table", table]
+    if command[0] == "check":
+        arguments.append(str(root / "Ruth 1.txt"))
+    if command[0] == "report":
+        arguments += ["-o", str(tmp_path / "group.html")]
+    with psycopg.connect(database) as locker:
+        # the command's query waits for the table until the signal comes
+        locker.execute(sql.SQL("LOCK TABLE {} IN ACCESS EXCLUSIVE MODE").format(
+            sql.Identifier(table)))
+        process = subprocess.Popen([sys.executable, "-m", "nearsim.client.cli", *arguments],
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 30
+        while not waiting_for_a_lock(database) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert waiting_for_a_lock(database) and process.poll() is None, process.communicate()
+        process.send_signal(signal.SIGINT)
+        stdout, stderr = process.communicate(timeout=30)
+        assert not waiting_for_a_lock(database)  # its query was cancelled, not left waiting
+        locker.rollback()
+    assert process.returncode == 130, stderr
+    assert stderr == "interrupted\n" and stdout == ""

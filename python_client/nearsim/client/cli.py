@@ -28,6 +28,7 @@ from .checks import FileCheck, check_files
 from .clitools import (
     EXIT_FAILURES,
     EXIT_USAGE,
+    Commands,
     Fatal,
     Search,
     database_errors,
@@ -52,7 +53,7 @@ from .loader import DEFAULT_MAX_BYTES
 from .sparkcli import spark_group
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=Commands, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="nearsim")
 def cli() -> None:
     """Find near-duplicate documents in PostgreSQL.
@@ -229,7 +230,8 @@ def check(
     near-duplicate. A file that cannot be read, or has no words (empty, only
     whitespace or punctuation: no fingerprint to compare), is named on
     stderr and the other files are checked all the same (with --json, its
-    entry has near_duplicates null and the error). Nothing is written.
+    entry has near_duplicates null and the error). 130 after Ctrl-C.
+    Nothing is written.
 
     \b
     Examples:
