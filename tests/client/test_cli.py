@@ -576,7 +576,9 @@ def test_similar_nearest_gives_the_scans_first_rows(database: str, tmp_path: Pat
     assert wrong.exit_code == 2 and "does not go with it" in wrong.output
 
 
-def test_check_exits_1_and_lists_the_near_duplicates(database: str, tmp_path: Path) -> None:
+def three_chapters_and_two_to_check(database: str, tmp_path: Path) -> tuple[str, Path, Path]:
+    """A table of three loaded chapters; a lightly edited copy of one of them
+    and a chapter not loaded, as files to check."""
     root = tmp_path / "docs"
     root.mkdir()
     for ref in ("Genesis 24", "Ruth 1", "Jude 1"):
@@ -587,6 +589,11 @@ def test_check_exits_1_and_lists_the_near_duplicates(database: str, tmp_path: Pa
     edited.write_text(CHAPTERS["Genesis 24"].replace("Rebekah", "Rebecca", 1) + "Amen.\n")
     new = tmp_path / "new.txt"
     new.write_text(CHAPTERS["Obadiah 1"])
+    return table, edited, new
+
+
+def test_check_exits_1_and_lists_the_near_duplicates(database: str, tmp_path: Path) -> None:
+    table, edited, new = three_chapters_and_two_to_check(database, tmp_path)
 
     clean = run("check", str(new), "--dsn", database, "--table", table)
     assert clean.exit_code == 0, clean.output
@@ -695,16 +702,7 @@ def test_thresholds_the_server_answers_the_command_line_answers(
 def test_check_answers_every_file_and_names_those_it_cannot_check(
     database: str, tmp_path: Path
 ) -> None:
-    root = tmp_path / "docs"
-    root.mkdir()
-    for ref in ("Genesis 24", "Ruth 1", "Jude 1"):
-        (root / f"{ref}.txt").write_text(CHAPTERS[ref])
-    table = table_name()
-    assert load(database, table, str(root)).exit_code == 0
-    edited = tmp_path / "edited.txt"
-    edited.write_text(CHAPTERS["Genesis 24"].replace("Rebekah", "Rebecca", 1) + "Amen.\n")
-    new = tmp_path / "new.txt"
-    new.write_text(CHAPTERS["Obadiah 1"])
+    table, edited, new = three_chapters_and_two_to_check(database, tmp_path)
     empty, blank, marks = tmp_path / "empty.txt", tmp_path / "blank.txt", tmp_path / "marks.txt"
     empty.write_bytes(b"")
     blank.write_text(" \n\t\n")
