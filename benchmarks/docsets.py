@@ -261,7 +261,8 @@ class DocSet:
 
     @property
     def label(self) -> str:
-        return f"{self.kind} {count_rows(self.rows)}"
+        other = "" if self.bands == default_bands(self.rows) else f", {self.bands} bands"
+        return f"{self.kind} {count_rows(self.rows)}{other}"
 
 
 def check_bucket_api(conn: Connection) -> None:
@@ -279,20 +280,22 @@ def check_bucket_api(conn: Connection) -> None:
 
 
 def make_docset(conn: Connection, schema: str, kind: str, fingerprints: Fingerprints,
-                queries: Fingerprints, described: str) -> DocSet:
+                queries: Fingerprints, described: str, bands: int | None = None) -> DocSet:
     """Create and enable an empty documents table, then COPY the rows into it.
 
     The fingerprints do not belong to the bodies, so nearsim_enable (which
     checks stored fingerprints against the text) runs on the empty table,
-    with the number of bands the rule picks for the final size; its BEFORE
+    with the number of bands the rule picks for the final size (or ``bands``); its BEFORE
     ROW trigger keeps the fingerprints the COPY supplies, and PostgreSQL
     inserts them into the rotation indexes.
     """
     rows = len(fingerprints)
     name = f"{kind.replace('-', '')}_{rows}"
+    if bands is not None and bands != default_bands(rows):
+        name += f"_{bands}bands"
+    bands = default_bands(rows) if bands is None else bands
     table = sql.Identifier(schema, name)
     qualified = table.as_string(conn)
-    bands = default_bands(rows)
     conn.execute(sql.SQL("CREATE TABLE {} (id bigint PRIMARY KEY, body text, si bigint)"
                          " WITH (autovacuum_enabled = off)").format(table))
     conn.execute("SELECT nearsim_enable(%s::regclass, 'body', bands => %s)", (qualified, bands))

@@ -83,6 +83,7 @@ from .docsets import (
     copy_rows,
     flip_masks,
     load_docsets,
+    make_docset,
     prewarm_search,
     random_fingerprints,
     shared_buffers,
@@ -407,21 +408,27 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="also load a million more rows with max_wal_size = SIZE (ALTER"
                         " SYSTEM on the server, reset afterwards)")
     parser.add_argument("--results", metavar="FILE")
+    parser.add_argument("--more-bands", type=int, metavar="N",
+                        help="also the uniform set of the largest size in a table enabled with"
+                        " N bands (the same fingerprints and queries), searched the same way")
     args = parser.parse_args(argv)
     if not args.dsn:
         parser.error("--dsn (or NEARSIM_DSN) is required")
     if min(args.sizes) < 1000 or args.queries < 1 or args.scan_queries < 1:
         parser.error("--sizes must be at least 1000, --queries and --scan-queries at least 1")
+    if args.more_bands is not None and not 3 <= args.more_bands <= 16:
+        parser.error("--more-bands must be 3 to 16")
     try:
         return run(args.dsn, sorted(args.sizes), args.queries, args.scan_queries,
-                   args.connections, args.results, args.max_wal_size)
+                   args.connections, args.results, args.max_wal_size, args.more_bands)
     except BenchError as error:
         print(f"benchmarks.scale: {error}", file=sys.stderr)
         return error.status
 
 
 def run(dsn: str, sizes: Sequence[int], queries: int, scan_queries: int, connections: int,
-        results_file: str | None, max_wal_size: str | None = None) -> int:
+        results_file: str | None, max_wal_size: str | None = None,
+        more_bands: int | None = None) -> int:
     started = time.perf_counter()
     conn = connect(dsn)
     schema = f"nearsim_scale_{os.getpid()}_{secrets.token_hex(3)}"
@@ -461,6 +468,15 @@ def run(dsn: str, sizes: Sequence[int], queries: int, scan_queries: int, connect
                 for docset in sets:
                     conn.execute("SELECT nearsim_disable(%s::regclass)", (docset.qualified,))
                     conn.execute(sql.SQL("DROP TABLE {}").format(docset.table))
+            if more_bands is not None:
+                # the largest uniform set again, in a table enabled with more bands
+                uniform = next(r.docset for r in reversed(results) if r.docset.kind == UNIFORM)
+                docset = make_docset(conn, schema, UNIFORM, uniform.fingerprints,
+                                     uniform.queries, uniform.described, more_bands)
+                results.append(time_set(conn, schema, docset, queries, scan_queries))
+                time_nearest(conn, results[-1])
+                conn.execute("SELECT nearsim_disable(%s::regclass)", (docset.qualified,))
+                conn.execute(sql.SQL("DROP TABLE {}").format(docset.table))
         finally:
             try:
                 conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
