@@ -52,6 +52,32 @@ tuple_key(IndexTuple tuple, int64 *key)
 	return true;
 }
 
+/*
+ * The offset of the first entry from first to last of a btree page whose
+ * key is at least low (last + 1: none); keys ascend, NULLs last.  On a leaf
+ * the first data entry is the first to look at; on an internal page the one
+ * after it (the first downlink's key is minus infinity).
+ */
+static OffsetNumber
+first_at_or_past(Page page, OffsetNumber first, OffsetNumber last, int64 low)
+{
+	OffsetNumber lower = first;
+	OffsetNumber upper = last + 1;
+
+	while (lower < upper)
+	{
+		OffsetNumber middle = lower + (upper - lower) / 2;
+		int64		key;
+
+		if (tuple_key((IndexTuple) PageGetItem(page, PageGetItemId(page, middle)),
+					  &key) && key < low)
+			lower = middle + 1;
+		else
+			upper = middle;
+	}
+	return lower;
+}
+
 /* Begins reading index's keys under snapshot */
 void
 nearsim_keys_begin(KeyReader *reader, Relation index, Snapshot snapshot)
@@ -208,8 +234,6 @@ read_page(KeyReader *reader, int64 low)
 	BTPageOpaque opaque = BTPageGetOpaque(page);
 	OffsetNumber first = P_FIRSTDATAKEY(opaque);
 	OffsetNumber last = PageGetMaxOffsetNumber(page);
-	OffsetNumber lower = first;
-	OffsetNumber upper = last + 1;
 	bool		reached_end = true;
 
 	reader->count = 0;
@@ -231,19 +255,8 @@ read_page(KeyReader *reader, int64 low)
 	if (reader->right != P_NONE && reader->page_high <= reader->high)
 		load_ahead(reader, reader->right, false, 0);
 
-	/* the first entry at or past low: keys ascend, NULLs last */
-	while (lower < upper)
-	{
-		OffsetNumber middle = lower + (upper - lower) / 2;
-		int64		key;
-
-		if (tuple_key((IndexTuple) PageGetItem(page, PageGetItemId(page, middle)),
-					  &key) && key < low)
-			lower = middle + 1;
-		else
-			upper = middle;
-	}
-	for (OffsetNumber offset = lower; offset <= last; offset++)
+	for (OffsetNumber offset = first_at_or_past(page, first, last, low); offset <= last;
+		 offset++)
 	{
 		ItemId		item = PageGetItemId(page, offset);
 		IndexTuple	tuple = (IndexTuple) PageGetItem(page, item);
@@ -367,8 +380,6 @@ leaf_under_parent(KeyReader *reader, int64 low)
 {
 	Page		page;
 	BTPageOpaque opaque;
-	OffsetNumber lower;
-	OffsetNumber upper;
 	BlockNumber leaf = P_NONE;
 
 	LockBuffer(reader->parent, BT_READ);
@@ -383,25 +394,15 @@ leaf_under_parent(KeyReader *reader, int64 low)
 			low <= high)
 		{
 			/*
-			 * The last downlink whose key is below low: the first one's key
-			 * is minus infinity; a key equal to low may have equal keys on
-			 * its left (told apart by heap TIDs), and a NULL key is last
+			 * The last downlink whose key is below low (the one before the
+			 * first at or past it): a key equal to low may have equal keys
+			 * on its left (told apart by heap TIDs)
 			 */
-			lower = P_FIRSTDATAKEY(opaque);
-			upper = PageGetMaxOffsetNumber(page);
-			while (lower < upper)
-			{
-				OffsetNumber middle = lower + (upper - lower + 1) / 2;
-				int64		key;
+			OffsetNumber downlink = first_at_or_past(page, P_FIRSTDATAKEY(opaque) + 1,
+													 PageGetMaxOffsetNumber(page), low) - 1;
 
-				if (tuple_key((IndexTuple) PageGetItem(page, PageGetItemId(page, middle)),
-							  &key) && key < low)
-					lower = middle;
-				else
-					upper = middle - 1;
-			}
 			leaf = BTreeTupleGetDownLink((IndexTuple) PageGetItem(page,
-																  PageGetItemId(page, lower)));
+																  PageGetItemId(page, downlink)));
 		}
 	}
 	LockBuffer(reader->parent, BUFFER_LOCK_UNLOCK);

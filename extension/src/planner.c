@@ -289,7 +289,7 @@ search_cost(RelOptInfo *rel, const ColumnIndex *column, int radius, double rows)
 /* The path of a rotation scan; private as in scan.h, with the query and radius first */
 static CustomPath *
 make_path(RelOptInfo *rel, const ColumnIndex *column, bool nearest, Expr *query,
-		  const RadiusCondition *radius, double wanted)
+		  const RadiusCondition *radius, double wanted, List *ties)
 {
 	CustomPath *path = makeNode(CustomPath);
 	List	   *indexes = NIL;
@@ -321,9 +321,11 @@ make_path(RelOptInfo *rel, const ColumnIndex *column, bool nearest, Expr *query,
 	path->custom_private = lappend(path->custom_private, indexes);
 	path->custom_private = lappend(path->custom_private, shifts);
 	path->custom_private = lappend(path->custom_private, widths);
-	/* no order within a distance, unless the caller sets one (scan.h) */
-	for (int i = SCAN_PRIVATE_TIE_COLUMNS; i <= SCAN_PRIVATE_TIE_TYPES; i++)
-		path->custom_private = lappend(path->custom_private, NIL);
+	/* the order within a distance (scan.h): none unless sort_ties found one */
+	if (ties == NIL)
+		for (int i = SCAN_PRIVATE_TIE_COLUMNS; i <= SCAN_PRIVATE_TIE_TYPES; i++)
+			ties = lappend(ties, NIL);
+	path->custom_private = list_concat(path->custom_private, ties);
 	path->methods = NULL;		/* set by the caller */
 	return path;
 }
@@ -430,7 +432,7 @@ add_radius_path(PlannerInfo *root, RelOptInfo *rel, const ColumnIndex *column,
 								   clamp_row_est(rel->rows * nearsim_share_within(radius)));
 		rows = parameters->ppi_rows;
 	}
-	path = make_path(rel, column, false, condition->query, condition, rows);
+	path = make_path(rel, column, false, condition->query, condition, rows, NIL);
 	path->path.param_info = parameters;
 	path->path.rows = rows;
 	path->path.startup_cost = rel->baserestrictcost.startup;
@@ -450,15 +452,15 @@ without_relabel(Node *expr)
 }
 
 /*
- * Whether the query's sort keys after the distance are columns of the
- * table that the scan can sort the rows of one distance by (ORDER BY
- * hamming(si, q), id); if so, sets the tie lists of the path (scan.h).  An
+ * When the query's sort keys after the distance are columns of the table
+ * that the scan can sort the rows of one distance by (ORDER BY
+ * hamming(si, q), id), the tie lists of the plan (scan.h); else NIL.  An
  * incremental sort above the scan would instead read on to the first row
  * of the next distance, which may cost as much again as the rows asked
  * for.
  */
-static bool
-sort_ties(PlannerInfo *root, RelOptInfo *rel, CustomPath *path)
+static List *
+sort_ties(PlannerInfo *root, RelOptInfo *rel)
 {
 	List	   *columns = NIL;
 	List	   *operators = NIL;
@@ -471,42 +473,41 @@ sort_ties(PlannerInfo *root, RelOptInfo *rel, CustomPath *path)
 	{
 		PathKey    *key = lfirst(cell);
 		EquivalenceMember *column = NULL;
+		Var		   *var = NULL;
 		ListCell   *member_cell;
 		Oid			operator;
 
 		if (key->pk_eclass->ec_has_volatile)
-			return false;
+			return NIL;
 		foreach(member_cell, key->pk_eclass->ec_members)
 		{
 			EquivalenceMember *member = lfirst(member_cell);
+			Node	   *expr = without_relabel((Node *) member->em_expr);
 
 			if (!member->em_is_child && bms_equal(member->em_relids, rel->relids) &&
-				is_column_of(without_relabel((Node *) member->em_expr), rel->relid))
+				is_column_of(expr, rel->relid))
 			{
 				column = member;
+				var = (Var *) expr;
 				break;
 			}
 		}
 		if (column == NULL)
-			return false;
+			return NIL;
 		operator = get_opfamily_member(key->pk_opfamily, column->em_datatype,
 									   column->em_datatype, key->pk_strategy);
 		if (!OidIsValid(operator))
-			return false;
-		columns = lappend_int(columns, ((Var *) without_relabel((Node *) column->em_expr))->varattno);
+			return NIL;
+		columns = lappend_int(columns, var->varattno);
 		operators = lappend_oid(operators, operator);
 		collations = lappend_oid(collations, key->pk_eclass->ec_collation);
 		nulls_first = lappend_int(nulls_first, key->pk_nulls_first ? 1 : 0);
 		types = lappend_oid(types, column->em_datatype);
 	}
 	if (columns == NIL)
-		return false;
-	list_nth_cell(path->custom_private, SCAN_PRIVATE_TIE_COLUMNS + 2)->ptr_value = columns;
-	list_nth_cell(path->custom_private, SCAN_PRIVATE_TIE_OPERATORS + 2)->ptr_value = operators;
-	list_nth_cell(path->custom_private, SCAN_PRIVATE_TIE_COLLATIONS + 2)->ptr_value = collations;
-	list_nth_cell(path->custom_private, SCAN_PRIVATE_TIE_NULLS_FIRST + 2)->ptr_value = nulls_first;
-	list_nth_cell(path->custom_private, SCAN_PRIVATE_TIE_TYPES + 2)->ptr_value = types;
-	return true;
+		return NIL;
+	/* in the order of SCAN_PRIVATE_TIE_COLUMNS to SCAN_PRIVATE_TIE_TYPES */
+	return list_make5(columns, operators, collations, nulls_first, types);
 }
 
 /*
@@ -527,6 +528,7 @@ add_nearest_path(PlannerInfo *root, RelOptInfo *rel, List *columns, List *condit
 	double		wanted;
 	int			expected;
 	double		work;
+	List	   *ties;
 	CustomPath *path;
 
 	if (root->query_pathkeys == NIL)
@@ -560,12 +562,13 @@ add_nearest_path(PlannerInfo *root, RelOptInfo *rel, List *columns, List *condit
 	/* the rings to that distance, or whole reads of one index per distance beyond */
 	work = Min(search_cost(rel, column, expected, 0),
 			   Max(rel->tuples, 1) * KEY_COST_UNITS * (expected + 1));
-	path = make_path(rel, column, true, query, bound, wanted);
+	ties = sort_ties(root, rel);
+	path = make_path(rel, column, true, query, bound, wanted, ties);
 	path->path.param_info = NULL;
 	path->path.rows = rel->rows;
 	path->path.startup_cost = rel->baserestrictcost.startup + work + wanted * row_cost(rel);
 	path->path.total_cost = path->path.startup_cost + rel->rows * cpu_tuple_cost;
-	path->path.pathkeys = sort_ties(root, rel, path) ? root->query_pathkeys : list_make1(order);
+	path->path.pathkeys = ties != NIL ? root->query_pathkeys : list_make1(order);
 	path->methods = &path_methods;
 	add_path(rel, &path->path);
 }

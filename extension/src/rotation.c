@@ -589,11 +589,11 @@ make_ring(RotationSearch *search)
 	return true;
 }
 
-/* The first key of the range whose first bits of the band are value */
-static inline int64
-value_low(const BandScan *band, uint64 value)
+/* The least rotated fingerprint whose first bits of the band are value */
+static inline uint64
+value_start(const BandScan *band, uint64 value)
 {
-	return key_of(band->bits == 0 ? 0 : value << (FINGERPRINT_BITS - band->bits));
+	return band->bits == 0 ? 0 : value << (FINGERPRINT_BITS - band->bits);
 }
 
 /*
@@ -605,12 +605,13 @@ static void
 open_value_range(RotationSearch *search, uint64 value, int next)
 {
 	BandScan   *band = &search->bands[search->band];
-	uint64		low = band->bits == 0 ? 0 : value << (FINGERPRINT_BITS - band->bits);
+	uint64		low = value_start(band, value);
 	uint64		span = band->bits == 0 ? ~UINT64CONST(0) :
 		(UINT64CONST(1) << (FINGERPRINT_BITS - band->bits)) - 1;
 
 	if (next < search->ring_count)
-		nearsim_keys_follow(&band->reader, value_low(band, search->ring_values[next]));
+		nearsim_keys_follow(&band->reader,
+							key_of(value_start(band, search->ring_values[next])));
 	nearsim_keys_open_near(&band->reader, key_of(low), key_of(low | span), band->query_key,
 						   0, search->hold_limit);
 	search->range_open = true;

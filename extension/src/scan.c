@@ -52,7 +52,8 @@ typedef struct RotationScanState
 	Oid		   *tie_collations;
 	bool	   *tie_nulls_first;
 	TupleTableSlot *tie_slot;	/* the keys of a row, then its tuple id */
-	Tuplesortstate *sorter;		/* the rows of one distance, sorted: being given */
+	Tuplesortstate *sorter;		/* the rows of one distance (made once, reset for each) */
+	bool		sorted;			/* the sorter's rows are sorted and being given */
 	bool		pending;		/* a row of the next distance, read already */
 	ItemPointerData pending_tid;
 	int			pending_distance;
@@ -64,7 +65,7 @@ static TupleTableSlot *exec_scan(CustomScanState *node);
 static void end_scan(CustomScanState *node);
 static void rescan(CustomScanState *node);
 static void explain_scan(CustomScanState *node, List *ancestors, ExplainState *es);
-static void end_ties(RotationScanState *state);
+static void reset_ties(RotationScanState *state);
 
 const CustomScanMethods nearsim_scan_methods = {
 	.CustomName = NEARSIM_SCAN_NAME,
@@ -205,11 +206,11 @@ start_search(RotationScanState *state)
 
 /* Forgets the rows of a distance being given and the row read ahead */
 static void
-end_ties(RotationScanState *state)
+reset_ties(RotationScanState *state)
 {
 	if (state->sorter != NULL)
-		tuplesort_end(state->sorter);
-	state->sorter = NULL;
+		tuplesort_reset(state->sorter);
+	state->sorted = false;
 	state->pending = false;
 }
 
@@ -248,7 +249,7 @@ next_row_in_order(RotationScanState *state, TupleTableSlot *slot)
 		int			distance;
 		int			next_distance;
 
-		if (state->sorter != NULL)
+		if (state->sorted)
 		{
 			bool		isnull;
 
@@ -261,8 +262,8 @@ next_row_in_order(RotationScanState *state, TupleTableSlot *slot)
 				if (nearsim_search_fetch(state->search, tid, slot))
 					return slot;
 			}
-			tuplesort_end(state->sorter);	/* the row read ahead, if any, is next */
-			state->sorter = NULL;
+			tuplesort_reset(state->sorter); /* the row read ahead, if any, is next */
+			state->sorted = false;
 		}
 		if (state->pending)
 		{
@@ -276,13 +277,16 @@ next_row_in_order(RotationScanState *state, TupleTableSlot *slot)
 		if (nearsim_search_given_all(state->search, distance))
 			return slot;		/* the one row of its distance */
 
-		previous = MemoryContextSwitchTo(estate->es_query_cxt);
-		state->sorter = tuplesort_begin_heap(state->tie_slot->tts_tupleDescriptor,
-											 state->tie_count, state->tie_positions,
-											 state->tie_operators, state->tie_collations,
-											 state->tie_nulls_first, work_mem, NULL,
-											 TUPLESORT_NONE);
-		MemoryContextSwitchTo(previous);
+		if (state->sorter == NULL)
+		{
+			previous = MemoryContextSwitchTo(estate->es_query_cxt);
+			state->sorter = tuplesort_begin_heap(state->tie_slot->tts_tupleDescriptor,
+												 state->tie_count, state->tie_positions,
+												 state->tie_operators, state->tie_collations,
+												 state->tie_nulls_first, work_mem, NULL,
+												 TUPLESORT_NONE);
+			MemoryContextSwitchTo(previous);
+		}
 		sort_row(state, slot);
 		while (!nearsim_search_given_all(state->search, distance) &&
 			   nearsim_search_next(state->search, slot, &next_distance))
@@ -297,6 +301,7 @@ next_row_in_order(RotationScanState *state, TupleTableSlot *slot)
 			sort_row(state, slot);
 		}
 		tuplesort_performsort(state->sorter);
+		state->sorted = true;
 	}
 }
 
@@ -335,7 +340,8 @@ end_scan(CustomScanState *node)
 {
 	RotationScanState *state = (RotationScanState *) node;
 
-	end_ties(state);
+	if (state->sorter != NULL)
+		tuplesort_end(state->sorter);
 	if (state->tie_slot != NULL)
 		ExecDropSingleTupleTableSlot(state->tie_slot);
 	if (state->search != NULL)
@@ -347,7 +353,7 @@ static void
 rescan(CustomScanState *node)
 {
 	((RotationScanState *) node)->started = false;
-	end_ties((RotationScanState *) node);
+	reset_ties((RotationScanState *) node);
 	ExecScanReScan(&node->ss);
 }
 
