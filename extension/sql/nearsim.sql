@@ -505,6 +505,15 @@ CREATE FUNCTION nearsim_sketch(document text) RETURNS integer[]
 COMMENT ON FUNCTION nearsim_sketch(text) IS
 'the 20 band keys of the banded MinHash of the word 3-shingles of document (NULL without words), key of the sketch index: CREATE INDEX ON docs USING gin (nearsim_sketch(body)) gives nearsim_similar_verified its candidates by S_R from 0.5 up, whatever the distance of their fingerprints';
 
+CREATE FUNCTION nearsim_sketch_index(tbl regclass, OUT index regclass, OUT usable boolean)
+	RETURNS record
+	AS 'MODULE_PATHNAME', 'nearsim_sketch_index'
+	LANGUAGE C STABLE STRICT
+	SET search_path = pg_catalog, pg_temp;
+
+COMMENT ON FUNCTION nearsim_sketch_index(regclass) IS
+'the sketch index of enabled table tbl (a GIN index over nearsim_sketch(text column), without a predicate): the one nearsim_similar_verified takes its candidates from (usable), else one that a failed CREATE INDEX CONCURRENTLY left invalid (not usable: REINDEX it); NULL when it has none';
+
 CREATE FUNCTION nearsim_resemblance_pairs(tbl regclass, key_column name, text_column name,
 		fingerprint_column name, min_similarity double precision)
 	RETURNS TABLE (a text, b text, distance integer, similarity double precision, short boolean)

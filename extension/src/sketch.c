@@ -369,24 +369,28 @@ is_sketch_of(Node *expression, Oid sketch, AttrNumber attnum)
 }
 
 /*
- * The table's valid, complete GIN index over sketch(text column), as
- * CREATE INDEX ... USING gin (nearsim_sketch(body)) makes it; InvalidOid
- * when it has none.
+ * The table's GIN index over sketch(text column), as CREATE INDEX ... USING
+ * gin (nearsim_sketch(body)) makes it, without a predicate: a valid, complete
+ * one first (the one searches use); with usable_only false, else one that a
+ * failed CREATE INDEX CONCURRENTLY left invalid (*usable set false).
+ * InvalidOid when it has none.  The only place a sketch index is recognised.
  */
 static Oid
-sketch_index(Relation table, Oid sketch, const char *text_column)
+sketch_index(Relation table, Oid sketch, const char *text_column, bool usable_only,
+			 bool *usable)
 {
 	AttrNumber	attnum = get_attnum(RelationGetRelid(table), text_column);
 	List	   *indexes = RelationGetIndexList(table);
 	ListCell   *cell;
 	Oid			found = InvalidOid;
+	Oid			unusable = InvalidOid;
 
 	foreach(cell, indexes)
 	{
 		Relation	index = index_open(lfirst_oid(cell), AccessShareLock);
 		Form_pg_index form = index->rd_index;
 
-		if (index->rd_rel->relam == GIN_AM_OID && form->indisvalid && form->indisready
+		if (index->rd_rel->relam == GIN_AM_OID
 			&& form->indnatts == 1 && form->indkey.values[0] == 0
 			&& heap_attisnull(index->rd_indextuple, Anum_pg_index_indpred, NULL))
 		{
@@ -394,13 +398,22 @@ sketch_index(Relation table, Oid sketch, const char *text_column)
 
 			if (list_length(expressions) == 1
 				&& is_sketch_of(linitial(expressions), sketch, attnum))
-				found = RelationGetRelid(index);
+			{
+				if (form->indisvalid && form->indisready)
+					found = RelationGetRelid(index);
+				else if (!OidIsValid(unusable))
+					unusable = RelationGetRelid(index);
+			}
 		}
 		index_close(index, AccessShareLock);
 		if (OidIsValid(found))
 			break;
 	}
 	list_free(indexes);
+	if (usable != NULL)
+		*usable = OidIsValid(found);
+	if (!OidIsValid(found) && !usable_only)
+		return unusable;
 	return found;
 }
 
@@ -537,7 +550,7 @@ nearsim_similar_verified(PG_FUNCTION_ARGS)
 	if (read_registration(relid, &reg))
 	{
 		Relation	rel = table_open(relid, AccessShareLock);
-		Oid			index = sketch_index(rel, sketch, reg.text_column);
+		Oid			index = sketch_index(rel, sketch, reg.text_column, true, NULL);
 
 		if (OidIsValid(index))
 		{
@@ -551,4 +564,49 @@ nearsim_similar_verified(PG_FUNCTION_ARGS)
 	if (!sketched)
 		return nearsim_call_python_body(fcinfo);
 	return (Datum) 0;
+}
+
+PG_FUNCTION_INFO_V1(nearsim_sketch_index);
+/*
+ * nearsim_sketch_index(tbl): the sketch index of an enabled table, the one
+ * nearsim_similar_verified takes its candidates from (usable), else one left
+ * invalid by a failed CREATE INDEX CONCURRENTLY (not usable); no row when it
+ * has none.  Tells what the catalogs tell anyone: index names, no rows.
+ */
+Datum
+nearsim_sketch_index(PG_FUNCTION_ARGS)
+{
+	Oid			relid = PG_GETARG_OID(0);
+	char	   *schema;
+	Oid			sketch;
+	Registered	reg;
+	Oid			index = InvalidOid;
+	bool		usable = false;
+	TupleDesc	desc;
+	Datum		values[2];
+	bool		nulls[2] = {false, false};
+
+	if (get_call_result_type(fcinfo, NULL, &desc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "nearsim: nearsim_sketch_index must return a record");
+	sketch = sketch_function(fcinfo->flinfo->fn_oid, &schema);
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "nearsim: SPI_connect failed");
+	if (!read_registration(relid, &reg))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("table %s is not enabled for nearsim",
+						DatumGetCString(DirectFunctionCall1(regclassout, ObjectIdGetDatum(relid)))),
+				 errhint("Run SELECT nearsim_enable(table, text_column).")));
+	{
+		Relation	rel = table_open(relid, AccessShareLock);
+
+		index = sketch_index(rel, sketch, reg.text_column, false, &usable);
+		table_close(rel, AccessShareLock);
+	}
+	SPI_finish();
+	if (!OidIsValid(index))
+		PG_RETURN_NULL();
+	values[0] = ObjectIdGetDatum(index);
+	values[1] = BoolGetDatum(usable);
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(desc), values, nulls)));
 }

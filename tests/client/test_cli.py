@@ -782,3 +782,58 @@ def test_ctrl_c_ends_a_command_with_130_and_one_line(
         locker.rollback()
     assert process.returncode == 130, stderr
     assert stderr == "interrupted\n" and stdout == ""
+
+
+def test_init_with_the_sketch_index_finds_a_cut_copy_beyond_the_radius(
+    database: str, tmp_path: Path
+) -> None:
+    """The one step docs/GUIDE.md teaches, from init, stats, nearsim_verify and rebuild."""
+    chapters = [c.text for c in kjv_chapters(["Genesis"])][6:8]
+    words = chapters[0].split()
+    # the first half of Genesis 7: S_R 0.52 to the chapter, 22 bits away (beyond the radius)
+    (tmp_path / "genesis-7.txt").write_text(chapters[0])
+    (tmp_path / "genesis-8.txt").write_text(chapters[1])
+    half = tmp_path / "half.txt"
+    half.write_text(" ".join(words[:len(words) // 2]))
+    found: dict[bool, list[str]] = {}
+    for sketched in (False, True):
+        table = table_name()
+        init = run("init", "--dsn", database, "--table", table,
+                   *(["--sketch-index"] if sketched else []))  # fmt: skip
+        assert init.exit_code == 0
+        assert ("sketch index" in init.stdout) == sketched
+        assert load(database, table, str(tmp_path / "genesis-7.txt"),
+                    str(tmp_path / "genesis-8.txt")).exit_code == 0
+        answer = run("similar", "--file", str(half), "-s", "0.5", "--dsn", database,
+                     "--table", table, "--json")  # fmt: skip
+        found[sketched] = [match["key"] for match in json.loads(answer.stdout)]
+        stats_run = run("stats", "--dsn", database, "-t", table, "--json")
+        assert stats_run.exit_code == 0, stats_run.output
+        stats = json.loads(stats_run.stdout)
+        text_stats = run("stats", "--dsn", database, "-t", table).stdout
+        if not sketched:
+            assert stats["sketch_index"] is None and "sketch index   none" in text_stats
+            continue
+        assert stats["sketch_index"]["usable"] is True and stats["sketch_index"]["bytes"] > 0
+        assert f"sketch index   {table}_nearsim_sketch_idx" in text_stats
+        with psycopg.connect(database, autocommit=True) as conn:
+            docs = nearsim.DocumentTable(conn, table)
+            assert docs.create_sketch_index() is False  # it has one
+            # left invalid, as a failed CREATE INDEX CONCURRENTLY leaves it
+            conn.execute("UPDATE pg_index SET indisvalid = false WHERE indexrelid = %s::regclass",
+                         [f"{table}_nearsim_sketch_idx"])
+            notices: list[str] = []
+            conn.add_notice_handler(lambda d, seen=notices: seen.append(d.message_primary or ""))
+            assert conn.execute("SELECT ok FROM nearsim_verify(%s)", [table]).fetchone() == (
+                False,)
+            assert any(f"sketch index public.{table}_nearsim_sketch_idx" in n and "not valid" in n
+                       for n in notices), notices
+            broken = run("stats", "--dsn", database, "-t", table)
+            assert broken.exit_code == 1 and "NOT VALID" in broken.stdout
+            conn.execute("SELECT nearsim_rebuild(%s)", [table])
+            sketch = docs.sketch_index()
+            assert sketch is not None and sketch.usable
+            assert conn.execute("SELECT ok FROM nearsim_verify(%s)", [table]).fetchone() == (
+                True,)
+    assert found[True] == [str(tmp_path / "genesis-7.txt")]
+    assert found[False] == []  # within the calibrated radius the cut copy is not found

@@ -104,7 +104,12 @@ INSERT INTO sketch_docs VALUES (1, 'the quick brown fox jumps over the lazy dog 
   (2, 'the quick brown fox jumps over the lazy dog by the river'), (3, ''), (4, NULL),
   (5, 'something else entirely here and there'), (6, 'the quick brown fox');
 SELECT nearsim_enable('sketch_docs', 'body');
+SELECT * FROM nearsim_sketch_index('sketch_docs');
 CREATE INDEX sketch_docs_sketch ON sketch_docs USING gin (nearsim_sketch(body));
+-- the index verified searches use; an index over another expression is not one
+CREATE INDEX sketch_docs_lower ON sketch_docs USING gin (nearsim_sketch(lower(body)));
+SELECT * FROM nearsim_sketch_index('sketch_docs');
+SELECT * FROM nearsim_sketch_index('pg_class');
 SELECT key, distance, round(similarity::numeric, 3) AS s_r, short
 FROM nearsim_similar_verified('sketch_docs', 'the quick brown fox jumps over the lazy dog by the river bank', 0.5);
 SELECT key FROM nearsim_similar_verified('sketch_docs', '', 0.5);

@@ -83,6 +83,20 @@ class Cluster:
 
 
 @dataclass(frozen=True)
+class SketchIndex:
+    """A table's sketch index: a GIN index over ``nearsim_sketch(text column)``.
+
+    With a usable one, the verified search by S_R from 0.5 up takes its
+    candidates from it, at any distance of the fingerprints, instead of
+    within the calibrated radius of the rotation index.
+    """
+
+    name: str  # as SQL prints it
+    usable: bool  # False: left invalid by a failed CREATE INDEX CONCURRENTLY
+    size_bytes: int
+
+
+@dataclass(frozen=True)
 class StoredDocument:
     key: str
     source: str | None
@@ -186,11 +200,13 @@ class DocumentTable:
 
     # -- creating -----------------------------------------------------------
 
-    def create(self, bands: int | None = None, profile: str | None = None) -> bool:
+    def create(self, bands: int | None = None, profile: str | None = None,
+               sketch_index: bool = False) -> bool:
         """Create the table (if missing) and enable it (if not yet); True if created.
 
         ``profile`` is the fingerprint profile to enable it with (by default
-        ``default/1``); a table enabled with another one is an error.
+        ``default/1``); a table enabled with another one is an error.  With
+        ``sketch_index``, also :meth:`create_sketch_index`.
 
         Concurrent callers wait for each other on an advisory lock.
         """
@@ -232,7 +248,43 @@ class DocumentTable:
             elif profile is not None and canonical(profile) != registration.profile:
                 raise TableError(f"table {self} is enabled with fingerprint profile"
                                  f" {registration.profile}, not {canonical(profile)}")
+            if sketch_index:
+                self.create_sketch_index()
         return created
+
+    def sketch_index(self) -> SketchIndex | None:
+        """The table's sketch index (``nearsim_sketch_index``), None when it has none."""
+        self.require_enabled()
+        row = self.conn.execute(
+            sql.SQL("SELECT s.index::pg_catalog.text, s.usable,"
+                    " pg_catalog.pg_relation_size(s.index)"
+                    " FROM {}.nearsim_sketch_index(%s::regclass) AS s"
+                    " WHERE s.index IS NOT NULL").format(self.extension),
+            [self.quoted],
+        ).fetchone()
+        return None if row is None else SketchIndex(row[0], row[1], row[2])
+
+    def create_sketch_index(self) -> bool:
+        """Give the table a usable sketch index; False when it had one.
+
+        ``CREATE INDEX ON tbl USING gin (nearsim_sketch(text column))``, the
+        step docs/GUIDE.md teaches, or REINDEX of one left invalid.  It takes
+        about 280 bytes per document and makes the verified search by S_R
+        from 0.5 up find its documents at any distance of the fingerprints.
+        """
+        registration = self.require_enabled()
+        existing = self.sketch_index()
+        if existing is not None and existing.usable:
+            return False
+        if existing is not None:
+            # The name as SQL prints it, from the catalogue: quoted where needed.
+            self.conn.execute(sql.SQL("REINDEX INDEX {}").format(sql.SQL(existing.name)))
+        else:
+            self.conn.execute(
+                sql.SQL("CREATE INDEX ON {} USING gin ({}.nearsim_sketch({}))").format(
+                    self.identifier, self.extension,
+                    sql.Identifier(registration.text_column)))
+        return True
 
     def _body_compression(self) -> sql.Composable:
         """lz4 for the texts where the server has it: it compresses several times
@@ -478,6 +530,7 @@ class DocumentTable:
             "  AND pg_catalog.pg_get_indexdef(i.indexrelid) LIKE '%%nearsim_rotate(%%')",
             [self.quoted, self.quoted, self.quoted],
         ).fetchone()
+        sketch = self.sketch_index()
         return {
             "table": facts[1] if facts else self.quoted,
             "documents": verify.pop("documents"),
@@ -486,6 +539,8 @@ class DocumentTable:
             "bands": registration.bands,
             "table_bytes": facts[0] if facts else None,
             "index_bytes": facts[2] if facts else None,
+            "sketch_index": None if sketch is None else {
+                "name": sketch.name, "usable": sketch.usable, "bytes": sketch.size_bytes},
             "buckets": verify,
         }
 

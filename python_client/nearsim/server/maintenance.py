@@ -297,11 +297,31 @@ def verify(session: Session, tbl: str, fingerprints: bool | None) -> dict[str, A
                             hint=f"SELECT nearsim_rebuild({session.literal(tbl)}) re-creates"
                             " the rotation indexes.")
     report["profile_ok"] = profile_ok
+    # A sketch index left invalid (a failed CREATE INDEX CONCURRENTLY) is
+    # passed over by the verified search, which then takes its candidates
+    # within the calibrated radius: fewer answers, without a word.
+    unusable = unusable_sketch_index(session, enabled)
+    if unusable is not None:
+        session.warning(f"nearsim: sketch index {unusable} of table {documents.qualified} is"
+                        " not valid: verified searches take their candidates within the"
+                        " calibrated radius instead",
+                        hint=f"SELECT nearsim_rebuild({session.literal(tbl)}), or REINDEX INDEX"
+                        f" {unusable}.")
     report["ok"] = (
         not (report["missing"] or report["extra"] or report["wrong"] or report["stale"])
         and report["triggers_ok"] and report["band_indexes_ok"] and report["profile_ok"]
+        and unusable is None
     )
     return report
+
+
+def unusable_sketch_index(session: Session, enabled: Enabled) -> str | None:
+    """The table's sketch index when it is not valid (its name as SQL), else None."""
+    row = session.one(
+        "SELECT s.index::pg_catalog.text AS index, s.usable"
+        f" FROM {session.ext}.nearsim_sketch_index({enabled.table.oid}::pg_catalog.oid"
+        "::pg_catalog.regclass) AS s")
+    return None if row["index"] is None or row["usable"] else str(row["index"])
 
 
 def _drift(session: Session, enabled: Enabled) -> dict[str, Any]:
@@ -502,6 +522,9 @@ def _repair(session: Session, enabled: Enabled, bands: int | None, fingerprints:
         if broken:
             added = int(session.row(
                 f"SELECT pg_catalog.count({fp}) AS n FROM ONLY {documents.qualified}")["n"])
+    unusable = unusable_sketch_index(session, enabled)
+    if unusable is not None:
+        session.run(f"REINDEX INDEX {unusable}")
     ddl.create_functions(session, relaid)
     ddl.create_triggers(session, relaid)
     _register(session, relaid)
