@@ -10,6 +10,7 @@
 #include "postgres.h"
 
 #include "access/htup.h"
+#include "utils/array.h"
 #include "utils/relcache.h"
 
 #define NEARSIM_EXTENSION "nearsim"
@@ -67,6 +68,29 @@ extern Size nearsim_shingle_hashes_utf8(const unsigned char *s, Size len, uint64
 
 /* resemblance.c: the distinct shingle hashes of a text datum, ascending */
 extern Size nearsim_text_shingles(text *document, uint64 **hashes);
+
+/*
+ * sketch.c: the sketch index, candidates for verified search by S_R from
+ * SKETCH_MIN_SIMILARITY up at any distance of the fingerprints.
+ */
+#define SKETCH_MIN_SIMILARITY 0.5
+extern Oid	nearsim_sketch_function(Oid caller, char **schema);
+extern Oid	nearsim_sketch_index_of(Relation table, Oid sketch, const char *text_column,
+									bool usable_only, bool *usable);
+extern ArrayType *nearsim_sketch_candidates(Relation table, Oid index, const uint64 *hashes,
+											Size count, double min_similarity);
+
+/* registry.c: an enabled table's registry row, as the searches need it */
+typedef struct NearsimRegistration
+{
+	char	   *key_column;
+	char	   *text_column;
+	char	   *hash_column;
+	char	   *profile;
+	char	   *bucket_table;	/* NULL unless enabled before 0.4.0 and not rebuilt */
+} NearsimRegistration;
+
+extern bool nearsim_read_registration(Oid relid, NearsimRegistration *reg);
 
 /*
  * nearsim.c: nearsim.max_pairs, the pairs of fingerprints an all-pairs search

@@ -37,6 +37,36 @@ nearsim_registry_name(void)
 	return psprintf("%s.%s", quote_identifier(schema), NEARSIM_REGISTRY);
 }
 
+/*
+ * The registry row of table relid, read with the caller's rights (inside
+ * SPI; anyone may read the registry); false when it is not enabled.
+ */
+bool
+nearsim_read_registration(Oid relid, NearsimRegistration *reg)
+{
+	char	   *statement = psprintf("SELECT r.key_column, r.text_column, r.hash_column,"
+									 " r.profile, r.bucket_table"
+									 " FROM %s r WHERE r.tbl OPERATOR(pg_catalog.=) $1",
+									 nearsim_registry_name());
+	Oid			types[1] = {REGCLASSOID};
+	Datum		values[1] = {ObjectIdGetDatum(relid)};
+	HeapTuple	row;
+	TupleDesc	desc;
+
+	if (SPI_execute_with_args(statement, 1, types, values, NULL, true, 1) != SPI_OK_SELECT)
+		elog(ERROR, "nearsim: could not read the registry");
+	if (SPI_processed != 1)
+		return false;
+	row = SPI_tuptable->vals[0];
+	desc = SPI_tuptable->tupdesc;
+	reg->key_column = SPI_getvalue(row, desc, 1);
+	reg->text_column = SPI_getvalue(row, desc, 2);
+	reg->hash_column = SPI_getvalue(row, desc, 3);
+	reg->profile = SPI_getvalue(row, desc, 4);
+	reg->bucket_table = SPI_getvalue(row, desc, 5);
+	return true;
+}
+
 /* Run a fixed statement on the registry with the rights of a superuser */
 static void
 write_registry(const char *statement, int nargs, Oid *types, Datum *values, const char *nulls)

@@ -55,9 +55,6 @@
 #define SKETCH_ROWS 2
 #define SKETCH_HASHES (SKETCH_BANDS * SKETCH_ROWS)
 
-/* Verified search through the sketch index from this threshold up (see above) */
-#define SKETCH_MIN_SIMILARITY 0.5
-
 /*
  * A candidate must share this many of the query's bands, at most: the
  * largest number that a pair exactly at the threshold misses with a
@@ -316,38 +313,19 @@ sketch_candidates(Relation table, Oid index_oid, const int32 *keys, int min_shar
 						   TYPALIGN_SHORT);
 }
 
-/* What verified search needs to know of an enabled table */
-typedef struct Registered
+/*
+ * The candidates of a verified search by S_R >= min_similarity through the
+ * sketch index: the tuple ids of the visible rows whose sketch shares enough
+ * bands with that of the query's shingle hashes (count > 0).
+ */
+ArrayType *
+nearsim_sketch_candidates(Relation table, Oid index, const uint64 *hashes, Size count,
+						  double min_similarity)
 {
-	char	   *key_column;
-	char	   *text_column;
-	char	   *hash_column;
-	char	   *profile;
-} Registered;
+	int32		keys[SKETCH_BANDS];
 
-/* The table's registry row (inside SPI); false when it is not enabled */
-static bool
-read_registration(Oid relid, Registered *reg)
-{
-	char	   *statement = psprintf("SELECT r.key_column, r.text_column, r.hash_column, r.profile"
-									 " FROM %s r WHERE r.tbl OPERATOR(pg_catalog.=) $1",
-									 nearsim_registry_name());
-	Oid			types[1] = {REGCLASSOID};
-	Datum		values[1] = {ObjectIdGetDatum(relid)};
-	HeapTuple	row;
-	TupleDesc	desc;
-
-	if (SPI_execute_with_args(statement, 1, types, values, NULL, true, 1) != SPI_OK_SELECT)
-		elog(ERROR, "nearsim: could not read the registry");
-	if (SPI_processed != 1)
-		return false;
-	row = SPI_tuptable->vals[0];
-	desc = SPI_tuptable->tupdesc;
-	reg->key_column = SPI_getvalue(row, desc, 1);
-	reg->text_column = SPI_getvalue(row, desc, 2);
-	reg->hash_column = SPI_getvalue(row, desc, 3);
-	reg->profile = SPI_getvalue(row, desc, 4);
-	return true;
+	sketch_of(hashes, count, keys);
+	return sketch_candidates(table, index, keys, min_shared_bands(min_similarity));
 }
 
 /* Whether expression is function sketch applied to column number attnum */
@@ -375,9 +353,9 @@ is_sketch_of(Node *expression, Oid sketch, AttrNumber attnum)
  * failed CREATE INDEX CONCURRENTLY left invalid (*usable set false).
  * InvalidOid when it has none.  The only place a sketch index is recognised.
  */
-static Oid
-sketch_index(Relation table, Oid sketch, const char *text_column, bool usable_only,
-			 bool *usable)
+Oid
+nearsim_sketch_index_of(Relation table, Oid sketch, const char *text_column, bool usable_only,
+						bool *usable)
 {
 	AttrNumber	attnum = get_attnum(RelationGetRelid(table), text_column);
 	List	   *indexes = RelationGetIndexList(table);
@@ -418,152 +396,14 @@ sketch_index(Relation table, Oid sketch, const char *text_column, bool usable_on
 }
 
 /* The extension's nearsim_sketch(text), found next to the function being called */
-static Oid
-sketch_function(Oid caller, char **schema)
+Oid
+nearsim_sketch_function(Oid caller, char **schema)
 {
 	Oid			argument = TEXTOID;
 
 	*schema = get_namespace_name(get_func_namespace(caller));
 	return LookupFuncName(list_make2(makeString(*schema), makeString("nearsim_sketch")),
 						  1, &argument, false);
-}
-
-/*
- * The verified search through the sketch index, in one statement: the
- * candidates are the rows sharing a band with the query, each measured
- * exactly; rows into the result set of fcinfo.  The query's shingles are
- * read here once (the statement's calls keep theirs between rows).
- */
-static void
-search_sketched(FunctionCallInfo fcinfo, Relation rel, Oid index, const char *schema,
-				const Registered *reg, text *query, double min_similarity)
-{
-	Oid			relid = RelationGetRelid(rel);
-	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	const char *ext = quote_identifier(schema);
-	const char *key = quote_identifier(reg->key_column);
-	const char *body = quote_identifier(reg->text_column);
-	const char *fp = quote_identifier(reg->hash_column);
-	char	   *table = quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
-												   get_rel_name(relid));
-	StringInfoData fingerprint;
-	StringInfoData statement;
-	Oid			types[5] = {TEXTOID, FLOAT8OID, BOOLOID, BOOLOID, TIDARRAYOID};
-	Datum		values[5];
-	uint64	   *hashes;
-	Size		count = nearsim_text_shingles(query, &hashes);
-	int32		keys[SKETCH_BANDS];
-
-	if (count < SHORT_SHINGLES)
-		ereport(NOTICE,
-				(errmsg("the query has %zu shingles: a fingerprint of fewer than %d is"
-						" unreliable, near-duplicates may be missed", count, SHORT_SHINGLES)));
-	values[0] = PointerGetDatum(query);
-	values[1] = Float8GetDatum(min_similarity);
-	values[2] = BoolGetDatum(count < SHORT_SHINGLES);
-	/*
-	 * A candidate that passes has at least min_similarity times the query's
-	 * shingles (S_R <= its count / the query's): only when that is below
-	 * SHORT_SHINGLES can it be short, and only then are its shingles
-	 * counted again.
-	 */
-	values[3] = BoolGetDatum(min_similarity * count < SHORT_SHINGLES + BOUND_SLACK);
-	InitMaterializedSRF(fcinfo, 0);
-	if (count == 0)
-		return;					/* no words: nothing shares a shingle */
-	sketch_of(hashes, count, keys);
-	pfree(hashes);
-	values[4] = PointerGetDatum(sketch_candidates(rel, index, keys,
-												  min_shared_bands(min_similarity)));
-
-	initStringInfo(&fingerprint);
-	if (strcmp(reg->profile, DEFAULT_PROFILE) == 0)
-		appendStringInfo(&fingerprint, "%s.simhash($1)", ext);
-	else
-		appendStringInfo(&fingerprint, "%s.simhash($1, %s::pg_catalog.text)", ext,
-						 quote_literal_cstr(reg->profile));
-	/*
-	 * The candidates are fetched by tuple id; the inner query is not
-	 * flattened, so each is measured once.
-	 */
-	initStringInfo(&statement);
-	appendStringInfo(&statement,
-					 "SELECT c.key, c.distance, c.similarity,"
-					 " $3 OR ($4 AND %s.nearsim_shingle_count(c.body) OPERATOR(pg_catalog.<) %d)"
-					 " AS short FROM ("
-					 "SELECT d.%s::pg_catalog.text AS key, d.%s::pg_catalog.text AS body,"
-					 " %s.hamming(d.%s, %s) AS distance,"
-					 " %s.nearsim_resemblance($1, d.%s::pg_catalog.text) AS similarity"
-					 " FROM ONLY %s AS d"
-					 " WHERE d.ctid OPERATOR(pg_catalog.=) ANY ($5) OFFSET 0) AS c"
-					 " WHERE c.similarity OPERATOR(pg_catalog.>=) $2"
-					 " ORDER BY c.similarity DESC, c.distance, c.key COLLATE pg_catalog.\"C\"",
-					 ext, SHORT_SHINGLES,
-					 key, body, ext, fp, fingerprint.data, ext, body, table);
-	if (SPI_execute_with_args(statement.data, 5, types, values, NULL, true, 0) != SPI_OK_SELECT)
-		elog(ERROR, "nearsim: the verified search of %s failed", table);
-	for (uint64 i = 0; i < SPI_processed; i++)
-	{
-		Datum		row[4];
-		bool		nulls[4];
-
-		for (int column = 0; column < 4; column++)
-			row[column] = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc,
-										column + 1, &nulls[column]);
-		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, row, nulls);
-	}
-}
-
-PG_FUNCTION_INFO_V1(nearsim_similar_verified);
-/*
- * nearsim_similar_verified(tbl, query, min_similarity, measure,
- * max_distance): through the sketch index when the table has one and the
- * question is S_R >= min_similarity (0.5 or more) with no radius given;
- * otherwise the PL/Python body, which takes candidates within the radius.
- */
-Datum
-nearsim_similar_verified(PG_FUNCTION_ARGS)
-{
-	Oid			relid;
-	double		min_similarity;
-	char	   *schema;
-	Oid			sketch;
-	Registered	reg;
-	bool		sketched = false;
-	AclResult	allowed;
-
-	if (PG_ARGISNULL(0) || PG_ARGISNULL(1) || PG_ARGISNULL(2) || PG_ARGISNULL(3)
-		|| !PG_ARGISNULL(4))
-		return nearsim_call_python_body(fcinfo);
-	relid = PG_GETARG_OID(0);
-	min_similarity = PG_GETARG_FLOAT8(2);
-	if (strcmp(text_to_cstring(PG_GETARG_TEXT_PP(3)), "s_r") != 0
-		|| !(min_similarity >= SKETCH_MIN_SIMILARITY && min_similarity <= 1.0))
-		return nearsim_call_python_body(fcinfo);
-	allowed = pg_class_aclcheck(relid, GetUserId(), ACL_SELECT);
-	if (allowed != ACLCHECK_OK)
-		aclcheck_error(allowed, OBJECT_TABLE, get_rel_name(relid));
-
-	sketch = sketch_function(fcinfo->flinfo->fn_oid, &schema);
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "nearsim: SPI_connect failed");
-	if (read_registration(relid, &reg))
-	{
-		Relation	rel = table_open(relid, AccessShareLock);
-		Oid			index = sketch_index(rel, sketch, reg.text_column, true, NULL);
-
-		if (OidIsValid(index))
-		{
-			search_sketched(fcinfo, rel, index, schema, &reg, PG_GETARG_TEXT_PP(1),
-							min_similarity);
-			sketched = true;
-		}
-		table_close(rel, AccessShareLock);
-	}
-	SPI_finish();
-	if (!sketched)
-		return nearsim_call_python_body(fcinfo);
-	return (Datum) 0;
 }
 
 PG_FUNCTION_INFO_V1(nearsim_sketch_index);
@@ -579,7 +419,7 @@ nearsim_sketch_index(PG_FUNCTION_ARGS)
 	Oid			relid = PG_GETARG_OID(0);
 	char	   *schema;
 	Oid			sketch;
-	Registered	reg;
+	NearsimRegistration reg;
 	Oid			index = InvalidOid;
 	bool		usable = false;
 	TupleDesc	desc;
@@ -588,10 +428,10 @@ nearsim_sketch_index(PG_FUNCTION_ARGS)
 
 	if (get_call_result_type(fcinfo, NULL, &desc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "nearsim: nearsim_sketch_index must return a record");
-	sketch = sketch_function(fcinfo->flinfo->fn_oid, &schema);
+	sketch = nearsim_sketch_function(fcinfo->flinfo->fn_oid, &schema);
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "nearsim: SPI_connect failed");
-	if (!read_registration(relid, &reg))
+	if (!nearsim_read_registration(relid, &reg))
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("table %s is not enabled for nearsim",
@@ -600,7 +440,7 @@ nearsim_sketch_index(PG_FUNCTION_ARGS)
 	{
 		Relation	rel = table_open(relid, AccessShareLock);
 
-		index = sketch_index(rel, sketch, reg.text_column, false, &usable);
+		index = nearsim_sketch_index_of(rel, sketch, reg.text_column, false, &usable);
 		table_close(rel, AccessShareLock);
 	}
 	SPI_finish();

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import math
+import subprocess
+import sys
 from itertools import pairwise
 from pathlib import Path
 
@@ -174,3 +176,16 @@ def test_calibrate_synthetic_radii() -> None:
 def test_calibrate_rejects_bad_pairs(pair: tuple[int, float]) -> None:
     with pytest.raises(ValueError):
         calibrate([pair])
+
+
+def test_the_c_search_takes_the_radii_the_generator_makes() -> None:
+    """extension/src/calibration_radii.h is the default profile's table, as radius_for reads it."""
+    root = Path(__file__).resolve().parents[2]
+    generated = subprocess.run(
+        [sys.executable, str(root / "python_client" / "tools" / "gen_calibration_header.py")],
+        check=True, capture_output=True, text=True,
+    ).stdout  # fmt: skip
+    assert (root / "extension" / "src" / "calibration_radii.h").read_text() == generated
+    radii = [calibration.radius_for(t) for t in calibration.THRESHOLDS]
+    listed = ", ".join(map(str, radii))
+    assert f"calibrated_radii[CALIBRATED_THRESHOLDS] = {{{listed}}};" in generated

@@ -15,7 +15,7 @@ from psycopg import sql
 
 import nearsim
 from nearsim.client.samples import kjv_chapters
-from nearsim.core import calibration, measures
+from nearsim.core import calibration, measures, profiles
 
 
 def edited(rng: random.Random, text: str) -> str:
@@ -90,6 +90,92 @@ def test_exactly_the_passing_candidates_within_the_calibrated_radius(
             assert not any(row[3] for row in rows)
             answered += bool(rows)
     assert answered >= 4  # the edited chapters' originals are in the table
+
+
+SEARCH_BY = ("SELECT key, distance, similarity, short"
+             " FROM nearsim_similar_verified(%s, %s, %s, %s)")
+
+
+def set_measure(measure: str, query: str, body: str) -> float:
+    """The measure as src/verified.c takes it: containment of the query in the document."""
+    return (measures.resemblance(query, body) if measure == "s_r"
+            else measures.containment(query, body))  # fmt: skip
+
+
+@pytest.mark.parametrize("measure", ["s_r", "containment"])
+@pytest.mark.parametrize("minimum", [0.5, 0.52, 0.83, 0.95])
+def test_the_calibrated_radius_at_the_ends_and_between_thresholds(
+    database: str, corpus: tuple[str, dict[int, str]], minimum: float, measure: str
+) -> None:
+    """The radius the C search takes is the Python calibration's, for both set measures."""
+    table, bodies = corpus
+    radius = calibration.radius_for(minimum)
+    rng = random.Random(int(minimum * 1000))
+    with psycopg.connect(database) as conn:
+        for _ in range(4):
+            query = edited(rng, bodies[rng.randrange(250)])
+            rows = conn.execute(SEARCH_BY, [table, query, minimum, measure]).fetchall()
+            fingerprint = nearsim.simhash(query)
+            assert fingerprint is not None
+            expected = {}
+            for key, body in bodies.items():
+                si = nearsim.simhash(body)
+                if si is not None and nearsim.hamming(si, fingerprint) <= radius:
+                    value = set_measure(measure, query, body)
+                    if value >= minimum:
+                        expected[str(key)] = value
+            assert {key: similarity for key, _, similarity, _ in rows} == pytest.approx(expected)
+            assert all(distance <= radius for _, distance, _, _ in rows)
+
+
+def test_a_query_without_words_finds_nothing_within_the_radius(
+    database: str, corpus: tuple[str, dict[int, str]]
+) -> None:
+    table, _ = corpus
+    with psycopg.connect(database) as conn:
+        for query in ("", "  ...  ", "\u2603"):
+            for measure in ("s_r", "containment"):
+                assert conn.execute(SEARCH_BY, [table, query, 0.8, measure]).fetchall() == []
+                assert conn.execute(SEARCH_BY[:-1] + ", max_distance => 64)",
+                                    [table, query, 0.3, measure]).fetchall() == []
+
+
+def test_another_profile_takes_the_radius_of_its_own_calibration(database: str) -> None:
+    rng = random.Random(11)
+    texts = [c.text for c in kjv_chapters(["Ruth", "Jude", "Obadiah", "Genesis"])][:60]
+    bodies = dict(enumerate(texts))
+    for number in range(60, 120):
+        bodies[number] = edited(rng, rng.choice(texts))
+    profile = "english/1"
+    table = f"english_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(database, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE TABLE {} (id bigint PRIMARY KEY, body text)").format(
+            sql.Identifier(table)))
+        conn.execute("SELECT nearsim_enable(%s, 'body', profile => %s)", [table, profile])
+        conn.cursor().executemany(
+            sql.SQL("INSERT INTO {} (id, body) VALUES (%s, %s)").format(sql.Identifier(table)),
+            list(bodies.items()))
+        try:
+            for minimum, measure in ((0.8, "s_r"), (0.6, "containment")):
+                radius = calibration.radius_for(minimum, profile)
+                for key in (60, 75, 90):
+                    query = bodies[key]
+                    fingerprint = profiles.simhash(query, profile)
+                    assert fingerprint is not None
+                    rows = conn.execute(SEARCH_BY,
+                                        [table, query, minimum, measure]).fetchall()
+                    expected = {}
+                    for other, body in bodies.items():
+                        si = profiles.simhash(body, profile)
+                        if si is not None and nearsim.hamming(si, fingerprint) <= radius:
+                            value = set_measure(measure, query, body)
+                            if value >= minimum:
+                                expected[str(other)] = value
+                    assert {k: similarity for k, _, similarity, _ in rows} == pytest.approx(
+                        expected)
+                    assert str(key) in expected
+        finally:
+            conn.execute(sql.SQL("DROP TABLE {} CASCADE").format(sql.Identifier(table)))
 
 
 def test_other_measures_and_an_explicit_radius(database: str,

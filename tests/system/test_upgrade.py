@@ -152,10 +152,19 @@ def test_update_from_an_earlier_release_equals_a_fresh_install(
         current = previous_release in TRIGGERS_AS_TODAY
         assert conn.execute(health).fetchone() == (0, 0, 0, 0, current)
         assert conn.execute("SELECT simhash_profile()").fetchone() == (nearsim.PROFILE,)
+        # verified search reads the bucket table until the rebuild, then the
+        # rotation indexes: the same answers
+        verified = ("SELECT key, distance, round(similarity::numeric, 9), short"
+                    " FROM nearsim_similar_verified('docs', %s, 0.5, %s) ORDER BY key")
+        legacy = {measure: conn.execute(verified, [DOCUMENTS[0], measure]).fetchall()
+                  for measure in ("s_r", "containment")}
+        assert legacy["s_r"] and legacy["s_r"][0][0] == "0"
         rebuilt = conn.execute("SELECT recomputed FROM nearsim_rebuild('docs')").fetchone()
         assert rebuilt == (0,)
         assert conn.execute(health).fetchone() == (0, 0, 0, 0, True)
         assert conn.execute("SELECT ok FROM nearsim_verify('docs', true)").fetchone() == (True,)
+        assert {measure: conn.execute(verified, [DOCUMENTS[0], measure]).fetchall()
+                for measure in ("s_r", "containment")} == legacy
         # the rebuild moved the index onto the table: no bucket table is left
         # (one per band of its layout, which the rebuild keeps)
         assert conn.execute(

@@ -170,8 +170,19 @@ def similar_verified(
     radius = _verified_radius(session, min_similarity, measure, max_distance, reg.profile)
     if query is None:
         return []
-    if measure in SET_MEASURES:
-        return _set_similar(session, enabled, query, min_similarity, measure, radius)
+    if measure in SET_MEASURES and reg.bucket_table is None:
+        # The set measures have one route, in C (src/verified.c); it came
+        # here for the radius of another profile's calibration.
+        rows = session.execute(
+            f"SELECT v.key, v.distance, v.similarity, v.short"
+            f" FROM {session.ext}.nearsim_similar_verified("
+            f"{enabled.table.oid}::pg_catalog.oid::pg_catalog.regclass,"
+            f" {session.literal(query)}::pg_catalog.text,"
+            f" {float(min_similarity)!r}::pg_catalog.float8,"
+            f" {session.literal(measure)}::pg_catalog.text, {int(radius)}::pg_catalog.int4) AS v")
+        return [(r["key"], int(r["distance"]), r["similarity"], r["short"]) for r in rows]
+    # Other measures, and tables that keep a bucket table from before 0.4.0
+    # until nearsim_rebuild (every measure), are measured here.
     if len(query) > measures.MAX_MEASURED_CHARS:
         session.fail(f"the query has {len(query):,} characters, more than the"
                      f" {measures.MAX_MEASURED_CHARS:,} measure {measure} takes", sqlstate="54000",
@@ -212,12 +223,14 @@ def _candidates(session: Session, enabled: Enabled, query: str, radius: int) -> 
                   f" {session.literal(reg.hash_column)}::pg_catalog.name, q.si,"
                   f" {int(radius)}::pg_catalog.int4))")
     else:
-        # a table enabled before 0.4.0 that keeps its bucket table until nearsim_rebuild
+        # A table enabled before 0.4.0 keeps its bucket table until
+        # nearsim_rebuild, and the bucket table keeps the index layout of its
+        # release, which nearsim_search does not read: its fingerprints are
+        # compared one by one.
         bucket = enabled.qualify(session, reg.bucket_table)
         within = (f"d.{key} OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT b.key FROM {bucket} AS b"
-                  f" WHERE b.ctid OPERATOR(pg_catalog.=) ANY ({ext}.nearsim_search("
-                  f"{session.literal(bucket)}::pg_catalog.regclass, 'si'::pg_catalog.name, q.si,"
-                  f" {int(radius)}::pg_catalog.int4))))")
+                  f" WHERE {ext}.hamming(b.si, q.si) OPERATOR(pg_catalog.<=)"
+                  f" {int(radius)}::pg_catalog.int4))")
     return (f"(SELECT d.{key}::pg_catalog.text AS key, d.{text}::pg_catalog.text AS body,"
             f" {ext}.hamming(d.{fp}, q.si) AS distance"
             f" FROM (SELECT {fingerprint} AS si) AS q, ONLY {table.qualified} AS d"
@@ -225,7 +238,8 @@ def _candidates(session: Session, enabled: Enabled, query: str, radius: int) -> 
             f" AND {ext}.hamming(d.{fp}, q.si) OPERATOR(pg_catalog.<=) {int(radius)}) AS c")
 
 
-# Measures of shingle sets, computed in C (src/resemblance.c)
+# Measures of shingle sets, computed in C (src/resemblance.c); verified search
+# by them is src/verified.c's
 SET_MEASURES = {"s_r": "nearsim_resemblance", "containment": "nearsim_containment"}
 
 
@@ -234,36 +248,6 @@ def _notice_short_query(session: Session, shingles: int) -> None:
         session.notice(f"the query has {shingles} shingles: a fingerprint of"
                        f" fewer than {measures.SHORT_SHINGLES} is unreliable, near-duplicates"
                        " may be missed")
-
-
-def _set_similar(session: Session, enabled: Enabled, query: str, min_similarity: float,
-                 measure: str, radius: int) -> list[tuple[str, int, float, bool]]:
-    """Verified search by a set measure: the candidates measured in C, in one statement.
-
-    The query's shingles are read once (the C function keeps them between
-    rows); a candidate's shingles are counted again only when it passes and
-    may be short.
-    """
-    literal = f"{session.literal(query)}::pg_catalog.text"
-    asked = int(session.one(f"SELECT {session.ext}.nearsim_shingle_count({literal}) AS n")["n"])
-    _notice_short_query(session, asked)
-    # A candidate that passes has at least min_similarity times the query's
-    # shingles (both measures are at most its count over the query's): only
-    # below SHORT_SHINGLES can it be short, and only then is it counted again.
-    may_be_short = min_similarity * asked < measures.SHORT_SHINGLES + 1e-9
-    counted = (f"{session.ext}.nearsim_shingle_count(c.body)" if may_be_short
-               else f"{measures.SHORT_SHINGLES}::pg_catalog.int8")
-    rows = session.execute(
-        f"SELECT c.key, c.distance, c.similarity, {counted} AS shingles FROM ("
-        f"SELECT c.key, c.body, c.distance, {session.ext}.{SET_MEASURES[measure]}({literal},"
-        f" c.body) AS similarity FROM {_candidates(session, enabled, literal, radius)}"
-        " OFFSET 0) AS c"
-        f" WHERE c.similarity OPERATOR(pg_catalog.>=) {float(min_similarity)!r}::pg_catalog.float8"
-        f" ORDER BY c.similarity DESC, c.distance, c.key COLLATE \"C\""
-    )
-    short = asked < measures.SHORT_SHINGLES
-    return [(r["key"], int(r["distance"]), r["similarity"],
-             short or r["shingles"] < measures.SHORT_SHINGLES) for r in rows]
 
 
 def pairs_verified(

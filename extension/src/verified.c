@@ -1,0 +1,240 @@
+#include "postgres.h"
+
+#include "access/table.h"
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "fmgr.h"
+#include "funcapi.h"
+#include "lib/stringinfo.h"
+#include "miscadmin.h"
+#include "utils/acl.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+#include "utils/rel.h"
+
+#include "nearsim.h"
+#include "calibration_radii.h"
+
+/*
+ * Verified search, nearsim_similar_verified: the documents whose exact
+ * similarity to a query is at least a threshold, most similar first.
+ *
+ * The set measures (S_R and containment, computed in C by resemblance.c)
+ * take one route, here: the candidates come from the sketch index (S_R from
+ * SKETCH_MIN_SIMILARITY up with no radius given, when the table has one) or
+ * from the rotation index within a radius (max_distance, else the radius
+ * calibrated for the threshold), and one statement fetches and measures
+ * them with the caller's rights.  The PL/Python body answers what only it
+ * can: the other measures, the radii of other profiles' calibrations (it
+ * then calls this function again with that radius), tables enabled before
+ * 0.4.0 that keep a bucket table until nearsim_rebuild, and every error in
+ * the arguments, named as the Python names it.
+ */
+
+/* The radius calibrated for S_R >= t under the default profile; -1 outside the table */
+static int
+calibrated_radius(double t)
+{
+	int			found = -1;
+
+	if (!(t >= calibrated_thresholds[0] - BOUND_SLACK
+		  && t <= calibrated_thresholds[CALIBRATED_THRESHOLDS - 1] + BOUND_SLACK))
+		return -1;
+	/* the threshold at or below t: a lower threshold, a larger radius */
+	for (int i = 0; i < CALIBRATED_THRESHOLDS; i++)
+		if (calibrated_thresholds[i] <= t + BOUND_SLACK)
+			found = calibrated_radii[i];
+	return found;
+}
+
+/* The C function of a set measure, or NULL for a measure the PL/Python body measures */
+static const char *
+set_measure_function(const char *measure)
+{
+	if (strcmp(measure, "s_r") == 0)
+		return "nearsim_resemblance";
+	if (strcmp(measure, "containment") == 0)
+		return "nearsim_containment";
+	return NULL;
+}
+
+/*
+ * The search, in one statement, into the result set of fcinfo: the
+ * candidates, by tuple id from the sketch index (sketch valid) or within
+ * radius through the rotation index, each measured once; rows of (key,
+ * distance, similarity, short) ordered by similarity, distance and key.
+ */
+static void
+search(FunctionCallInfo fcinfo, Relation rel, const char *schema,
+	   const NearsimRegistration *reg, text *query, double min_similarity,
+	   const char *measure_function, Oid sketch, int radius)
+{
+	Oid			relid = RelationGetRelid(rel);
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	const char *ext = quote_identifier(schema);
+	const char *key = quote_identifier(reg->key_column);
+	const char *body = quote_identifier(reg->text_column);
+	const char *fp = quote_identifier(reg->hash_column);
+	char	   *table = quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
+												   get_rel_name(relid));
+	StringInfoData fingerprint;
+	StringInfoData candidates;
+	StringInfoData statement;
+	Oid			types[5] = {TEXTOID, FLOAT8OID, BOOLOID, BOOLOID, TIDARRAYOID};
+	Datum		values[5];
+	uint64	   *hashes = NULL;
+	Size		count = nearsim_text_shingles(query, &hashes);
+
+	if (count < SHORT_SHINGLES)
+		ereport(NOTICE,
+				(errmsg("the query has %zu shingles: a fingerprint of fewer than %d is"
+						" unreliable, near-duplicates may be missed", count, SHORT_SHINGLES)));
+	values[0] = PointerGetDatum(query);
+	values[1] = Float8GetDatum(min_similarity);
+	values[2] = BoolGetDatum(count < SHORT_SHINGLES);
+
+	/*
+	 * A candidate that passes has at least min_similarity times the query's
+	 * shingles (either measure is at most its count over the query's): only
+	 * when that is below SHORT_SHINGLES can it be short, and only then are
+	 * its shingles counted again.
+	 */
+	values[3] = BoolGetDatum(min_similarity * count < SHORT_SHINGLES + BOUND_SLACK);
+	InitMaterializedSRF(fcinfo, 0);
+	if (strcmp(reg->profile, DEFAULT_PROFILE) != 0)
+	{
+		/* the query's fingerprint must be one this server computes */
+		char	   *check = psprintf("SELECT %s.nearsim_check_profile(%s::pg_catalog.regclass,"
+									 " %s::pg_catalog.text)", ext, quote_literal_cstr(table),
+									 quote_literal_cstr(reg->profile));
+
+		if (SPI_execute(check, true, 1) != SPI_OK_SELECT)
+			elog(ERROR, "nearsim: could not check the profile of %s", table);
+	}
+
+	initStringInfo(&fingerprint);
+	if (strcmp(reg->profile, DEFAULT_PROFILE) == 0)
+		appendStringInfo(&fingerprint, "%s.simhash($1)", ext);
+	else
+		appendStringInfo(&fingerprint, "%s.simhash($1, %s::pg_catalog.text)", ext,
+						 quote_literal_cstr(reg->profile));
+	initStringInfo(&candidates);
+	if (OidIsValid(sketch))
+	{
+		if (count == 0)
+			return;				/* no words: nothing shares a shingle */
+		values[4] = PointerGetDatum(nearsim_sketch_candidates(rel, sketch, hashes, count,
+															  min_similarity));
+		appendStringInfoString(&candidates, "d.ctid OPERATOR(pg_catalog.=) ANY ($5)");
+	}
+	else
+	{
+		/* the rotation index, read with the caller's rights (nearsim_search) */
+		values[4] = (Datum) 0;
+		appendStringInfo(&candidates,
+						 "d.ctid OPERATOR(pg_catalog.=) ANY (%s.nearsim_search(%s::pg_catalog.regclass,"
+						 " %s::pg_catalog.name, q.si, %d::pg_catalog.int4))"
+						 " AND %s.hamming(d.%s, q.si) OPERATOR(pg_catalog.<=) %d",
+						 ext, quote_literal_cstr(table), quote_literal_cstr(reg->hash_column),
+						 radius, ext, fp, radius);
+	}
+	if (hashes != NULL)
+		pfree(hashes);
+
+	/*
+	 * The candidates are fetched by tuple id; the inner query is not
+	 * flattened, so each is measured once.  Never through the table's
+	 * generated functions: those are the owner's, who may replace them.
+	 */
+	initStringInfo(&statement);
+	appendStringInfo(&statement,
+					 "SELECT c.key, c.distance, c.similarity,"
+					 " $3 OR ($4 AND %s.nearsim_shingle_count(c.body) OPERATOR(pg_catalog.<) %d)"
+					 " AS short FROM ("
+					 "SELECT d.%s::pg_catalog.text AS key, d.%s::pg_catalog.text AS body,"
+					 " %s.hamming(d.%s, q.si) AS distance,"
+					 " %s.%s($1, d.%s::pg_catalog.text) AS similarity"
+					 " FROM (SELECT %s AS si) AS q, ONLY %s AS d"
+					 " WHERE %s OFFSET 0) AS c"
+					 " WHERE c.similarity OPERATOR(pg_catalog.>=) $2"
+					 " ORDER BY c.similarity DESC, c.distance, c.key COLLATE pg_catalog.\"C\"",
+					 ext, SHORT_SHINGLES,
+					 key, body, ext, fp, ext, measure_function, body,
+					 fingerprint.data, table, candidates.data);
+	if (SPI_execute_with_args(statement.data, 5, types, values,
+							  OidIsValid(sketch) ? NULL : "    n", true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "nearsim: the verified search of %s failed", table);
+	for (uint64 i = 0; i < SPI_processed; i++)
+	{
+		Datum		row[4];
+		bool		nulls[4];
+
+		for (int column = 0; column < 4; column++)
+			row[column] = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc,
+										column + 1, &nulls[column]);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, row, nulls);
+	}
+}
+
+PG_FUNCTION_INFO_V1(nearsim_similar_verified);
+/*
+ * nearsim_similar_verified(tbl, query, min_similarity, measure,
+ * max_distance): a set measure on a table of 0.4.0's layout, here; anything
+ * else through the PL/Python body (see above).
+ */
+Datum
+nearsim_similar_verified(PG_FUNCTION_ARGS)
+{
+	Oid			relid;
+	double		min_similarity;
+	const char *measure_function;
+	int			radius = -1;
+	char	   *schema;
+	Oid			sketch_function;
+	NearsimRegistration reg;
+	bool		answered = false;
+	AclResult	allowed;
+
+	if (PG_ARGISNULL(0) || PG_ARGISNULL(1) || PG_ARGISNULL(2) || PG_ARGISNULL(3))
+		return nearsim_call_python_body(fcinfo);
+	relid = PG_GETARG_OID(0);
+	min_similarity = PG_GETARG_FLOAT8(2);
+	measure_function = set_measure_function(text_to_cstring(PG_GETARG_TEXT_PP(3)));
+	if (measure_function == NULL || !(min_similarity >= 0.0 && min_similarity <= 1.0))
+		return nearsim_call_python_body(fcinfo);
+	if (!PG_ARGISNULL(4))
+	{
+		radius = PG_GETARG_INT32(4);
+		if (radius < 0 || radius > FINGERPRINT_BITS)
+			return nearsim_call_python_body(fcinfo);
+	}
+	allowed = pg_class_aclcheck(relid, GetUserId(), ACL_SELECT);
+	if (allowed != ACLCHECK_OK)
+		aclcheck_error(allowed, OBJECT_TABLE, get_rel_name(relid));
+
+	sketch_function = nearsim_sketch_function(fcinfo->flinfo->fn_oid, &schema);
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "nearsim: SPI_connect failed");
+	if (nearsim_read_registration(relid, &reg) && reg.bucket_table == NULL)
+	{
+		Relation	rel = table_open(relid, AccessShareLock);
+		Oid			sketch = InvalidOid;
+
+		if (radius < 0 && strcmp(measure_function, "nearsim_resemblance") == 0
+			&& min_similarity >= SKETCH_MIN_SIMILARITY)
+			sketch = nearsim_sketch_index_of(rel, sketch_function, reg.text_column, true, NULL);
+		if (!OidIsValid(sketch) && radius < 0 && strcmp(reg.profile, DEFAULT_PROFILE) == 0)
+			radius = calibrated_radius(min_similarity);
+		if (OidIsValid(sketch) || radius >= 0)
+		{
+			search(fcinfo, rel, schema, &reg, PG_GETARG_TEXT_PP(1), min_similarity,
+				   measure_function, sketch, radius);
+			answered = true;
+		}
+		table_close(rel, AccessShareLock);
+	}
+	SPI_finish();
+	if (!answered)
+		return nearsim_call_python_body(fcinfo);
+	return (Datum) 0;
+}
