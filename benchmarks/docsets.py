@@ -187,8 +187,7 @@ class Storage:
         return self.total / max(rows, 1)
 
 
-ROTATION_INDEXES = ("SELECT i.indexrelid FROM pg_index i WHERE i.indrelid = %s::regclass"
-                    " AND pg_get_indexdef(i.indexrelid) LIKE '%%nearsim_rotate(%%'")
+ROTATION_INDEXES = "SELECT r.index AS indexrelid FROM nearsim_rotation_indexes(%s::regclass) r"
 
 
 def index_storage(conn: Connection, table: str) -> Storage:

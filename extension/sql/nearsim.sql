@@ -514,6 +514,17 @@ CREATE FUNCTION nearsim_sketch_index(tbl regclass, OUT index regclass, OUT usabl
 COMMENT ON FUNCTION nearsim_sketch_index(regclass) IS
 'the sketch index of enabled table tbl (a GIN index over nearsim_sketch(text column), without a predicate): the one nearsim_similar_verified takes its candidates from (usable), else one that a failed CREATE INDEX CONCURRENTLY left invalid (not usable: REINDEX it); NULL when it has none';
 
+CREATE FUNCTION nearsim_rotation_indexes(tbl regclass, OUT index regclass,
+		OUT fingerprint_column name, OUT shift integer, OUT access_method name,
+		OUT valid boolean)
+	RETURNS SETOF record
+	AS 'MODULE_PATHNAME', 'nearsim_rotation_indexes'
+	LANGUAGE C STABLE STRICT
+	SET search_path = pg_catalog, pg_temp;
+
+COMMENT ON FUNCTION nearsim_rotation_indexes(regclass) IS
+'the rotation indexes of tbl as the planner and the searches recognise them (one key, nearsim_rotate(fingerprint_column, shift), btree or nearsim_btree, no predicate), with valid false for one a failed CREATE INDEX CONCURRENTLY left; for every role: it tells what the catalogs tell';
+
 CREATE FUNCTION nearsim_resemblance_pairs(tbl regclass, key_column name, text_column name,
 		fingerprint_column name, min_similarity double precision)
 	RETURNS TABLE (a text, b text, distance integer, similarity double precision, short boolean)

@@ -3,6 +3,7 @@
 #include <math.h>
 
 #include "access/genam.h"
+#include "access/htup_details.h"
 #include "access/relscan.h"
 #include "access/stratnum.h"
 #include "access/table.h"
@@ -13,6 +14,7 @@
 #include "executor/spi.h"
 #include "executor/tuptable.h"
 #include "fmgr.h"
+#include "funcapi.h"
 #include "miscadmin.h"
 #include "nodes/makefuncs.h"
 #include "nodes/primnodes.h"
@@ -228,4 +230,63 @@ nearsim_search(PG_FUNCTION_ARGS)
 		elements[i] = PointerGetDatum(&tids[i]);
 	PG_RETURN_ARRAYTYPE_P(construct_array(elements, found, TIDOID, sizeof(ItemPointerData),
 										  false, TYPALIGN_SHORT));
+}
+
+PG_FUNCTION_INFO_V1(nearsim_rotation_indexes);
+/*
+ * nearsim_rotation_indexes(tbl): the table's rotation indexes, valid or not,
+ * recognised as the planner and the search recognise them
+ * (nearsim_rotation_shift): an index of one key, nearsim_rotate(column,
+ * shift), btree or nearsim_btree, without a predicate.  Tells what the
+ * catalogs tell anyone: index names and definitions, no rows.
+ */
+Datum
+nearsim_rotation_indexes(PG_FUNCTION_ARGS)
+{
+	Oid			relid = PG_GETARG_OID(0);
+	Relation	table;
+	List	   *indexes;
+	ListCell   *cell;
+
+	InitMaterializedSRF(fcinfo, 0);
+	table = table_open(relid, AccessShareLock);
+	indexes = RelationGetIndexList(table);
+	foreach(cell, indexes)
+	{
+		Relation	index = index_open(lfirst_oid(cell), AccessShareLock);
+		Form_pg_index form = index->rd_index;
+		AttrNumber	attno = InvalidAttrNumber;
+		int			shift = -1;
+
+		if (nearsim_rotation_method(index->rd_rel->relam) && form->indnatts == 1
+			&& form->indkey.values[0] == 0
+			&& heap_attisnull(index->rd_indextuple, Anum_pg_index_indpred, NULL))
+		{
+			List	   *expressions = RelationGetIndexExpressions(index);
+
+			if (list_length(expressions) == 1)
+				shift = nearsim_rotation_shift(linitial(expressions), &attno);
+		}
+		if (shift >= 0)
+		{
+			ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+			Datum		values[5];
+			bool		nulls[5] = {false, false, false, false, false};
+			NameData	column;
+			NameData	method;
+
+			namestrcpy(&column, get_attname(relid, attno, false));
+			namestrcpy(&method, get_am_name(index->rd_rel->relam));
+			values[0] = ObjectIdGetDatum(RelationGetRelid(index));
+			values[1] = NameGetDatum(&column);
+			values[2] = Int32GetDatum(shift);
+			values[3] = NameGetDatum(&method);
+			values[4] = BoolGetDatum(form->indisvalid && form->indisready);
+			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+		}
+		index_close(index, AccessShareLock);
+	}
+	list_free(indexes);
+	table_close(table, AccessShareLock);
+	PG_RETURN_NULL();
 }

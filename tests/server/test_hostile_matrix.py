@@ -356,6 +356,8 @@ MATRIX: dict[str, Cell] = {
     "function nearsim_sketch(text)": Cell(Kind.PURE, select("nearsim_sketch", "{t.near}")),
     "function nearsim_sketch_index(regclass)": Cell(
         Kind.INFO, select("nearsim_sketch_index", "{t.reg}")),
+    "function nearsim_rotation_indexes(regclass)": Cell(
+        Kind.INFO, select("nearsim_rotation_indexes", "{t.reg}")),
     "function nearsim_minhash(text,integer)": Cell(
         Kind.PURE, select("nearsim_minhash", "{t.near}, 16")),
     "function nearsim_minhash_estimate(bigint[],bigint[])": Cell(

@@ -91,6 +91,8 @@ ENTRIES: dict[str, tuple[str, bool]] = {
     "nearsim_shingle_count(text)": (f"SELECT nearsim_shingle_count({BIG})", True),
     "nearsim_sketch(text)": (f"SELECT nearsim_sketch({BIG})", True),
     "nearsim_sketch_index(regclass)": ("SELECT * FROM nearsim_sketch_index('docs')", False),
+    "nearsim_rotation_indexes(regclass)":
+        ("SELECT * FROM nearsim_rotation_indexes('docs')", False),
     "nearsim_resemblance_pairs(regclass,name,name,name,double precision)":
         ("SELECT count(*) FROM nearsim_resemblance_pairs('docs', 'id', 'body', 'si', 1e-9)", False),
     "nearsim_minhash(text,integer)": (f"SELECT cardinality(nearsim_minhash({BIG}, 10000))", True),

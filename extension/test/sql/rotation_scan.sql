@@ -10,6 +10,11 @@ INSERT INTO verses VALUES
   (5, 'And the earth was without form, and void; and darkness was upon the face of the deep.'),
   (6, NULL);
 SELECT nearsim_enable('verses', 'body');
+-- its rotation indexes, one per band; an index over another key is not one
+CREATE INDEX verses_lower ON verses (lower(body));
+CREATE INDEX verses_partial ON verses (nearsim_rotate(si, 0)) WHERE id > 3;
+SELECT index, fingerprint_column, shift, access_method, valid FROM nearsim_rotation_indexes('verses') ORDER BY shift;
+DROP INDEX verses_lower, verses_partial;
 -- the planner weighs the rotation scan against a scan: force it on this small table
 SET enable_seqscan = off;
 

@@ -523,12 +523,12 @@ class DocumentTable:
         row = health.fetchone()
         verify = dict(zip(columns, row or (), strict=True))
         facts = self.conn.execute(
-            "SELECT pg_catalog.pg_total_relation_size(%s::regclass),"
+            sql.SQL("SELECT pg_catalog.pg_total_relation_size(%s::regclass),"
             " %s::regclass::text,"  # the name as SQL prints it: quoted only where needed
-            " (SELECT pg_catalog.sum(pg_catalog.pg_relation_size(i.indexrelid))::bigint"
-            "  FROM pg_catalog.pg_index i WHERE i.indrelid = %s::regclass"
-            "  AND pg_catalog.pg_get_indexdef(i.indexrelid) LIKE '%%nearsim_rotate(%%')",
-            [self.quoted, self.quoted, self.quoted],
+            " (SELECT pg_catalog.sum(pg_catalog.pg_relation_size(r.index))::bigint"
+            "  FROM {}.nearsim_rotation_indexes(%s::regclass) AS r"
+            "  WHERE r.fingerprint_column = %s)").format(self.extension),
+            [self.quoted, self.quoted, self.quoted, registration.hash_column],
         ).fetchone()
         sketch = self.sketch_index()
         return {

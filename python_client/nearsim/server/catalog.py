@@ -197,25 +197,26 @@ def simhash_sql(session: Session, text: str, profile: str) -> str:
 
 @dataclass(frozen=True)
 class RotationIndex:
-    """One of a table's indexes over ``nearsim_rotate``."""
+    """One of a table's rotation indexes, as ``nearsim_rotation_indexes`` recognises it."""
 
     name: str  # qualified, quoted
-    definition: str  # as pg_get_indexdef prints it
+    shift: int  # the first bit of its band: its key is nearsim_rotate(column, shift)
+    access_method: str  # nearsim_btree, or btree (which serves, but takes new rows unordered)
     valid: bool  # false for one PostgreSQL does not use (a failed CREATE INDEX CONCURRENTLY)
 
 
 def rotation_indexes(session: Session, enabled: Enabled) -> list[RotationIndex]:
-    """The table's indexes over ``nearsim_rotate``, valid or not (to count and drop them)."""
+    """The table's rotation indexes on its fingerprint column, valid or not."""
     rows = session.execute(
-        "SELECT pg_catalog.quote_ident(n.nspname) || '.' || pg_catalog.quote_ident(c.relname)"
-        " AS name, pg_catalog.pg_get_indexdef(i.indexrelid) AS definition,"
-        " i.indisvalid AND i.indisready AS valid"
-        " FROM pg_catalog.pg_index i JOIN pg_catalog.pg_class c ON c.oid = i.indexrelid"
-        " JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
-        f" WHERE i.indrelid = {enabled.table.oid}::pg_catalog.oid AND i.indexprs IS NOT NULL"
-        " AND pg_catalog.pg_get_indexdef(i.indexrelid) LIKE '%nearsim_rotate(%'"
-    )
-    return [RotationIndex(r["name"], r["definition"], bool(r["valid"])) for r in rows]
+        "SELECT r.index::pg_catalog.text AS name, r.shift, r.access_method::pg_catalog.text"
+        " AS access_method, r.valid"
+        f" FROM {session.ext}.nearsim_rotation_indexes("
+        f"{enabled.table.oid}::pg_catalog.oid::pg_catalog.regclass) AS r"
+        " WHERE r.fingerprint_column OPERATOR(pg_catalog.=)"
+        f" {session.literal(enabled.registration.hash_column)}::pg_catalog.name"
+        " ORDER BY r.shift, r.index::pg_catalog.text")
+    return [RotationIndex(r["name"], int(r["shift"]), r["access_method"], bool(r["valid"]))
+            for r in rows]
 
 
 def trigger_names(session: Session, table: Table) -> set[str]:

@@ -414,14 +414,11 @@ def _rotation_indexes_ok(session: Session, enabled: Enabled, bands: int) -> bool
     rows in random key order, so nearsim_rebuild replaces them.
     """
     indexes = rotation_indexes(session, enabled)
-    if enabled.registration.bucket_table is not None or not all(i.valid for i in indexes):
+    if enabled.registration.bucket_table is not None:
         return False
-    definitions = [i.definition for i in indexes]
-    fp = session.ident(enabled.registration.hash_column)
-    keys = [f"nearsim_rotate({fp}, {band_start(bands, band)}))" for band in range(bands)]
-    return len(definitions) == bands and all(
-        " USING nearsim_btree (" in definition for definition in definitions) and all(
-        sum(definition.endswith(key) for definition in definitions) == 1 for key in keys)
+    wanted = sorted(band_start(bands, band) for band in range(bands))
+    return (sorted(i.shift for i in indexes) == wanted
+            and all(i.valid and i.access_method == "nearsim_btree" for i in indexes))
 
 
 SAMPLED_ROWS = 1000
