@@ -52,6 +52,7 @@ from ..core.fingerprint import PROFILE
 from ..core.pairs import all_pairs
 from ..core.profiles import Profile, ProfileError, canonical, simhash_many
 from ..core.registry import Registration
+from .charsets import override_note
 from .connect import ProfileMismatch, connect, ensure_extension
 from .database_encoding import (
     CLIENT_ENCODING,
@@ -61,7 +62,7 @@ from .database_encoding import (
     unstorable_message,
 )  # fmt: skip
 from .documents import DEFAULT_TABLE, FINGERPRINT_COLUMN, DocumentTable, TableError
-from .extract import InputError, check_document, read_document
+from .extract import InputError, check_document, read_file
 from .sources import (
     BytesRead,
     Failure,
@@ -171,6 +172,8 @@ class Prepared(NamedTuple):
     # text value of its row (by the value's place in the row), in the order
     # they first appear.
     characters: tuple[tuple[int, str], ...] = ()
+    encoding: str = ""  # what its text was read in, where a text was decoded
+    overridden: bool = False  # valid UTF-8 read as such, not in the --encoding asked
 
 
 class Done(NamedTuple):
@@ -191,6 +194,8 @@ class Unchanged(NamedTuple):
     key: str
     size: int
     source: str = ""
+    encoding: str = ""  # as Prepared's
+    overridden: bool = False
 
 
 class _Text(NamedTuple):
@@ -202,6 +207,8 @@ class _Text(NamedTuple):
     encoded: bytes
     content_hash: bytes
     fields: tuple[str | None, ...]
+    encoding: str
+    overridden: bool
 
 
 class RowShape(NamedTuple):
@@ -235,7 +242,12 @@ class Reporter:
         """One input could not be loaded."""
 
     def warning(self, message: str) -> None:
-        """Something about the whole load worth knowing (one line); the load goes on."""
+        """Something worth knowing (one line), about the whole load or one input
+        (then it starts with its source); the load goes on."""
+
+    def decoded(self, source: str, encoding: str) -> None:
+        """The text of ``source`` (a file, or a message's part) was read in ``encoding``
+        (a Python codec name: ascii, utf-8, cp1252, utf-16, ...)."""
 
     def progress(self, documents: int, size: int) -> None:
         """``documents`` more inputs are done, ``size`` bytes of them read.
@@ -288,7 +300,7 @@ def prepare_many(tasks: list[Task], options: LoadOptions, shape: RowShape | None
                                                                       strict=True)]  # fmt: skip
     prepared = [
         Prepared(t.key, t.source, len(t.encoded), t.content_hash, fingerprint, len(row),
-                 _characters(t, shape) if list_characters else ())
+                 _characters(t, shape) if list_characters else (), t.encoding, t.overridden)
         for t, fingerprint, row in zip(texts, fingerprints, rows, strict=True)
     ]
     others = [r for r in read if not isinstance(r, _Text)]
@@ -335,10 +347,12 @@ def _read(task: Task, options: LoadOptions, shape: RowShape | None = None) -> (
         key = stored_key
     try:
         if isinstance(item, FileInput):
-            text, encoded = read_document(item.path, max_bytes=options.max_bytes,
-                                          encoding=options.encoding)  # fmt: skip
+            text, encoded, encoding = read_file(item.path, max_bytes=options.max_bytes,
+                                                encoding=options.encoding)  # fmt: skip
+            overridden = override_note(options.encoding, encoding) is not None
         else:
             text, encoded = check_document(item.text, max_bytes=options.max_bytes)
+            encoding, overridden = item.encoding, False
     except InputError as error:
         reason = error.reason
         if reason == "not-found" and isinstance(item, FileInput):
@@ -346,9 +360,22 @@ def _read(task: Task, options: LoadOptions, shape: RowShape | None = None) -> (
         return Failure(source, reason, error.message, error.offset)
     digest = hashlib.sha256(encoded).digest()
     if digest == task.stored_hash:
-        return Unchanged(key, len(encoded), source)
+        return Unchanged(key, len(encoded), source, encoding, overridden)
     fields = item.fields if isinstance(item, RecordInput) else ()
-    return _Text(key, source, text, encoded, digest, fields)
+    return _Text(key, source, text, encoded, digest, fields, encoding, overridden)
+
+
+def report_encodings(reporter: Reporter, asked: str, prepared: Iterable[Prepared],
+                     others: Iterable[Unchanged | Failure]) -> None:  # fmt: skip
+    """Tell ``reporter`` what each text read was decoded from, and warn of each
+    file read as UTF-8 against the --encoding ``asked`` (see .charsets)."""
+    for outcome in (*prepared, *others):
+        if isinstance(outcome, Failure) or not outcome.encoding:
+            continue
+        source = outcome.source or outcome.key
+        reporter.decoded(source, outcome.encoding)
+        if outcome.overridden:
+            reporter.warning(f"{source}: {override_note(asked, outcome.encoding)}")
 
 
 def _source(item: FileInput | RecordInput) -> str:
@@ -888,6 +915,7 @@ class Loader:
         # The documents are read and fingerprinted: done, for the progress,
         # whether or not their batch is written yet.
         self.reporter.progress(len(done.others) + len(done.prepared), read)
+        report_encodings(self.reporter, self.options.encoding, done.prepared, done.others)
         if self.repertoire.converts:
             done = self._storable(done)
         keys = [document.key for document in done.prepared]

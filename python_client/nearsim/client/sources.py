@@ -23,6 +23,10 @@ Rules:
   missing) and the text in ``text_field``; the values of ``fields`` come
   along for the table's other columns.  Parquet needs pyarrow (the
   ``spark`` extra installs it).
+- E-mail files (``.eml``, ``.mbox``, ``.msg``, or no suffix and RFC 822
+  headers) are their messages and attachments (:mod:`.mail`), read here
+  while listing (their keys are known only once read) and given as records
+  whose source is their key, the mail's headers their fields.
 - A document's source is its file, or ``file:line`` for a record; the file it
   comes from (:func:`origin`) decides whether a stored key is its own.
 - A :class:`BytesRead` given to :func:`iter_inputs` counts the bytes of record
@@ -48,6 +52,7 @@ from fnmatch import fnmatchcase
 from typing import IO, Any, Literal, NamedTuple
 
 from .extract import InputError, input_error
+from .mail import mail_documents, mail_kind
 from .output import one_line
 
 RecordFormat = Literal["auto", "jsonl", "csv", "parquet", "none"]
@@ -80,6 +85,7 @@ class RecordInput(NamedTuple):
     source: str
     text: str
     fields: tuple[str | None, ...] = ()
+    encoding: str = ""  # what its text was decoded from, where known (a message's part)
 
 
 _LINE = re.compile(r":[0-9]+\Z")
@@ -176,6 +182,7 @@ class SourceOptions:
     encoding: str = "utf-8"  # of CSV files; JSON Lines are UTF-8
     max_bytes: int = 64 * 1024 * 1024
     fields: tuple[str, ...] = ()  # record fields to bring along for other columns
+    mail: bool = True  # read e-mail files as their messages and attachments (see .mail)
 
 
 def iter_inputs(
@@ -227,7 +234,10 @@ class _Walker:
             return
         self.keys.add(path)
         record_format = self._record_format(path)
-        if record_format == "none":
+        kind = mail_kind(path) if record_format == "none" and self.options.mail else None
+        if kind is not None:
+            yield from _mail(path, kind, self.options, self.read, info.st_size)
+        elif record_format == "none":
             yield FileInput(path, file_key(path), info.st_size)  # path is absolute already
         else:
             yield from _records(path, record_format, self.options, self.read, info.st_size)
@@ -285,6 +295,29 @@ class _Walker:
 
 def _failure(source: str, error: InputError) -> Failure:
     return Failure(source, error.reason, error.message, error.offset)
+
+
+# -- mail ---------------------------------------------------------------------------------
+
+
+def _mail(
+    path: str, kind: str, options: SourceOptions, read: BytesRead, size: int
+) -> Iterator[Input]:
+    """The messages and attachments of an e-mail file, as records whose source is
+    their key (read here, while listing: their keys are only known once read)."""
+    for document in mail_documents(path, file_key(path), kind, max_bytes=options.max_bytes):
+        key = storable(document.key)
+        if document.error is not None:
+            yield _failure(key, document.error)
+            continue
+        values = tuple(_field_text(document.fields.get(name)) for name in options.fields)
+        nul = next((name for name, value in zip(options.fields, values, strict=True)
+                    if value is not None and "\x00" in value), None)  # fmt: skip
+        if nul is not None:
+            yield _nul_field(key, nul)
+            continue
+        yield RecordInput(key, key, document.text, values, document.encoding)
+    read.total += size
 
 
 # -- records ------------------------------------------------------------------------------
