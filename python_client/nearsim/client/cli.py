@@ -236,7 +236,9 @@ def check(
     whitespace or punctuation: no fingerprint to compare), is named on
     stderr and the other files are checked all the same (with --json, its
     entry has near_duplicates null and the error). 130 after Ctrl-C.
-    Nothing is written.
+    Nothing is written. Files are read as nearsim-load reads them: an
+    e-mail file is answered for each message and attachment (thread.eml,
+    thread.eml#2:contract.pdf), and --json gives each file's encoding.
 
     \b
     Examples:
