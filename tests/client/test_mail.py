@@ -14,6 +14,7 @@ import docx
 import psycopg
 import pytest
 from click.testing import CliRunner, Result
+from fpdf import FPDF
 
 from nearsim.client.cli import cli
 from nearsim.client.extract import FileText, InputError
@@ -73,10 +74,20 @@ def word_file(text: str) -> bytes:
         path.unlink(missing_ok=True)
 
 
+def pdf_file(text: str) -> bytes:
+    pdf = FPDF()
+    pdf.add_page()
+    pdf.set_font("Helvetica", size=11)
+    pdf.multi_cell(0, 5, text.replace("€", "EUR"))
+    return bytes(pdf.output())
+
+
 def with_attachments(mail: EmailMessage) -> EmailMessage:
     mail.add_attachment(word_file(ORIGINAL), maintype="application",
                         subtype="vnd.openxmlformats-officedocument.wordprocessingml.document",
                         filename="contract.docx")  # fmt: skip
+    mail.add_attachment(pdf_file(ORIGINAL), maintype="application", subtype="pdf",
+                        filename="contract.pdf")  # fmt: skip
     mail.add_attachment(b"\x89PNG\r\n\x1a\n" + bytes(64), maintype="image", subtype="png",
                         filename="logo.png")  # an image: passed over  # fmt: skip
     mail.add_attachment("<html><body><p>Price list: 12 € per crate</p></body></html>",
@@ -102,8 +113,9 @@ def test_an_eml_is_its_decoded_body_and_its_attachments_with_their_headers(
     assert all(isinstance(item, RecordInput) for item in inputs), inputs
     by_key = {item.key: item for item in inputs if isinstance(item, RecordInput)}
     eml = str(tmp_path / "thread.eml")
-    assert list(by_key) == [eml, f"{eml}#1:contract.docx", f"{eml}#3:prices.html",
-                            f"{eml}#4:notes.txt"]  # fmt: skip
+    assert list(by_key) == [eml, f"{eml}#1:contract.docx", f"{eml}#2:contract.pdf",
+                            f"{eml}#4:prices.html",
+                            f"{eml}#5:notes.txt"]  # fmt: skip
     body = by_key[eml]
     assert body.text.startswith(REPLY) and "> The unit price stays at 12 € per crate" in body.text
     assert "Content-Transfer-Encoding" not in body.text and "base64" not in body.text
@@ -113,8 +125,9 @@ def test_an_eml_is_its_decoded_body_and_its_attachments_with_their_headers(
         "Re: Supply contract – revised", body.fields[5], "<1@example.com>", None, None)
     assert by_key[f"{eml}#1:contract.docx"].text.split() == ORIGINAL.replace(". ", "\n").split()
     assert by_key[f"{eml}#1:contract.docx"].fields[-2:] == ("contract.docx", eml)
-    assert by_key[f"{eml}#3:prices.html"].text == "Price list: 12 € per crate"
-    notes = by_key[f"{eml}#4:notes.txt"]
+    assert by_key[f"{eml}#2:contract.pdf"].text.split() == ORIGINAL.replace("€", "EUR").split()
+    assert by_key[f"{eml}#4:prices.html"].text == "Price list: 12 € per crate"
+    notes = by_key[f"{eml}#5:notes.txt"]
     assert (notes.text, notes.encoding) == ("Notes on the contract: café, Zürich – “urgent”.",
                                             "cp1252")  # fmt: skip
 
@@ -143,23 +156,26 @@ def test_an_mbox_is_one_document_per_message(tmp_path: Path) -> None:
     inputs = list(iter_inputs([str(tmp_path)]))
     mbox = str(tmp_path / "archive.mbox")
     assert [item.key for item in inputs if isinstance(item, RecordInput)] == [
-        f"{mbox}#1", f"{mbox}#2", f"{mbox}#2#1:contract.docx", f"{mbox}#2#3:prices.html",
-        f"{mbox}#2#4:notes.txt"]
+        f"{mbox}#1", f"{mbox}#2", f"{mbox}#2#1:contract.docx", f"{mbox}#2#2:contract.pdf",
+        f"{mbox}#2#4:prices.html",
+        f"{mbox}#2#5:notes.txt"]
     assert inputs[0].text.strip() == ORIGINAL  # type: ignore[union-attr]
     names = [named.name for named in named_documents(mbox, max_bytes=LIMIT)]
     assert names == [item.key for item in inputs]
-    assert text_of(f"{mbox}#2#3:prices.html") == "Price list: 12 € per crate"
+    assert text_of(f"{mbox}#2#4:prices.html") == "Price list: 12 € per crate"
 
 
 def test_mail_is_recognised_by_content_without_a_suffix(tmp_path: Path) -> None:
-    (tmp_path / "1700000000.M1P2.host").write_bytes(bytes(original()))  # Maildir-like
+    (tmp_path / "1700000000.M1P2.host").write_bytes(bytes(original()))  # Maildir's new/
+    (tmp_path / "1700000000.M3P4.host:2,S").write_bytes(bytes(original()))  # Maildir's cur/
     (tmp_path / "message").write_bytes(bytes(original()))
     (tmp_path / "notes").write_text("From the start: a note, not mail.\nSubject: none\n")
     (tmp_path / "memo.txt").write_bytes(bytes(original()))  # a .txt stays a text file
     assert sniff(b"From alice@example.com Mon Jan  6 10:00:00 2025\nFrom: a\nTo: b\n\nx") == (
         "mbox")
     assert mail_kind(str(tmp_path / "message")) == "eml"
-    assert mail_kind(str(tmp_path / "1700000000.M1P2.host")) is None  # ".host" is a suffix
+    assert mail_kind(str(tmp_path / "1700000000.M1P2.host")) == "eml"
+    assert mail_kind(str(tmp_path / "1700000000.M3P4.host:2,S")) == "eml"
     assert mail_kind(str(tmp_path / "notes")) is None
     assert mail_kind(str(tmp_path / "memo.txt")) is None
     texts = {Path(item.key).name: item for item in iter_inputs([str(tmp_path)])}
@@ -232,8 +248,9 @@ def test_headers_reach_the_columns_of_a_table_of_your_own(database: str, tmp_pat
     eml = str(tmp_path / "thread.eml")
     assert rows[0] == (eml, "Bob Martin <bob@example.com>", True, "Re: Supply contract – revised",
                        "Legal <legal@example.com>", None)
-    assert [row[0] for row in rows[1:]] == [f"{eml}#1:contract.docx", f"{eml}#3:prices.html",
-                                            f"{eml}#4:notes.txt"]  # fmt: skip
+    assert [row[0] for row in rows[1:]] == [f"{eml}#1:contract.docx", f"{eml}#2:contract.pdf",
+                                            f"{eml}#4:prices.html",
+                                            f"{eml}#5:notes.txt"]  # fmt: skip
     assert all(row[1:] == (*rows[0][1:5], eml) for row in rows[1:])
 
 

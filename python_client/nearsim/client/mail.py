@@ -25,8 +25,9 @@ whose bytes its charset cannot read, is detected as a file with
 ``--encoding auto`` is (:mod:`.charsets`).
 
 Mail is recognised by its suffix (:data:`MAIL_SUFFIXES`) or, for a file
-without a suffix (such as Maildir's), by content: RFC 822 headers at its
-start (an mbox starts with a ``From`` line).
+without the suffix of a document format (such as Maildir's, which end in a
+host name or flags), by content: RFC 822 headers at its start (an mbox
+starts with a ``From`` line).
 """
 
 from __future__ import annotations
@@ -96,10 +97,16 @@ def mail_kind(path: str) -> str | None:
     return sniff(head)
 
 
+_DOCUMENT_SUFFIXES = frozenset((
+    ".txt", ".text", ".md", ".markdown", ".rst", ".html", ".htm", ".xhtml", ".xml", ".pdf",
+    ".docx", ".docm", ".csv", ".tsv", ".json", ".jsonl", ".ndjson", ".parquet"))
+"""Suffixes that say what a file is: their files are never taken for mail."""
+
+
 def _sniffable(name: str) -> bool:
-    """A name without a suffix (or with one that is no suffix, as Maildir's ``:2,S``)."""
-    suffix = os.path.splitext(name)[1]
-    return not suffix or not suffix[1:].isalnum()
+    """A name whose suffix does not say what the file is: none, or not a document
+    format's (Maildir's names end in a host name, or in ``:2,S`` and such)."""
+    return os.path.splitext(name)[1].lower() not in _DOCUMENT_SUFFIXES
 
 
 def sniff(head: bytes) -> str | None:
