@@ -250,14 +250,13 @@ def _attachments(
     if not isinstance(message, EmailMessage) or not message.is_multipart():
         return
     for number, part in enumerate(message.iter_attachments(), 1):
-        maintype = part.get_content_maintype()
-        if maintype in _SKIPPED_TYPES:
+        content_type = part.get_content_type()  # parsed at each call: once
+        if content_type.partition("/")[0] in _SKIPPED_TYPES:
             continue
         name = attachment_name(part.get_filename(), number)
         part_key = f"{key}#{number}:{name}"
-        about = {**fields, "attachment": name, "content_type": part.get_content_type(),
-                 "message": key}  # fmt: skip
-        if part.get_content_type() == "message/rfc822":
+        about = {**fields, "attachment": name, "content_type": content_type, "message": key}
+        if content_type == "message/rfc822":
             inner = part.get_payload()
             inner = inner[0] if isinstance(inner, list) and inner else inner
             if isinstance(inner, Message) and depth < MAX_DEPTH:
@@ -269,7 +268,7 @@ def _attachments(
         if not isinstance(data, bytes) or not data:
             yield MailDocument(part_key, "", "", about, InputError("empty", "an empty attachment"))
             continue
-        yield attachment_document(part_key, data, name, part.get_content_type(),
+        yield attachment_document(part_key, data, name, content_type,
                                   part.get_content_charset(), about, max_bytes)
 
 
