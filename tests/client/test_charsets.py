@@ -131,3 +131,32 @@ def test_a_mixed_folder_loads_every_text_as_written_and_names_each_encoding(
     assert {entry["file"]: entry["encoding"] for entry in entries} == {
         str(root / name): encoding for name, (encoding, _) in FOLDER.items()}
     assert all(entry["near_duplicates"] for entry in entries)  # each finds itself
+
+
+CSV_ROWS = {"utf8.csv": ("utf-8", "Le café coûte 3 € – “vraiment”, dit René."),
+            "windows.csv": ("cp1252", "Für Müller: die Rechnung über 300 € – „prüfen“."),
+            "plain.csv": ("ascii", "Nothing but ASCII in this one, all the same.")}
+
+
+@pytest.mark.parametrize("asked", ["auto", "cp1252"])
+def test_csv_files_are_read_by_the_same_rules_and_named_with_their_encoding(
+    database: str, tmp_path: Path, asked: str
+) -> None:
+    root = tmp_path / "records"
+    root.mkdir()
+    for name, (encoding, text) in CSV_ROWS.items():
+        (root / name).write_bytes(f'id,text\n{name},"{text}"\n'.encode(encoding))
+    table = f"csv_{asked}"
+    loaded = run("load", str(root), "--dsn", database, "--table", table, "--create", "--quiet",
+                 "--json", "--encoding", asked)
+    summary = json.loads(loaded.stdout)
+    assert summary["loaded"] == len(CSV_ROWS) and summary["failed"] == 0, loaded.output
+    assert summary["encodings"] == {str(root / name): encoding
+                                    for name, (encoding, _) in CSV_ROWS.items()}  # fmt: skip
+    with psycopg.connect(database) as conn:
+        stored = dict(conn.execute(f"SELECT key, body FROM {table}").fetchall())
+    assert stored == {name: text for name, (_, text) in CSV_ROWS.items()}
+    warned = [line for line in loaded.stderr.splitlines() if "--encoding" in line]
+    assert warned == ([f"warning: {root / 'utf8.csv'}: valid UTF-8 with characters outside"
+                       " ASCII: read as UTF-8, not as --encoding cp1252"]
+                      if asked == "cp1252" else [])  # fmt: skip

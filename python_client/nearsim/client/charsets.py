@@ -32,7 +32,8 @@ from typing import TYPE_CHECKING, NamedTuple
 if TYPE_CHECKING:
     from charset_normalizer.models import CharsetMatch
 
-__all__ = ["Decoded", "Undecodable", "decode", "forced_legacy", "override_note"]
+__all__ = ["Decoded", "Undecodable", "decode", "file_encoding", "forced_legacy",
+           "override_note"]
 
 WESTERN = "cp1252"
 """The code page preferred among single-byte ones that read a text equally well."""
@@ -177,3 +178,63 @@ def _prefer_western(best: CharsetMatch, western: CharsetMatch) -> bool:
     less_mess = western.chaos - best.chaos >= STRONG_MESS
     better_fit = best.coherence - western.coherence >= STRONG_COHERENCE
     return not (less_mess or better_fit)
+
+
+_SCAN_BYTES = 1 << 20
+DETECT_SAMPLE_BYTES = 1 << 20
+"""How much of a record file ``auto`` detects its encoding from (its start, cut
+at a line's end): a CSV file is read as it streams, in one encoding."""
+
+
+class FileEncoding(NamedTuple):
+    """How to read a record file: the codec, the encoding to report, and a note."""
+
+    codec: str  # for an incremental decoder (utf-8-sig: a byte order mark is skipped)
+    encoding: str  # reported: ascii, utf-8, utf-16, cp1252, ...
+    note: str | None  # valid UTF-8 read against the encoding asked
+
+
+def file_encoding(path: str, asked: str) -> FileEncoding:
+    """The encoding of a file read as a stream (a CSV file), by the rules of
+    :func:`decode` for the whole file: a byte order mark; UTF-8 if all of it is
+    (scanned in pieces); else the encoding asked, or with ``auto`` the one
+    detected from its first :data:`DETECT_SAMPLE_BYTES`.  OSError if it
+    cannot be read."""
+    with open(path, "rb") as file:
+        head = file.read(4)
+        for bom, codec in _BOMS:
+            if head.startswith(bom):
+                return FileEncoding(codec, codec, None)
+        file.seek(0)
+        if asked != "auto" and not forced_legacy(asked):
+            name = codec_name(asked)
+            return FileEncoding("utf-8-sig" if name == "utf-8" else name, name, None)
+        decoder = codecs.getincrementaldecoder("utf-8")()
+        ascii_only = valid = True
+        while piece := file.read(_SCAN_BYTES):
+            ascii_only = ascii_only and piece.isascii()
+            try:
+                decoder.decode(piece)
+            except UnicodeDecodeError:
+                valid = False
+                break
+        if valid:
+            try:
+                decoder.decode(b"", final=True)
+            except UnicodeDecodeError:
+                valid = False
+        if valid:
+            used = "ascii" if ascii_only else "utf-8"
+            return FileEncoding("utf-8-sig", used, override_note(asked, used))
+        if asked != "auto":
+            name = codec_name(asked)
+            return FileEncoding(name, name, None)
+        file.seek(0)
+        sample = file.read(DETECT_SAMPLE_BYTES + 1)
+    if len(sample) > DETECT_SAMPLE_BYTES:
+        sample = sample[:sample.rfind(b"\n", 0, DETECT_SAMPLE_BYTES) + 1] or sample
+    try:
+        detected = decode(sample, "auto").encoding
+    except Undecodable:
+        return FileEncoding("utf-8-sig", "utf-8", None)  # its lines fail, each named
+    return FileEncoding(detected, detected, None)

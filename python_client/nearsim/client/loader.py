@@ -65,6 +65,7 @@ from .documents import DEFAULT_TABLE, FINGERPRINT_COLUMN, DocumentTable, TableEr
 from .extract import InputError, check_document, read_file
 from .sources import (
     BytesRead,
+    Decoding,
     Failure,
     FileInput,
     Input,
@@ -478,9 +479,10 @@ class _Chunk(NamedTuple):
 
 
 def _chunks(
-    inputs: Iterable[Input], on_failure: Callable[[Failure], None], read: BytesRead
+    inputs: Iterable[Input], on_failure: Callable[[Failure | Decoding], None], read: BytesRead
 ) -> Iterator[_Chunk]:
-    """Inputs grouped into worker tasks; failures found while listing go straight out.
+    """Inputs grouped into worker tasks; failures found while listing (and the
+    encodings of record files) go straight out.
 
     A chunk's bytes are its files' sizes and the bytes of record files read
     since the previous chunk; what is read after the last one (blank lines,
@@ -490,7 +492,7 @@ def _chunks(
     size = files = 0
     counted = read.total
     for item in inputs:
-        if isinstance(item, Failure):
+        if isinstance(item, (Failure, Decoding)):
             on_failure(item)
             continue
         chunk.append(item)
@@ -717,6 +719,11 @@ class Loader:
                         self._fail(item)
                         self.reporter.progress(1, 0)
                         continue
+                    if isinstance(item, Decoding):
+                        self.reporter.decoded(item.source, item.encoding)
+                        if item.note is not None:
+                            self.reporter.warning(f"{item.source}: {item.note}")
+                        continue
                     if item.items:
                         pending.append((executor.submit(work, item.items), item.read))
                     else:
@@ -822,9 +829,9 @@ class Loader:
         self.lookup_conn.rollback()
         return bool(row and row[0])
 
-    def _listed(self, inputs: Iterable[Input]) -> Iterator[_Chunk | Failure]:
+    def _listed(self, inputs: Iterable[Input]) -> Iterator[_Chunk | Failure | Decoding]:
         """Worker tasks with the stored hashes of their keys, and listing failures."""
-        failures: list[Failure] = []
+        failures: list[Failure | Decoding] = []
         for chunk in _chunks(inputs, failures.append, self.read):
             yield from failures
             failures.clear()
@@ -1601,7 +1608,8 @@ def load_paths(
         if create:
             documents.create(bands, options.profile)
         read = BytesRead()
-        inputs = iter_inputs(paths, source_options, stdin=stdin, read=read)
+        inputs = iter_inputs(paths, replace(source_options, decodings=True), stdin=stdin,
+                             read=read)  # fmt: skip
         loader = Loader(conn, lookup_conn, documents, options, reporter, read)
         summary = loader.run(inputs)
         if (summary.loaded or summary.updated) and summary.error is None \

@@ -51,6 +51,7 @@ from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import IO, Any, Literal, NamedTuple
 
+from .charsets import file_encoding
 from .extract import InputError, input_error
 from .mail import mail_documents, mail_kind
 from .output import one_line
@@ -168,7 +169,16 @@ class Failure:
         object.__setattr__(self, "message", storable(self.message))
 
 
-Input = FileInput | RecordInput | Failure
+class Decoding(NamedTuple):
+    """The encoding a record file was read in (``note``: valid UTF-8 read against
+    the encoding asked); given only with :attr:`SourceOptions.decodings`."""
+
+    source: str
+    encoding: str
+    note: str | None = None
+
+
+Input = FileInput | RecordInput | Failure | Decoding
 
 
 @dataclass(frozen=True)
@@ -183,6 +193,7 @@ class SourceOptions:
     max_bytes: int = 64 * 1024 * 1024
     fields: tuple[str, ...] = ()  # record fields to bring along for other columns
     mail: bool = True  # read e-mail files as their messages and attachments (see .mail)
+    decodings: bool = False  # tell the encoding of each CSV file read (a Decoding input)
 
 
 def iter_inputs(
@@ -468,9 +479,13 @@ def _csv_records(path: str, options: SourceOptions, read: BytesRead) -> Iterator
     dialect = "excel-tab" if path.lower().endswith(".tsv") else "excel"
     # A field may be a whole document; checking its size is the loader's job.
     csv.field_size_limit(max(options.max_bytes * 4 + 1, 131072))
-    encoding = options.encoding
-    if encoding == "auto" or codecs.lookup(encoding).name == "utf-8":
-        encoding = "utf-8-sig"  # spreadsheets often start CSV files with a byte order mark
+    # By the rules for text files (charsets.decode) for the whole file: a byte
+    # order mark (spreadsheets often write one), UTF-8 if it all is, else the
+    # encoding asked or detected.
+    chosen = file_encoding(path, options.encoding)
+    encoding = chosen.codec
+    if options.decodings:
+        yield Decoding(storable(path), chosen.encoding, chosen.note)
     with open(path, "rb") as file:
         reader = csv.reader(_decoded_lines(file, encoding, read), dialect)
         line = 1
@@ -493,7 +508,7 @@ def _csv_records(path: str, options: SourceOptions, read: BytesRead) -> Iterator
                 line = reader.line_num + 1
         except _UndecodableLine as bad:
             yield Failure(f"{path}:{bad.line}", "invalid-encoding",
-                          f"invalid {options.encoding} on line {bad.line} ({bad.error.reason}):"
+                          f"invalid {chosen.encoding} on line {bad.line} ({bad.error.reason}):"
                           " the rest of the file is skipped; use --encoding NAME")  # fmt: skip
         except csv.Error as error:
             yield Failure(f"{path}:{line}", "invalid-record",
