@@ -20,7 +20,7 @@ from nearsim.client.cli import cli
 from nearsim.client.extract import FileText, InputError
 from nearsim.client.mail import mail_kind, sniff
 from nearsim.client.reading import named_documents, read_named
-from nearsim.client.sources import Failure, RecordInput, SourceOptions, iter_inputs
+from nearsim.client.sources import RecordInput, SourceOptions, iter_inputs
 
 LIMIT = 1 << 20
 
@@ -97,6 +97,14 @@ def with_attachments(mail: EmailMessage) -> EmailMessage:
     return mail
 
 
+def read(item: RecordInput) -> RecordInput:
+    """The input with its attachment read, as a worker of the loader reads it."""
+    if item.attachment is None:
+        return item
+    text, _, encoding = item.attachment.read(LIMIT)
+    return item._replace(text=text, encoding=encoding, attachment=None)
+
+
 def text_of(name: str) -> str:
     read = read_named(name, max_bytes=LIMIT).read
     assert isinstance(read, FileText), read
@@ -111,7 +119,8 @@ def test_an_eml_is_its_decoded_body_and_its_attachments_with_their_headers(
               "attachment", "message")  # fmt: skip
     inputs = list(iter_inputs([str(tmp_path)], SourceOptions(fields=fields)))
     assert all(isinstance(item, RecordInput) for item in inputs), inputs
-    by_key = {item.key: item for item in inputs if isinstance(item, RecordInput)}
+    # attachments come unread: the loader's workers read them
+    by_key = {item.key: read(item) for item in inputs if isinstance(item, RecordInput)}
     eml = str(tmp_path / "thread.eml")
     assert list(by_key) == [eml, f"{eml}#1:contract.docx", f"{eml}#2:contract.pdf",
                             f"{eml}#4:prices.html",
@@ -191,8 +200,10 @@ def test_broken_mail_and_parts_are_failures_that_name_them(tmp_path: Path) -> No
     (tmp_path / "b.msg").write_bytes(b"not an Outlook file at all")
     (tmp_path / "c.mbox").write_bytes(b"no messages in here\n")
     (tmp_path / "d.eml").write_bytes(b"")
-    failures = {item.source: item.reason for item in iter_inputs([str(tmp_path)])
-                if isinstance(item, Failure)}  # fmt: skip
+    failures = {named.name: named.read.reason
+                for path in sorted(tmp_path.iterdir())
+                for named in named_documents(str(path), max_bytes=LIMIT)
+                if isinstance(named.read, InputError)}  # fmt: skip
     assert failures == {f"{tmp_path}/a.eml#1:scan.pdf": "corrupt-pdf",
                         f"{tmp_path}/b.msg": "corrupt-mail", f"{tmp_path}/c.mbox": "corrupt-mail",
                         f"{tmp_path}/d.eml": "empty"}  # fmt: skip
@@ -263,3 +274,27 @@ def test_a_file_named_msg_that_is_not_outlook_mail_is_refused(tmp_path: Path) ->
     assert isinstance(read, InputError), read
     assert read.reason == ("corrupt-mail" if installed else "needs-package"), read.message
     assert name == str(tmp_path / "note.msg")
+
+
+def test_attachments_are_read_by_the_loader_and_a_bad_one_fails_alone(
+    database: str, tmp_path: Path
+) -> None:
+    mail = with_attachments(original())
+    mail.add_attachment(b"%PDF-1.4 cut short", maintype="application", subtype="pdf",
+                        filename="scan.pdf")  # fmt: skip
+    (tmp_path / "thread.eml").write_bytes(bytes(mail))
+    eml = str(tmp_path / "thread.eml")
+    first = run("load", str(tmp_path), "--dsn", database, "--table", "attached", "--create",
+                "--quiet", "--json")
+    assert first.exit_code == 1
+    summary = json.loads(first.stdout)
+    assert (summary["loaded"], summary["failed_by_reason"]) == (5, {"corrupt-pdf": 1})
+    assert f"{eml}#6:scan.pdf: cannot parse the PDF" in first.stderr
+    assert summary["encodings"] == {eml: "utf-8", f"{eml}#4:prices.html": "utf-8",
+                                    f"{eml}#5:notes.txt": "cp1252"}  # fmt: skip
+    with psycopg.connect(database) as conn:
+        stored = dict(conn.execute("SELECT key, body FROM attached").fetchall())
+    assert stored[f"{eml}#1:contract.docx"].split() == ORIGINAL.replace(". ", "\n").split()
+    again = json.loads(run("load", str(tmp_path), "--dsn", database, "--table", "attached",
+                           "--quiet", "--json").stdout)  # fmt: skip
+    assert (again["loaded"], again["unchanged"], again["failed"]) == (0, 5, 1)

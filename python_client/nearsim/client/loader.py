@@ -351,6 +351,9 @@ def _read(task: Task, options: LoadOptions, shape: RowShape | None = None) -> (
             text, encoded, encoding = read_file(item.path, max_bytes=options.max_bytes,
                                                 encoding=options.encoding)  # fmt: skip
             overridden = override_note(options.encoding, encoding) is not None
+        elif item.attachment is not None:  # of an e-mail: extracted here, in a worker
+            text, encoded, encoding = item.attachment.read(options.max_bytes)
+            overridden = False
         else:
             text, encoded = check_document(item.text, max_bytes=options.max_bytes)
             encoding, overridden = item.encoding, False
@@ -468,7 +471,9 @@ def _user_row(document: _Text, fingerprint: int | None, fields: int) -> bytes:
 
 
 def _task_size(item: FileInput | RecordInput) -> int:
-    return len(item.text) if isinstance(item, RecordInput) else item.size
+    if isinstance(item, RecordInput):
+        return len(item.text) + (0 if item.attachment is None else len(item.attachment.data))
+    return item.size
 
 
 class _Chunk(NamedTuple):

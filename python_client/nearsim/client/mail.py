@@ -43,7 +43,14 @@ from email.message import EmailMessage, Message
 from typing import Any, NamedTuple
 
 from .charsets import Decoded, Undecodable, codec_name, decode
-from .extract import InputError, check_document, document_text, html_text, input_error
+from .extract import (
+    FileText,
+    InputError,
+    check_document,
+    document_text,
+    html_text,
+    input_error,
+)  # fmt: skip
 
 __all__ = ["HEADER_FIELDS", "MAIL_SUFFIXES", "MailDocument", "mail_documents", "mail_kind"]
 
@@ -71,14 +78,50 @@ _CHARSET_AS_READ = {"ascii": "cp1252", "iso8859-1": "cp1252"}  # as mail readers
 _UNSAFE_NAME = re.compile(r"[\x00-\x1f\x7f#]+")
 
 
+class Attachment(NamedTuple):
+    """An attachment's bytes, to be read as a file of its name would be (by the
+    loader's workers: the extractors are the costly part of reading mail)."""
+
+    data: bytes
+    name: str
+    content_type: str
+    charset: str | None  # declared, for a text part
+
+    def read(self, max_bytes: int) -> FileText:
+        """Its text, checked as any document's; :class:`InputError` if it has none."""
+        if len(self.data) > max_bytes:
+            raise InputError("too-large", f"an attachment of {len(self.data):,} bytes, over"
+                             f" --max-bytes {max_bytes:,}")  # fmt: skip
+        name = self.name
+        if self.content_type.startswith("text/") and self.charset:
+            text = declared(self.data, self.charset)
+            body = html_text(text.text) if self.content_type == "text/html" else text.text
+            return FileText(*check_document(body, max_bytes=max_bytes), text.encoding)
+        if self.content_type == "text/html" and not name.lower().endswith((".html", ".htm")):
+            name += ".html"
+        return document_text(self.data, name, max_bytes=max_bytes, encoding="auto")
+
+
 class MailDocument(NamedTuple):
-    """A message or attachment: its key, text and fields, or why it cannot be read."""
+    """A message or attachment: its key, text and fields, or why it cannot be read;
+    or an attachment still to be read (``attachment``, with no text yet)."""
 
     key: str
     text: str
     encoding: str  # "" for PDF and Word attachments
     fields: dict[str, Any]
     error: InputError | None = None
+    attachment: Attachment | None = None
+
+    def read(self, max_bytes: int) -> MailDocument:
+        """The document with its attachment read: its text, or the error."""
+        if self.attachment is None:
+            return self
+        try:
+            text, _, encoding = self.attachment.read(max_bytes)
+        except InputError as error:
+            return self._replace(error=error, attachment=None)
+        return self._replace(text=text, encoding=encoding, attachment=None)
 
 
 def mail_kind(path: str) -> str | None:
@@ -130,13 +173,19 @@ def sniff(head: bytes) -> str | None:
 
 
 def mail_documents(
-    path: str, key: str, kind: str, *, max_bytes: int
+    path: str, key: str, kind: str, *, max_bytes: int, defer: bool = False
 ) -> Iterator[MailDocument]:
     """The documents of the mail file at ``path``, keyed from ``key`` (its own).
 
     Nothing raises: a file or part that cannot be read is a document with
-    its error (keyed by the file for the whole file).
+    its error (keyed by the file for the whole file).  With ``defer`` the
+    attachments come unread (:attr:`MailDocument.attachment`).
     """
+    for document in _mail_documents(path, key, kind, max_bytes):
+        yield document if defer else document.read(max_bytes)
+
+
+def _mail_documents(path: str, key: str, kind: str, max_bytes: int) -> Iterator[MailDocument]:
     try:
         if not stat.S_ISREG(os.stat(path).st_mode):  # a FIFO would block
             raise InputError("not-a-file", "not a regular file (FIFO, socket or device)")
@@ -269,28 +318,14 @@ def _attachments(
             yield MailDocument(part_key, "", "", about, InputError("empty", "an empty attachment"))
             continue
         yield attachment_document(part_key, data, name, content_type,
-                                  part.get_content_charset(), about, max_bytes)
+                                  part.get_content_charset(), about)
 
 
 def attachment_document(key: str, data: bytes, name: str, content_type: str,
-                        charset: str | None, fields: dict[str, Any],
-                        max_bytes: int) -> MailDocument:  # fmt: skip
-    """An attachment's text, read as a file of its name would be."""
-    if len(data) > max_bytes:
-        return MailDocument(key, "", "", fields, InputError(
-            "too-large", f"an attachment of {len(data):,} bytes, over --max-bytes {max_bytes:,}"))
-    try:
-        if content_type.startswith("text/") and charset:
-            text = declared(data, charset)
-            body = html_text(text.text) if content_type == "text/html" else text.text
-            checked, _ = check_document(body, max_bytes=max_bytes)
-            return MailDocument(key, checked, text.encoding, fields)
-        if content_type == "text/html" and not name.lower().endswith((".html", ".htm")):
-            name += ".html"
-        read = document_text(data, name, max_bytes=max_bytes, encoding="auto")
-    except InputError as error:
-        return MailDocument(key, "", "", fields, error)
-    return MailDocument(key, read.text, read.encoding, fields)
+                        charset: str | None, fields: dict[str, Any]) -> MailDocument:  # fmt: skip
+    """An attachment, to be read as a file of its name would be."""
+    return MailDocument(key, "", "", fields, attachment=Attachment(data, name, content_type,
+                                                                    charset))  # fmt: skip
 
 
 def attachment_name(filename: str | None, number: int) -> str:
@@ -383,7 +418,7 @@ def _outlook_documents(message: Any, key: str, max_bytes: int,
             if mimetype.split("/")[0] in _SKIPPED_TYPES:
                 continue
             attachments.append(attachment_document(part_key, data, name, mimetype, None,
-                                                   about, max_bytes))  # fmt: skip
+                                                   about))  # fmt: skip
     text = message.body or ""
     encoding = "utf-16"  # Outlook stores its texts as UTF-16
     if not text.strip() and message.htmlBody:

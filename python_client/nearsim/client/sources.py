@@ -24,9 +24,10 @@ Rules:
   along for the table's other columns.  Parquet needs pyarrow (the
   ``spark`` extra installs it).
 - E-mail files (``.eml``, ``.mbox``, ``.msg``, or no suffix and RFC 822
-  headers) are their messages and attachments (:mod:`.mail`), read here
-  while listing (their keys are known only once read) and given as records
-  whose source is their key, the mail's headers their fields.
+  headers) are their messages and attachments (:mod:`.mail`), parsed here
+  while listing (their keys are known only once parsed) and given as
+  records whose source is their key, the mail's headers their fields; an
+  attachment's record carries its bytes, which the loader's workers read.
 - A document's source is its file, or ``file:line`` for a record; the file it
   comes from (:func:`origin`) decides whether a stored key is its own.
 - A :class:`BytesRead` given to :func:`iter_inputs` counts the bytes of record
@@ -53,7 +54,7 @@ from typing import IO, Any, Literal, NamedTuple
 
 from .charsets import file_encoding
 from .extract import InputError, input_error
-from .mail import mail_documents, mail_kind
+from .mail import Attachment, mail_documents, mail_kind
 from .output import one_line
 
 RecordFormat = Literal["auto", "jsonl", "csv", "parquet", "none"]
@@ -87,6 +88,7 @@ class RecordInput(NamedTuple):
     text: str
     fields: tuple[str | None, ...] = ()
     encoding: str = ""  # what its text was decoded from, where known (a message's part)
+    attachment: Attachment | None = None  # an e-mail attachment to read for the text
 
 
 _LINE = re.compile(r":[0-9]+\Z")
@@ -316,7 +318,8 @@ def _mail(
 ) -> Iterator[Input]:
     """The messages and attachments of an e-mail file, as records whose source is
     their key (read here, while listing: their keys are only known once read)."""
-    for document in mail_documents(path, file_key(path), kind, max_bytes=options.max_bytes):
+    for document in mail_documents(path, file_key(path), kind, max_bytes=options.max_bytes,
+                                   defer=True):  # attachments read by the loader's workers
         key = storable(document.key)
         if document.error is not None:
             yield _failure(key, document.error)
@@ -327,7 +330,8 @@ def _mail(
         if nul is not None:
             yield _nul_field(key, nul)
             continue
-        yield RecordInput(key, key, document.text, values, document.encoding)
+        yield RecordInput(key, key, document.text, values, document.encoding,
+                          document.attachment)
     read.total += size
 
 
