@@ -15,9 +15,11 @@ import psycopg
 import pytest
 from click.testing import CliRunner, Result
 from fpdf import FPDF
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from nearsim.client.cli import cli
-from nearsim.client.extract import FileText, InputError
+from nearsim.client.extract import REASONS, FileText, InputError
 from nearsim.client.mail import mail_kind, sniff
 from nearsim.client.reading import named_documents, read_named
 from nearsim.client.sources import RecordInput, SourceOptions, iter_inputs
@@ -298,3 +300,37 @@ def test_attachments_are_read_by_the_loader_and_a_bad_one_fails_alone(
     again = json.loads(run("load", str(tmp_path), "--dsn", database, "--table", "attached",
                            "--quiet", "--json").stdout)  # fmt: skip
     assert (again["loaded"], again["unchanged"], again["failed"]) == (0, 5, 1)
+
+
+MAIL_HEADS = [b"", b"From: a@b.c\nTo: d@e.f\n", b"From x Mon Jan  6 2025\nFrom: a\n",
+              b'Content-Type: multipart/mixed; boundary="b"\nFrom: a\n\n--b\n']
+
+
+@settings(max_examples=60, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])  # fmt: skip
+@given(head=st.sampled_from(MAIL_HEADS), body=st.binary(max_size=2000),
+       kind=st.sampled_from(["eml", "mbox"]))  # fmt: skip
+def test_any_bytes_as_mail_give_documents_or_reasons(
+    tmp_path: Path, head: bytes, body: bytes, kind: str
+) -> None:
+    path = tmp_path / f"fuzz.{kind}"
+    path.write_bytes(head + body)
+    for named in named_documents(str(path), max_bytes=LIMIT):
+        if isinstance(named.read, InputError):
+            assert named.read.reason in REASONS and named.read.message
+        else:
+            assert "\x00" not in named.read.text and named.read.text.strip()
+
+
+def test_compare_reads_a_part_of_a_mail_named_by_its_key(tmp_path: Path) -> None:
+    (tmp_path / "thread.eml").write_bytes(bytes(with_attachments(reply("base64"))))
+    (tmp_path / "contract.docx").write_bytes(word_file(ORIGINAL))
+    part = f"{tmp_path / 'thread.eml'}#1:contract.docx"
+    compared = run("compare", part, str(tmp_path / "contract.docx"), "--json")
+    assert compared.exit_code == 0, compared.output
+    result = json.loads(compared.stdout)
+    assert result["a"]["name"] == part and result["a"]["kind"] == "file"
+    assert result["measures"]["s_r"] == 1.0 and result["near_duplicates"] is True
+    quoted = json.loads(run("compare", str(tmp_path / "thread.eml"), part, "--json",
+                            "--measure", "containment").stdout)  # fmt: skip
+    assert quoted["a"]["encoding"] == "utf-8" and quoted["b"]["encoding"] == ""

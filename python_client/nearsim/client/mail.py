@@ -194,13 +194,21 @@ def _mail_documents(path: str, key: str, kind: str, max_bytes: int) -> Iterator[
         elif kind == "msg":
             yield from _outlook(path, key, max_bytes)
         else:
-            data = _read_mail(path, max_bytes)
-            message = email.message_from_bytes(data, policy=email.policy.default)
-            yield from _documents(message, key, max_bytes, 0)
+            yield from _message(_read_mail(path, max_bytes), key, max_bytes)
     except InputError as error:
         yield MailDocument(key, "", "", {}, error)
     except OSError as error:
         yield MailDocument(key, "", "", {}, input_error(path, error))
+
+
+def _message(data: bytes, key: str, max_bytes: int) -> list[MailDocument]:
+    """The documents of one message, all or (if the email package fails on it) none."""
+    try:
+        message = email.message_from_bytes(data, policy=email.policy.default)
+        return list(_documents(message, key, max_bytes, 0))
+    except Exception as error:  # the email package raises whatever a broken message provokes
+        return [MailDocument(key, "", "", {}, InputError(
+            "corrupt-mail", f"cannot parse the message: {_first_line(error)}"))]
 
 
 def _read_mail(path: str, max_bytes: int) -> bytes:
@@ -216,9 +224,7 @@ def _mbox(path: str, key: str, max_bytes: int) -> Iterator[MailDocument]:
     if not head:
         raise InputError("empty", "an empty file (0 bytes)")
     if not head.startswith(b"From ") and sniff(head) == "eml":  # one message, named .mbox
-        message = email.message_from_bytes(_read_mail(path, max_bytes),
-                                           policy=email.policy.default)  # fmt: skip
-        yield from _documents(message, key, max_bytes, 0)
+        yield from _message(_read_mail(path, max_bytes), key, max_bytes)
         return
     box = mailbox.mbox(path, factory=None, create=False)
     try:
@@ -233,8 +239,7 @@ def _mbox(path: str, key: str, max_bytes: int) -> Iterator[MailDocument]:
                     "too-large", f"message {number} is {len(data):,} bytes, over --max-bytes"
                     f" {max_bytes:,}"))  # fmt: skip
                 continue
-            message = email.message_from_bytes(data, policy=email.policy.default)
-            yield from _documents(message, message_key_text, max_bytes, 0)
+            yield from _message(data, message_key_text, max_bytes)
     finally:
         box.close()
 
