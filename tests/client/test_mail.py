@@ -5,6 +5,7 @@ quotes its original found by containment."""
 from __future__ import annotations
 
 import importlib.util
+import io
 import json
 import mailbox
 from email.message import EmailMessage
@@ -68,12 +69,9 @@ def word_file(text: str) -> bytes:
     document = docx.Document()
     for line in text.split(". "):
         document.add_paragraph(line)
-    path = Path(__file__).parent / ".memo-for-mail.docx"
-    try:
-        document.save(str(path))
-        return path.read_bytes()
-    finally:
-        path.unlink(missing_ok=True)
+    written = io.BytesIO()
+    document.save(written)
+    return written.getvalue()
 
 
 def pdf_file(text: str) -> bytes:

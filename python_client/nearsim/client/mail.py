@@ -385,9 +385,13 @@ def _outlook(path: str, key: str, max_bytes: int) -> Iterator[MailDocument]:
         raise InputError("corrupt-mail", f"cannot read the Outlook message: {_first_line(error)}"
                          ) from None
     try:
-        yield from _outlook_documents(message, key, max_bytes, 0)
+        documents = list(_outlook_documents(message, key, max_bytes, 0))
+    except Exception as error:  # as for opening it
+        raise InputError("corrupt-mail", f"cannot read the Outlook message:"
+                         f" {_first_line(error)}") from None  # fmt: skip
     finally:
         message.close()
+    yield from documents
 
 
 def _outlook_documents(message: Any, key: str, max_bytes: int,
