@@ -76,6 +76,7 @@ def test_a_key_stored_from_another_file_is_refused_and_named(database: str, tmp_
         "bytes": 0,
         "seconds": 0,
         "interrupted": False,
+        "encodings": {str(b): "utf-8"},  # a CSV file's, as read
     }
     line = next(line for line in second.stderr.splitlines() if "[duplicate-key]" in line)
     assert line.startswith(f"{b}:2: ")

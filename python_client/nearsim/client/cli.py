@@ -33,6 +33,7 @@ from .clitools import (
     Search,
     database_errors,
     database_options,
+    encoding_option,
     given,
     human_bytes,
     json_option,
@@ -46,10 +47,11 @@ from .clitools import (
     search_options,
 )  # fmt: skip
 from .documents import Cluster, DocumentTable
-from .extract import InputError, read_text
+from .extract import InputError
 from .groups import choose_group, numbered
 from .loadcli import load_command, the_process_ends_with_the_command
 from .loader import DEFAULT_MAX_BYTES
+from .reading import is_file_name, read_named
 from .sparkcli import spark_group
 
 
@@ -128,14 +130,14 @@ def _warn_if_short(query: str) -> None:
                    err=True)  # fmt: skip
 
 
-def _query_text(text: str | None, file: str | None) -> str:
+def _query_text(text: str | None, file: str | None, encoding: str) -> str:
     if (text is None) == (file is None):
         raise click.UsageError("give either TEXT or --file FILE")
     if file == "-":  # the query document on standard input, as nearsim-load reads paths
         return sys.stdin.read()
     if file is not None:
         try:
-            return read_text(file, max_bytes=DEFAULT_MAX_BYTES)
+            return _read_file(file, encoding)[0]
         except InputError as error:
             raise Fatal(f"{file}: {error.message}") from error
     assert text is not None
@@ -152,12 +154,13 @@ def _query_text(text: str | None, file: str | None) -> str:
               " exactly, nearest first, ties by key; no similarity measured.")
 @click.option("--limit", type=click.IntRange(1), help="At most this many documents.")
 @database_options
+@encoding_option
 @json_option
 @click.pass_context
 def similar(
     ctx: click.Context, text: str | None, file: str | None, min_similarity: float,
     measure: str, max_distance: int | None, by_bits: bool, nearest: int | None,
-    limit: int | None, dsn: str | None, table: str, as_json: bool,
+    limit: int | None, dsn: str | None, table: str, as_json: bool, encoding: str,
 ) -> None:  # fmt: skip
     """Stored documents similar to TEXT or to a file, most similar first.
 
@@ -185,7 +188,7 @@ def similar(
         search = Search(True, BITS if max_distance is None else max_distance, 0.0, measure)
     else:
         search = search_of(ctx)
-    query = _query_text(text, file)
+    query = _query_text(text, file, encoding)
     _warn_if_short(query)
     with database_errors():
         conn, documents = open_table(dsn, table)
@@ -224,11 +227,13 @@ def similar(
 @click.argument("files", nargs=-1, required=True, metavar="FILE...")
 @search_options
 @database_options
+@encoding_option
 @json_option
 @click.pass_context
 def check(
     ctx: click.Context, files: tuple[str, ...], min_similarity: float, measure: str,
     max_distance: int | None, by_bits: bool, dsn: str | None, table: str, as_json: bool,
+    encoding: str,
 ) -> None:  # fmt: skip
     """Whether the table already holds a near-duplicate of each FILE.
 
@@ -241,7 +246,9 @@ def check(
     whitespace or punctuation: no fingerprint to compare), is named on
     stderr and the other files are checked all the same (with --json, its
     entry has near_duplicates null and the error). 130 after Ctrl-C.
-    Nothing is written.
+    Nothing is written. Files are read as nearsim-load reads them: an
+    e-mail file is answered for each message and attachment (thread.eml,
+    thread.eml#2:contract.pdf), and --json gives each file's encoding.
 
     \b
     Examples:
@@ -255,7 +262,7 @@ def check(
         with conn:
             found = check_files(documents, files, by_bits=search.hamming,
                                 min_similarity=search.min_similarity, measure=search.measure,
-                                max_distance=search.max_distance)  # fmt: skip
+                                max_distance=search.max_distance, encoding=encoding)  # fmt: skip
             entries = _check_entries(found, answers)
             if as_json:  # whole, or not at all: the search may fail at the first file
                 print_json(list(entries))
@@ -277,6 +284,8 @@ def _check_entries(found: Iterable[FileCheck],
     """
     for answer in found:
         answers.append(answer)
+        if answer.note is not None:
+            click.echo(f"warning: {answer.file}: {answer.note}", err=True)
         if answer.problem is not None:
             click.echo(f"Error: {answer.problem}", err=True)
         elif answer.shingles < measures.SHORT_SHINGLES:
@@ -286,7 +295,7 @@ def _check_entries(found: Iterable[FileCheck],
         matches = answer.near_duplicates
         yield {"file": answer.file,
                "near_duplicates": None if matches is None else [asdict(m) for m in matches],
-               "error": answer.problem}  # fmt: skip
+               "error": answer.problem, "encoding": answer.encoding or None}  # fmt: skip
 
 
 def _print_check(entry: dict[str, Any], search: Search) -> None:
@@ -425,7 +434,7 @@ class _OnDemand:
 def _comparison_profile(names: Iterable[str], asked: str | None,
                         documents: Callable[[], DocumentTable]) -> str:  # fmt: skip
     """The profile to compare with: the table's if a document is stored, else --profile."""
-    if all(os.path.exists(name) for name in names):
+    if all(is_file_name(name) for name in names):
         return asked or PROFILE
     table = documents()
     profile = table.require_enabled().profile
@@ -434,20 +443,34 @@ def _comparison_profile(names: Iterable[str], asked: str | None,
     return profile
 
 
+def _read_file(name: str, encoding: str) -> tuple[str, str]:
+    """The text of the file (or e-mail part) ``name`` and the encoding it was read in,
+    as nearsim-load reads it; a warning if it was read as UTF-8 against --encoding."""
+    named = read_named(name, max_bytes=DEFAULT_MAX_BYTES, encoding=encoding)
+    assert not isinstance(named.read, InputError)
+    if named.note is not None:
+        click.echo(f"warning: {name}: {named.note}", err=True)
+    return named.read.text, named.read.encoding
+
+
 def _document_of(
-    name: str, documents: Callable[[], DocumentTable], profile: str | None = None
+    name: str, documents: Callable[[], DocumentTable], profile: str | None = None,
+    encoding: str = "utf-8",
 ) -> tuple[dict[str, Any], str, int | None]:
-    """A file's text and fingerprint (with ``profile``, if given), or else a stored document's."""
-    if os.path.exists(name):
+    """A file's text and fingerprint (with ``profile``, if given), or else a stored document's.
+
+    A file (or a part of an e-mail file, .reading) is read as nearsim-load reads it."""
+    if is_file_name(name):
         try:
-            text = read_text(name, max_bytes=DEFAULT_MAX_BYTES)
+            text, used = _read_file(name, encoding)
         except InputError as error:
             raise Fatal(f"{name}: {error.message}") from error
         try:
             fingerprint = None if profile is None else simhash(text, profile)
         except RuntimeError as error:  # a library the profile needs
             raise Fatal(str(error)) from error
-        return {"name": name, "kind": "file", "bytes": len(text.encode())}, text, fingerprint
+        info = {"name": name, "kind": "file", "bytes": len(text.encode()), "encoding": used}
+        return info, text, fingerprint
     table = documents()
     stored = table.document(name)
     if stored is None:
@@ -483,12 +506,13 @@ def _measured(text_a: str, text_b: str) -> dict[str, Any]:
 @profile_option("Fingerprint profile for files [default: default/1; the table's for stored"
                 " documents].")
 @database_options
+@encoding_option
 @json_option
 @click.pass_context
 def compare(
     ctx: click.Context, a: str, b: str, min_similarity: float, measure: str,
     max_distance: int | None, by_bits: bool, profile: str | None, dsn: str | None, table: str,
-    as_json: bool,
+    as_json: bool, encoding: str,
 ) -> None:  # fmt: skip
     """Compare two documents: files, or keys of stored documents.
 
@@ -514,8 +538,8 @@ def compare(
                                " --hamming")  # fmt: skip
     with database_errors(), _OnDemand(dsn, table) as documents:
         used = _comparison_profile((a, b), profile, documents)
-        first, first_text, first_fp = _document_of(a, documents, used)
-        second, second_text, second_fp = _document_of(b, documents, used)
+        first, first_text, first_fp = _document_of(a, documents, used, encoding)
+        second, second_text, second_fp = _document_of(b, documents, used, encoding)
     result: dict[str, Any] = {"a": first, "b": second, "profile": used}
     for side, fingerprint in ((first, first_fp), (second, second_fp)):
         side["fingerprint"] = fingerprint

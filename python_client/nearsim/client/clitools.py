@@ -114,6 +114,23 @@ def profile_option(help_text: str) -> Callable[[F], F]:
                         help=help_text)  # fmt: skip
 
 
+def encoding_option(function: F) -> F:
+    """--encoding of the files read, as nearsim-load takes it."""
+    return click.option(
+        "--encoding", default="utf-8", show_default=True, callback=_checked_encoding,
+        help="Encoding of text files, or 'auto' to detect it per file (as nearsim-load).",
+    )(function)
+
+
+def _checked_encoding(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
+    from .extract import check_encoding
+
+    try:
+        return check_encoding(value)
+    except ValueError as error:
+        raise click.BadParameter(str(error), param_hint="--encoding") from error
+
+
 def json_option(function: F) -> F:
     return click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")(function)
 

@@ -16,7 +16,9 @@ import logging
 import os
 import stat
 import zipfile
-from typing import Any
+from typing import Any, NamedTuple
+
+from .charsets import BOM_PREFIXES, Decoded, Undecodable, codec_name, decode, utf16_without_bom
 
 REASONS: dict[str, str] = {
     "not-found": "the path does not exist (or is a dangling symbolic link)",
@@ -33,6 +35,9 @@ REASONS: dict[str, str] = {
     "encrypted-pdf": "a PDF that needs a password",
     "no-text": "a PDF or Word file without extractable text (scanned images need OCR)",
     "corrupt-docx": "a Word file that cannot be parsed",
+    "corrupt-mail": "an e-mail file (.eml, .mbox, .msg) that cannot be parsed",
+    "needs-package": "a format read by an optional package that is not installed"
+                     " (Outlook .msg: extract-msg)",
     "invalid-record": "a JSON Lines or CSV record that is malformed or lacks the text field",
     "duplicate-key": "a key loaded earlier in this run, or stored from another source",
 }
@@ -92,33 +97,55 @@ def check_encoding(name: str) -> str:
     return name
 
 
+class FileText(NamedTuple):
+    """A document's text, its UTF-8 encoding, and the encoding it was read in
+    ("" for PDF and Word files, whose text is not in an encoding of the file's)."""
+
+    text: str
+    encoded: bytes
+    encoding: str
+
+
 def read_text(path: str | os.PathLike[str], *, max_bytes: int, encoding: str = "utf-8") -> str:
     """The text of the document file at ``path``, or :class:`InputError`.
 
     The format is recognised from the content (PDF, ZIP-based Word files)
     and the name (HTML); anything else is plain text in ``encoding``
-    (``auto`` detects it).
+    (``auto`` detects it; see :mod:`.charsets` for the rules).
     """
-    return read_document(path, max_bytes=max_bytes, encoding=encoding)[0]
+    return read_file(path, max_bytes=max_bytes, encoding=encoding).text
 
 
 def read_document(
     path: str | os.PathLike[str], *, max_bytes: int, encoding: str = "utf-8"
 ) -> tuple[str, bytes]:
     """:func:`read_text`, with the text's UTF-8 encoding (often the file itself)."""
+    text, encoded, _ = read_file(path, max_bytes=max_bytes, encoding=encoding)
+    return text, encoded
+
+
+def read_file(
+    path: str | os.PathLike[str], *, max_bytes: int, encoding: str = "utf-8"
+) -> FileText:
+    """:func:`read_document`, with the encoding the text was read in."""
     data = _read_bytes(os.fspath(path), max_bytes)
-    name = os.fspath(path).lower()
+    return document_text(data, os.fspath(path), max_bytes=max_bytes, encoding=encoding)
+
+
+def document_text(data: bytes, name: str, *, max_bytes: int, encoding: str) -> FileText:
+    """The text of a document's bytes, whose file is called ``name`` (a file,
+    or an attachment of an e-mail): PDF, Word, HTML or plain text."""
+    name = name.lower()
     if data.startswith(b"%PDF-") or (name.endswith(".pdf") and b"%PDF-" in data[:1024]):
-        text = _pdf_text(data)
-    elif data.startswith(b"PK\x03\x04"):
-        text = _docx_text(data, name)
-    else:
-        text, is_utf8 = _decode(data, encoding)
-        if name.endswith(HTML_SUFFIXES) or _looks_like_html(text):
-            text = html_text(text)
-        elif is_utf8:
-            return check_document(text, max_bytes=max_bytes, encoded=data)
-    return check_document(text, max_bytes=max_bytes)
+        return FileText(*check_document(_pdf_text(data), max_bytes=max_bytes), "")
+    if data.startswith(b"PK\x03\x04"):
+        return FileText(*check_document(_docx_text(data, name), max_bytes=max_bytes), "")
+    text, used, is_utf8 = _decode(data, encoding)
+    if name.endswith(HTML_SUFFIXES) or _looks_like_html(text):
+        text = html_text(text)
+    elif is_utf8:
+        return FileText(*check_document(text, max_bytes=max_bytes, encoded=data), used)
+    return FileText(*check_document(text, max_bytes=max_bytes), used)
 
 
 def check_text(text: str, *, max_bytes: int) -> str:
@@ -229,58 +256,29 @@ def _binary_kind(data: bytes) -> str | None:
     return None
 
 
-_BOMS = ((codecs.BOM_UTF8, "utf-8"), (codecs.BOM_UTF32_LE, "utf-32"),
-         (codecs.BOM_UTF32_BE, "utf-32"), (codecs.BOM_UTF16_LE, "utf-16"),
-         (codecs.BOM_UTF16_BE, "utf-16"))  # fmt: skip
-_BOM_PREFIXES = tuple(bom for bom, _ in _BOMS)
-
-
-def _decode(data: bytes, encoding: str) -> tuple[str, bool]:
-    """Text from bytes, and whether the bytes are its UTF-8 encoding.
-
-    Byte order marks decide first, then ``encoding``.
-    """
-    if data.startswith(_BOM_PREFIXES):
-        for bom, codec in _BOMS:
-            if data.startswith(bom):
-                return _decode_as(data, codec, len(bom) if codec == "utf-8" else 0), False
-    kind = _binary_kind(data)
-    if kind is not None:
-        raise InputError("binary", f"{kind}, not text")
-    nul = data.find(b"\x00")
-    if nul >= 0:
-        raise InputError("nul-bytes", _nul_message(nul), nul)
-    if encoding == "auto":
-        text = _detect(data)
-        return text, len(text) == len(data) and data.isascii()
-    text = _decode_as(data, encoding, 0)
-    return text, data.isascii() or codecs.lookup(encoding).name == "utf-8"
-
-
-def _decode_as(data: bytes, codec: str, skip: int) -> str:
+def _decode(data: bytes, encoding: str) -> Decoded:
+    """Text from bytes by the rules of :mod:`.charsets`; binary data and NUL
+    bytes are refused first (but UTF-16 is recognised by its zero bytes)."""
+    if not data.startswith(BOM_PREFIXES):
+        wide = encoding != "auto" and codec_name(encoding).startswith(("utf-16", "utf-32"))
+        sniffed = utf16_without_bom(data) if encoding == "auto" else None
+        if not wide and sniffed is None:
+            kind = _binary_kind(data)
+            if kind is not None:
+                raise InputError("binary", f"{kind}, not text")
+            nul = data.find(b"\x00")
+            if nul >= 0:
+                raise InputError("nul-bytes", _nul_message(nul), nul)
     try:
-        return data[skip:].decode(codec)
-    except UnicodeDecodeError as error:
-        offset = skip + error.start
-        bad = data[offset : offset + 1].hex()
-        name = codecs.lookup(codec).name
+        return decode(data, encoding)
+    except Undecodable as error:
+        if error.offset is None:
+            raise InputError("invalid-encoding",
+                             "could not detect the encoding; use --encoding NAME") from None
         hint = ("use --encoding NAME (e.g. cp1252, latin-1) or --encoding auto"
-                if name == "utf-8" else "check --encoding, or use --encoding auto")
-        raise InputError("invalid-encoding",
-                         f"invalid {name} at byte {offset} (0x{bad}): {hint}", offset) from None
-
-
-def _detect(data: bytes) -> str:
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError:
-        pass
-    from charset_normalizer import from_bytes
-
-    best = from_bytes(data).best()
-    if best is None:
-        raise InputError("invalid-encoding", "could not detect the encoding; use --encoding NAME")
-    return str(best)
+                if error.encoding == "utf-8" else "check --encoding, or use --encoding auto")
+        raise InputError("invalid-encoding", f"invalid {error.encoding} at byte {error.offset}"
+                         f" (0x{error.byte.hex()}): {hint}", error.offset) from None
 
 
 # -- HTML ------------------------------------------------------------------------------

@@ -91,8 +91,10 @@ class _ConsoleReporter(Reporter):
     began, as the summary's is.
     """
 
-    def __init__(self, errors: IO[str] | None, ctrl_c: _CtrlC, bar: Any | None = None) -> None:
+    def __init__(self, errors: IO[str] | None, ctrl_c: _CtrlC, bar: Any | None = None,
+                 encodings: dict[str, str] | None = None) -> None:  # fmt: skip
         self.errors = errors
+        self.encodings = encodings  # source -> encoding, collected for --json
         self.ctrl_c = ctrl_c
         self.bar = bar
         # no total until the inputs are measured (never with paths on stdin)
@@ -112,6 +114,10 @@ class _ConsoleReporter(Reporter):
 
     def warning(self, message: str) -> None:
         self._print(f"warning: {message}")
+
+    def decoded(self, source: str, encoding: str) -> None:
+        if self.encodings is not None:
+            self.encodings[source] = encoding
 
     def failure(self, failure: Failure) -> None:
         self._print(f"{failure.source}: {failure.message} [{failure.reason}]")
@@ -156,7 +162,7 @@ def _progress_bar() -> Progress:
 def _scan_size(paths: tuple[str, ...], options: SourceOptions) -> int:
     """Bytes to read, for the progress bar's estimate (records files count whole)."""
     total = 0
-    for item in iter_inputs(paths, replace(options, records="none")):
+    for item in iter_inputs(paths, replace(options, records="none", mail=False)):
         if isinstance(item, FileInput):
             total += item.size
     return total
@@ -224,7 +230,9 @@ def _summary_line(summary: LoadSummary) -> str:
     "--encoding",
     default="utf-8",
     show_default=True,
-    help="Encoding of text files, or 'auto' to detect it.",
+    help="Encoding of text files, or 'auto' to detect it per file (a file that is valid"
+    " UTF-8 is read as UTF-8 whatever is named, with a warning; e-mail parts go by their"
+    " charset).",
 )
 @click.option(
     "--max-bytes",
@@ -312,7 +320,8 @@ def load_command(
     """Load documents from files, directories, JSON Lines or CSV.
 
     PATH is a file, a directory (walked recursively) or - for a list of paths
-    on stdin. Text, Markdown, HTML, PDF and Word (.docx) files are read; each
+    on stdin. Text, Markdown, HTML, PDF, Word (.docx) and e-mail (.eml, .mbox,
+    .msg: each message and attachment a document) files are read; each
     file that cannot be loaded is reported with the reason and skipped. Loading
     the same files again adds nothing and updates what changed; an interrupted
     load is finished by running it again. A key stored from another file is
@@ -367,6 +376,7 @@ def load_command(
         stdin=sys.stdin,
     )
     ctrl_c = _CtrlC()
+    encodings: dict[str, str] | None = {} if as_json else None
     main_thread = threading.current_thread() is threading.main_thread()  # or no signals
     previous = signal.signal(signal.SIGINT, ctrl_c) if main_thread else None
     try:
@@ -374,20 +384,21 @@ def load_command(
             with database_errors():
                 if show_progress:
                     with _progress_bar() as bar:
-                        reporter = _ConsoleReporter(errors_file, ctrl_c, bar)
+                        reporter = _ConsoleReporter(errors_file, ctrl_c, bar, encodings)
                         if "-" not in paths:
                             bar.update(reporter.task, total=_scan_size(paths, source_options))
                         summary = loading(reporter=reporter)
                         reporter.finish(summary)
                 else:
-                    summary = loading(reporter=_ConsoleReporter(errors_file, ctrl_c))
+                    summary = loading(reporter=_ConsoleReporter(errors_file, ctrl_c,
+                                                                encodings=encodings))
         except KeyboardInterrupt:
             # Ctrl-C before the load began (connecting, creating the table):
             # nothing half done; one line, 130.
             click.echo("interrupted: no batch was open; run the same command again", err=True)
             sys.exit(EXIT_INTERRUPTED)
         if as_json:
-            print_json(summary.as_dict())
+            print_json({**summary.as_dict(), "encodings": dict(sorted((encodings or {}).items()))})
         if not (
             summary.loaded
             or summary.updated

@@ -52,6 +52,7 @@ from ..core.fingerprint import PROFILE
 from ..core.pairs import all_pairs
 from ..core.profiles import Profile, ProfileError, canonical, simhash_many
 from ..core.registry import Registration
+from .charsets import override_note
 from .connect import ProfileMismatch, connect, ensure_extension
 from .database_encoding import (
     CLIENT_ENCODING,
@@ -61,9 +62,10 @@ from .database_encoding import (
     unstorable_message,
 )  # fmt: skip
 from .documents import DEFAULT_TABLE, FINGERPRINT_COLUMN, DocumentTable, TableError
-from .extract import InputError, check_document, read_document
+from .extract import InputError, check_document, read_file
 from .sources import (
     BytesRead,
+    Decoding,
     Failure,
     FileInput,
     Input,
@@ -171,6 +173,8 @@ class Prepared(NamedTuple):
     # text value of its row (by the value's place in the row), in the order
     # they first appear.
     characters: tuple[tuple[int, str], ...] = ()
+    encoding: str = ""  # what its text was read in, where a text was decoded
+    overridden: bool = False  # valid UTF-8 read as such, not in the --encoding asked
 
 
 class Done(NamedTuple):
@@ -191,6 +195,8 @@ class Unchanged(NamedTuple):
     key: str
     size: int
     source: str = ""
+    encoding: str = ""  # as Prepared's
+    overridden: bool = False
 
 
 class _Text(NamedTuple):
@@ -202,6 +208,8 @@ class _Text(NamedTuple):
     encoded: bytes
     content_hash: bytes
     fields: tuple[str | None, ...]
+    encoding: str
+    overridden: bool
 
 
 class RowShape(NamedTuple):
@@ -235,7 +243,12 @@ class Reporter:
         """One input could not be loaded."""
 
     def warning(self, message: str) -> None:
-        """Something about the whole load worth knowing (one line); the load goes on."""
+        """Something worth knowing (one line), about the whole load or one input
+        (then it starts with its source); the load goes on."""
+
+    def decoded(self, source: str, encoding: str) -> None:
+        """The text of ``source`` (a file, or a message's part) was read in ``encoding``
+        (a Python codec name: ascii, utf-8, cp1252, utf-16, ...)."""
 
     def progress(self, documents: int, size: int) -> None:
         """``documents`` more inputs are done, ``size`` bytes of them read.
@@ -288,7 +301,7 @@ def prepare_many(tasks: list[Task], options: LoadOptions, shape: RowShape | None
                                                                       strict=True)]  # fmt: skip
     prepared = [
         Prepared(t.key, t.source, len(t.encoded), t.content_hash, fingerprint, len(row),
-                 _characters(t, shape) if list_characters else ())
+                 _characters(t, shape) if list_characters else (), t.encoding, t.overridden)
         for t, fingerprint, row in zip(texts, fingerprints, rows, strict=True)
     ]
     others = [r for r in read if not isinstance(r, _Text)]
@@ -335,10 +348,15 @@ def _read(task: Task, options: LoadOptions, shape: RowShape | None = None) -> (
         key = stored_key
     try:
         if isinstance(item, FileInput):
-            text, encoded = read_document(item.path, max_bytes=options.max_bytes,
-                                          encoding=options.encoding)  # fmt: skip
+            text, encoded, encoding = read_file(item.path, max_bytes=options.max_bytes,
+                                                encoding=options.encoding)  # fmt: skip
+            overridden = override_note(options.encoding, encoding) is not None
+        elif item.attachment is not None:  # of an e-mail: extracted here, in a worker
+            text, encoded, encoding = item.attachment.read(options.max_bytes)
+            overridden = False
         else:
             text, encoded = check_document(item.text, max_bytes=options.max_bytes)
+            encoding, overridden = item.encoding, False
     except InputError as error:
         reason = error.reason
         if reason == "not-found" and isinstance(item, FileInput):
@@ -346,9 +364,22 @@ def _read(task: Task, options: LoadOptions, shape: RowShape | None = None) -> (
         return Failure(source, reason, error.message, error.offset)
     digest = hashlib.sha256(encoded).digest()
     if digest == task.stored_hash:
-        return Unchanged(key, len(encoded), source)
+        return Unchanged(key, len(encoded), source, encoding, overridden)
     fields = item.fields if isinstance(item, RecordInput) else ()
-    return _Text(key, source, text, encoded, digest, fields)
+    return _Text(key, source, text, encoded, digest, fields, encoding, overridden)
+
+
+def report_encodings(reporter: Reporter, asked: str, prepared: Iterable[Prepared],
+                     others: Iterable[Unchanged | Failure]) -> None:  # fmt: skip
+    """Tell ``reporter`` what each text read was decoded from, and warn of each
+    file read as UTF-8 against the --encoding ``asked`` (see .charsets)."""
+    for outcome in (*prepared, *others):
+        if isinstance(outcome, Failure) or not outcome.encoding:
+            continue
+        source = outcome.source or outcome.key
+        reporter.decoded(source, outcome.encoding)
+        if outcome.overridden:
+            reporter.warning(f"{source}: {override_note(asked, outcome.encoding)}")
 
 
 def _source(item: FileInput | RecordInput) -> str:
@@ -440,7 +471,9 @@ def _user_row(document: _Text, fingerprint: int | None, fields: int) -> bytes:
 
 
 def _task_size(item: FileInput | RecordInput) -> int:
-    return len(item.text) if isinstance(item, RecordInput) else item.size
+    if isinstance(item, RecordInput):
+        return len(item.text) + (0 if item.attachment is None else len(item.attachment.data))
+    return item.size
 
 
 class _Chunk(NamedTuple):
@@ -451,9 +484,10 @@ class _Chunk(NamedTuple):
 
 
 def _chunks(
-    inputs: Iterable[Input], on_failure: Callable[[Failure], None], read: BytesRead
+    inputs: Iterable[Input], on_failure: Callable[[Failure | Decoding], None], read: BytesRead
 ) -> Iterator[_Chunk]:
-    """Inputs grouped into worker tasks; failures found while listing go straight out.
+    """Inputs grouped into worker tasks; failures found while listing (and the
+    encodings of record files) go straight out.
 
     A chunk's bytes are its files' sizes and the bytes of record files read
     since the previous chunk; what is read after the last one (blank lines,
@@ -463,7 +497,7 @@ def _chunks(
     size = files = 0
     counted = read.total
     for item in inputs:
-        if isinstance(item, Failure):
+        if isinstance(item, (Failure, Decoding)):
             on_failure(item)
             continue
         chunk.append(item)
@@ -690,6 +724,11 @@ class Loader:
                         self._fail(item)
                         self.reporter.progress(1, 0)
                         continue
+                    if isinstance(item, Decoding):
+                        self.reporter.decoded(item.source, item.encoding)
+                        if item.note is not None:
+                            self.reporter.warning(f"{item.source}: {item.note}")
+                        continue
                     if item.items:
                         pending.append((executor.submit(work, item.items), item.read))
                     else:
@@ -795,9 +834,9 @@ class Loader:
         self.lookup_conn.rollback()
         return bool(row and row[0])
 
-    def _listed(self, inputs: Iterable[Input]) -> Iterator[_Chunk | Failure]:
+    def _listed(self, inputs: Iterable[Input]) -> Iterator[_Chunk | Failure | Decoding]:
         """Worker tasks with the stored hashes of their keys, and listing failures."""
-        failures: list[Failure] = []
+        failures: list[Failure | Decoding] = []
         for chunk in _chunks(inputs, failures.append, self.read):
             yield from failures
             failures.clear()
@@ -888,6 +927,7 @@ class Loader:
         # The documents are read and fingerprinted: done, for the progress,
         # whether or not their batch is written yet.
         self.reporter.progress(len(done.others) + len(done.prepared), read)
+        report_encodings(self.reporter, self.options.encoding, done.prepared, done.others)
         if self.repertoire.converts:
             done = self._storable(done)
         keys = [document.key for document in done.prepared]
@@ -1573,7 +1613,8 @@ def load_paths(
         if create:
             documents.create(bands, options.profile)
         read = BytesRead()
-        inputs = iter_inputs(paths, source_options, stdin=stdin, read=read)
+        inputs = iter_inputs(paths, replace(source_options, decodings=True), stdin=stdin,
+                             read=read)  # fmt: skip
         loader = Loader(conn, lookup_conn, documents, options, reporter, read)
         summary = loader.run(inputs)
         if (summary.loaded or summary.updated) and summary.error is None \

@@ -23,6 +23,11 @@ Rules:
   missing) and the text in ``text_field``; the values of ``fields`` come
   along for the table's other columns.  Parquet needs pyarrow (the
   ``spark`` extra installs it).
+- E-mail files (``.eml``, ``.mbox``, ``.msg``, or no suffix and RFC 822
+  headers) are their messages and attachments (:mod:`.mail`), parsed here
+  while listing (their keys are known only once parsed) and given as
+  records whose source is their key, the mail's headers their fields; an
+  attachment's record carries its bytes, which the loader's workers read.
 - A document's source is its file, or ``file:line`` for a record; the file it
   comes from (:func:`origin`) decides whether a stored key is its own.
 - A :class:`BytesRead` given to :func:`iter_inputs` counts the bytes of record
@@ -47,7 +52,9 @@ from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import IO, Any, Literal, NamedTuple
 
+from .charsets import file_encoding
 from .extract import InputError, input_error
+from .mail import Attachment, mail_documents, mail_kind
 from .output import one_line
 
 RecordFormat = Literal["auto", "jsonl", "csv", "parquet", "none"]
@@ -80,6 +87,8 @@ class RecordInput(NamedTuple):
     source: str
     text: str
     fields: tuple[str | None, ...] = ()
+    encoding: str = ""  # what its text was decoded from, where known (a message's part)
+    attachment: Attachment | None = None  # an e-mail attachment to read for the text
 
 
 _LINE = re.compile(r":[0-9]+\Z")
@@ -162,7 +171,16 @@ class Failure:
         object.__setattr__(self, "message", storable(self.message))
 
 
-Input = FileInput | RecordInput | Failure
+class Decoding(NamedTuple):
+    """The encoding a record file was read in (``note``: valid UTF-8 read against
+    the encoding asked); given only with :attr:`SourceOptions.decodings`."""
+
+    source: str
+    encoding: str
+    note: str | None = None
+
+
+Input = FileInput | RecordInput | Failure | Decoding
 
 
 @dataclass(frozen=True)
@@ -176,6 +194,8 @@ class SourceOptions:
     encoding: str = "utf-8"  # of CSV files; JSON Lines are UTF-8
     max_bytes: int = 64 * 1024 * 1024
     fields: tuple[str, ...] = ()  # record fields to bring along for other columns
+    mail: bool = True  # read e-mail files as their messages and attachments (see .mail)
+    decodings: bool = False  # tell the encoding of each CSV file read (a Decoding input)
 
 
 def iter_inputs(
@@ -227,7 +247,10 @@ class _Walker:
             return
         self.keys.add(path)
         record_format = self._record_format(path)
-        if record_format == "none":
+        kind = mail_kind(path) if record_format == "none" and self.options.mail else None
+        if kind is not None:
+            yield from _mail(path, kind, self.options, self.read, info.st_size)
+        elif record_format == "none":
             yield FileInput(path, file_key(path), info.st_size)  # path is absolute already
         else:
             yield from _records(path, record_format, self.options, self.read, info.st_size)
@@ -285,6 +308,31 @@ class _Walker:
 
 def _failure(source: str, error: InputError) -> Failure:
     return Failure(source, error.reason, error.message, error.offset)
+
+
+# -- mail ---------------------------------------------------------------------------------
+
+
+def _mail(
+    path: str, kind: str, options: SourceOptions, read: BytesRead, size: int
+) -> Iterator[Input]:
+    """The messages and attachments of an e-mail file, as records whose source is
+    their key (read here, while listing: their keys are only known once read)."""
+    for document in mail_documents(path, file_key(path), kind, max_bytes=options.max_bytes,
+                                   defer=True):  # attachments read by the loader's workers
+        key = storable(document.key)
+        if document.error is not None:
+            yield _failure(key, document.error)
+            continue
+        values = tuple(_field_text(document.fields.get(name)) for name in options.fields)
+        nul = next((name for name, value in zip(options.fields, values, strict=True)
+                    if value is not None and "\x00" in value), None)  # fmt: skip
+        if nul is not None:
+            yield _nul_field(key, nul)
+            continue
+        yield RecordInput(key, key, document.text, values, document.encoding,
+                          document.attachment)
+    read.total += size
 
 
 # -- records ------------------------------------------------------------------------------
@@ -435,9 +483,13 @@ def _csv_records(path: str, options: SourceOptions, read: BytesRead) -> Iterator
     dialect = "excel-tab" if path.lower().endswith(".tsv") else "excel"
     # A field may be a whole document; checking its size is the loader's job.
     csv.field_size_limit(max(options.max_bytes * 4 + 1, 131072))
-    encoding = options.encoding
-    if encoding == "auto" or codecs.lookup(encoding).name == "utf-8":
-        encoding = "utf-8-sig"  # spreadsheets often start CSV files with a byte order mark
+    # By the rules for text files (charsets.decode) for the whole file: a byte
+    # order mark (spreadsheets often write one), UTF-8 if it all is, else the
+    # encoding asked or detected.
+    chosen = file_encoding(path, options.encoding)
+    encoding = chosen.codec
+    if options.decodings:
+        yield Decoding(storable(path), chosen.encoding, chosen.note)
     with open(path, "rb") as file:
         reader = csv.reader(_decoded_lines(file, encoding, read), dialect)
         line = 1
@@ -460,7 +512,7 @@ def _csv_records(path: str, options: SourceOptions, read: BytesRead) -> Iterator
                 line = reader.line_num + 1
         except _UndecodableLine as bad:
             yield Failure(f"{path}:{bad.line}", "invalid-encoding",
-                          f"invalid {options.encoding} on line {bad.line} ({bad.error.reason}):"
+                          f"invalid {chosen.encoding} on line {bad.line} ({bad.error.reason}):"
                           " the rest of the file is skipped; use --encoding NAME")  # fmt: skip
         except csv.Error as error:
             yield Failure(f"{path}:{line}", "invalid-record",
