@@ -321,7 +321,7 @@ def make_docset(conn: Connection, schema: str, kind: str, fingerprints: Fingerpr
     docset.reindexed = index_storage(conn, qualified)
     # The fingerprints are synthetic, not those of the texts: only the index
     # is checked (fingerprints => false).
-    row = conn.execute("SELECT ok, buckets FROM nearsim_verify(%s::regclass, false)",
+    row = conn.execute("SELECT ok, indexed FROM nearsim_verify(%s::regclass, false)",
                        (qualified,)).fetchone()
     if row is None or not row[0] or row[1] != rows:
         raise BenchError(f"{docset.label}: nearsim_verify after the COPY says {row}")

@@ -315,8 +315,8 @@ def all_pairs(demo: Demo, radius: int) -> None:
     )
 
 
-def bucket_index(demo: Demo, radius: int) -> None:
-    print("\n4. The same questions through the bucket index\n")
+def rotation_index(demo: Demo, radius: int) -> None:
+    print("\n4. The same questions through the rotation index\n")
     enabled = demo.conn.execute(
         "SELECT similar_function FROM nearsim_tables WHERE tbl = to_regclass(%s)", (demo.name,)
     ).fetchone()
@@ -363,10 +363,11 @@ def bucket_index(demo: Demo, radius: int) -> None:
     )
     for line in plan:
         print(f"{INDENT}  {line.removeprefix('->  ')}")
-    if not any("Bitmap Index Scan" in line for line in plan):
+    if not any("nearsim rotation index" in line for line in plan):
         say(
-            "With only a thousand rows the planner reads the small bucket table whole; on"
-            " larger tables it probes the band indexes (benchmarks/README.md)."
+            "With only a thousand rows the planner reads the small table whole; on larger"
+            " tables it reads the rotation index, one range of keys per band value within"
+            " the radius (benchmarks/README.md)."
         )
 
     pairs = sql.SQL("SELECT a, b, distance FROM nearsim_pairs({t}, {r})").format(
@@ -417,7 +418,7 @@ def verified(demo: Demo) -> None:
     print()
     say(
         "S_L is the share of the longer text that the shorter contains, in passages of at"
-        " least 5 words. The candidates come from the bucket index within the radius the"
+        " least 5 words. The candidates come from the rotation index within the radius the"
         " calibration gives (nearsim_radius(0.6)); the texts decide. Every known parallel"
         " is found, also those the seeds' query missed at 6 bits, and nothing else."
     )
@@ -477,7 +478,7 @@ def run(dsn: str, table: str, radius: int) -> None:
         seed_query(demo, radius)
         nearest(demo)
         all_pairs(demo, radius)
-        bucket_index(demo, radius)
+        rotation_index(demo, radius)
         verified(demo)
         closing(demo, dsn)
 

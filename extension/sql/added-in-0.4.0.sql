@@ -117,6 +117,12 @@ CREATE FUNCTION nearsim_shingle_count(document text) RETURNS bigint
 COMMENT ON FUNCTION nearsim_shingle_count(text) IS
 'distinct word 3-shingles of document (a text of one or two words has one); below 10 its fingerprint is unreliable and verified results mark it short';
 
+-- nearsim_verify's count of the documents the index holds is named indexed
+-- (it was buckets, after the bucket tables before 0.4.0): the functions are
+-- made again, with the new row type, further down
+DROP FUNCTION IF EXISTS @extschema@.nearsim_verify(pg_catalog.regclass, pg_catalog.bool);
+DROP FUNCTION IF EXISTS @extschema@.nearsim_verify_python(pg_catalog.regclass, pg_catalog.bool);
+
 CREATE FUNCTION nearsim_sketch(document text) RETURNS integer[]
 	AS 'MODULE_PATHNAME', 'nearsim_sketch'
 	LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;

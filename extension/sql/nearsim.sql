@@ -365,7 +365,7 @@ COMMENT ON FUNCTION nearsim_disable(regclass) IS
 'remove the rotation indexes, triggers and search functions of tbl; its documents and fingerprint column stay';
 
 CREATE FUNCTION nearsim_verify_python(tbl regclass, fingerprints boolean DEFAULT NULL,
-		OUT ok boolean, OUT documents bigint, OUT fingerprinted bigint, OUT buckets bigint,
+		OUT ok boolean, OUT documents bigint, OUT fingerprinted bigint, OUT indexed bigint,
 		OUT missing bigint, OUT extra bigint, OUT wrong bigint, OUT stale bigint,
 		OUT sample_keys text[], OUT triggers_ok boolean, OUT band_indexes_ok boolean,
 		OUT profile_ok boolean, OUT bands integer)
@@ -382,7 +382,7 @@ COMMENT ON FUNCTION nearsim_verify_python(regclass, boolean) IS
 'the PL/Python body of nearsim_verify(regclass, boolean), which calls it and reports its errors without a Python traceback';
 
 CREATE FUNCTION nearsim_verify(tbl regclass, fingerprints boolean DEFAULT NULL,
-		OUT ok boolean, OUT documents bigint, OUT fingerprinted bigint, OUT buckets bigint,
+		OUT ok boolean, OUT documents bigint, OUT fingerprinted bigint, OUT indexed bigint,
 		OUT missing bigint, OUT extra bigint, OUT wrong bigint, OUT stale bigint,
 		OUT sample_keys text[], OUT triggers_ok boolean, OUT band_indexes_ok boolean,
 		OUT profile_ok boolean, OUT bands integer)
@@ -390,7 +390,7 @@ CREATE FUNCTION nearsim_verify(tbl regclass, fingerprints boolean DEFAULT NULL,
 	LANGUAGE C STABLE;
 
 COMMENT ON FUNCTION nearsim_verify(regclass, boolean) IS
-'health of tbl: its rotation indexes (buckets counts the documents they hold; missing, extra and wrong count drift against a bucket table kept from before 0.4.0), triggers and profile, and stored fingerprints that differ from simhash(text) (stale): among about 1,000 sampled rows by default, every row with fingerprints => true, none with false; for the owner of tbl';
+'health of tbl: its rotation indexes (indexed counts the documents they hold; missing, extra and wrong count drift against a bucket table kept from before 0.4.0), triggers and profile, and stored fingerprints that differ from simhash(text) (stale): among about 1,000 sampled rows by default, every row with fingerprints => true, none with false; for the owner of tbl';
 
 CREATE FUNCTION nearsim_rebuild_python(tbl regclass, bands integer DEFAULT NULL,
 		fingerprints boolean DEFAULT NULL, batch_size integer DEFAULT 10000,

@@ -504,7 +504,7 @@ def test_pairs_clusters_compare_and_stats(database: str, tmp_path: Path) -> None
 
     stats = json.loads(run("stats", "--dsn", database, "-t", table, "--json").stdout)
     assert stats["documents"] == stats["fingerprinted"] == 4
-    assert stats["profile"] == nearsim.PROFILE and stats["buckets"]["ok"] is True
+    assert stats["profile"] == nearsim.PROFILE and stats["health"]["ok"] is True
     # three rotation indexes of one 8 kB page each, at least
     assert stats["bands"] == 3 and stats["index_bytes"] >= 3 * 8192
     text_stats = run("stats", "--dsn", database, "-t", table)

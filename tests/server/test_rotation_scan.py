@@ -638,7 +638,7 @@ def test_pages_split_while_a_search_is_paused(database: str) -> None:
     split the leaf pages it reads (twice the table, in ten commits); the
     rest of the search still gives each row of the cursor's snapshot once,
     and no row it does not see.  (A split between two ranges of one page is
-    what test_buckets' concurrent bulk loads met.)"""
+    what test_rotation_index's concurrent bulk loads met.)"""
     search_while_pages_split(database, 20_000, 40_000)
 
 

@@ -60,7 +60,7 @@ def answers(database: str) -> dict[str, Any]:
             " bucket_table, similar_function FROM nearsim_tables ORDER BY 1").fetchall()
         for table in ("docs", "archive.mail"):
             found[f"verify {table}"] = conn.execute(
-                "SELECT ok, documents, buckets, stale FROM nearsim_verify(%s, true)", [table]
+                "SELECT ok, documents, indexed, stale FROM nearsim_verify(%s, true)", [table]
             ).fetchone()
     assert all(found[f"docs {ref}"] for ref in QUERIES), "every query finds its chapter"
     assert found["pairs"], "the edited copies pair with their chapters"

@@ -688,7 +688,7 @@ def stats(check_fingerprints: bool, dsn: str | None, table: str, as_json: bool) 
                         if result["fingerprinted"] else "")
         click.echo(f"index          {result['bands']} bands, {human_bytes(index_bytes)}"
                    f"{per_document}, "
-                   f"{'healthy' if result['buckets']['ok'] else 'NEEDS REPAIR'}")  # fmt: skip
+                   f"{'healthy' if result['health']['ok'] else 'NEEDS REPAIR'}")  # fmt: skip
         sketch = result["sketch_index"]
         if sketch is None:
             click.echo("sketch index   none (verified searches take their candidates within"
@@ -698,14 +698,14 @@ def stats(check_fingerprints: bool, dsn: str | None, table: str, as_json: bool) 
                             if result["documents"] else "")
             click.echo(f"sketch index   {sketch['name']}, {human_bytes(sketch['bytes'])}"
                        f"{per_document}, {'usable' if sketch['usable'] else 'NOT VALID'}")
-        for line in _faults(result["buckets"]):
+        for line in _faults(result["health"]):
             click.echo(f"  {line}")
-        if not result["buckets"]["ok"]:
+        if not result["health"]["ok"]:
             click.echo(
                 f"repair with: SELECT nearsim_rebuild({_sql_literal(result['table'])});"
                 " see nearsim_verify for what it found"
             )
-    if not result["buckets"]["ok"]:
+    if not result["health"]["ok"]:
         sys.exit(EXIT_FAILURES)
 
 
@@ -713,7 +713,7 @@ def _faults(health: dict[str, Any]) -> list[str]:
     """Every fault nearsim_verify reports, one line each (counts, failed checks, keys)."""
     lines = []
     for name, value in health.items():
-        if name in ("ok", "bands", "documents", "fingerprinted", "buckets"):
+        if name in ("ok", "bands", "documents", "fingerprinted", "indexed"):
             continue
         if isinstance(value, bool):
             if not value:

@@ -541,7 +541,7 @@ class DocumentTable:
             "index_bytes": facts[2] if facts else None,
             "sketch_index": None if sketch is None else {
                 "name": sketch.name, "usable": sketch.usable, "bytes": sketch.size_bytes},
-            "buckets": verify,
+            "health": verify,
         }
 
 

@@ -263,7 +263,7 @@ def verify(session: Session, tbl: str, fingerprints: bool | None) -> dict[str, A
             session.warning(f"nearsim: table {documents.qualified}: {problem}",
                             hint=f"Run SELECT nearsim_disable({session.literal(tbl)}), then"
                             " nearsim_enable again.")
-        return {"ok": False, "documents": None, "fingerprinted": None, "buckets": None,
+        return {"ok": False, "documents": None, "fingerprinted": None, "indexed": None,
                 "missing": None, "extra": None, "wrong": None, "stale": None,
                 "sample_keys": None, "triggers_ok": None, "band_indexes_ok": None,
                 "profile_ok": profile_ok, "bands": reg.bands}
@@ -332,7 +332,7 @@ def _drift(session: Session, enabled: Enabled) -> dict[str, Any]:
     ``missing`` is the most rows the snapshot sees that one index lacks or
     holds under another key, ``extra`` the entries of all of them that repeat
     another or name no row, ``wrong`` those under a key their row does not
-    have, and ``buckets`` the fingerprinted rows every index holds.  A bucket
+    have, and ``indexed`` the fingerprinted rows every index holds.  A bucket
     table kept from before 0.4.0 is written by triggers and is compared row
     by row.
     """
@@ -347,7 +347,7 @@ def _drift(session: Session, enabled: Enabled) -> dict[str, Any]:
         missing = max((c["missing"] + c["wrong"] for c in checks.values()), default=0)
         samples = sorted({tid for c in checks.values() for tid in c["sample"]})
         report.update(
-            buckets=min((c["rows"] - c["missing"] - unindexed for c in checks.values()),
+            indexed=min((c["rows"] - c["missing"] - unindexed for c in checks.values()),
                         default=report["fingerprinted"]),
             missing=missing,
             extra=sum(c["duplicated"] + c["dangling"] for c in checks.values()),
@@ -366,7 +366,7 @@ def _drift(session: Session, enabled: Enabled) -> dict[str, Any]:
     bucket = enabled.qualify(session, reg.bucket_table)
     return session.row(
         "SELECT pg_catalog.count(d.key) AS documents, pg_catalog.count(d.si) AS fingerprinted,"
-        " pg_catalog.count(b.key) AS buckets,"
+        " pg_catalog.count(b.key) AS indexed,"
         " pg_catalog.count(*) FILTER (WHERE d.si IS NOT NULL AND b.key IS NULL) AS missing,"
         " pg_catalog.count(*) FILTER (WHERE b.key IS NOT NULL AND d.si IS NULL) AS extra,"
         " pg_catalog.count(*) FILTER (WHERE b.si <> d.si) AS wrong,"
@@ -456,7 +456,7 @@ def _sample(session: Session, documents: Table) -> str:
 
 def rebuild(session: Session, tbl: str, bands: int | None, fingerprints: bool | None,
             profile: str | None) -> dict[str, Any]:
-    """``nearsim_rebuild``: repair the buckets, remake the objects, change layout or profile."""
+    """``nearsim_rebuild``: repair the indexes, remake the objects, change layout or profile."""
     enabled = lookup(session, tbl)
     new_profile = named_profile(
         session, enabled.registration.profile if profile is None else profile).name

@@ -34,7 +34,7 @@ UPDATE psalms SET id = 180 WHERE id = 18;
 DELETE FROM psalms WHERE id = 1;
 SELECT id, si = simhash('The LORD is my rock, and my fortress') AS fresh
 FROM psalms WHERE ctid = ANY(nearsim_search('psalms', 'si', simhash('The LORD is my rock, and my fortress'), 0));
-SELECT ok, documents, fingerprinted, buckets, missing, extra, wrong, stale FROM nearsim_verify('psalms', true);
+SELECT ok, documents, fingerprinted, indexed, missing, extra, wrong, stale FROM nearsim_verify('psalms', true);
 
 -- drift made behind the triggers' back is reported, then repaired
 ALTER TABLE psalms DISABLE TRIGGER USER;
