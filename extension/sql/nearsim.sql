@@ -50,27 +50,18 @@ CREATE FUNCTION simhash(document text) RETURNS bigint
 COMMENT ON FUNCTION simhash(text) IS
 '64-bit SimHash fingerprint (similarity index) of a document with the default profile; NULL for NULL or for a text without words';
 
--- The PL/Python functions below (<name>_python) each call the function
--- <name> of nearsim.server.functions (python_client/nearsim/server/functions.py)
--- from the nearsim Python package installed with this version of the
--- extension.  SQL calls the C function <name> of the same arguments, which
--- calls the body and reports its errors without the Python traceback
--- (src/python_call.c).
+-- A C function declared AS 'MODULE_PATHNAME', 'nearsim_python_call' (or
+-- after the line "-- with a PL/Python body") has a PL/Python body
+-- <name>_python, which the build writes in front of it (sql/python_bodies.awk):
+-- the same arguments, result and attributes, search_path pinned, EXECUTE
+-- revoked from PUBLIC, and one call of the function <name> of
+-- nearsim.server.functions (python_client/nearsim/server/functions.py) from
+-- the nearsim Python package installed with this version of the extension.
+-- SQL calls the C function, which calls the body and reports its errors
+-- without the Python traceback (src/python_call.c).  Adding such a function
+-- is its declaration, its COMMENT and its Python function.
 -- The fingerprint with any feature profile computes with the same code as
 -- clients (nearsim.core); for 'default/1' it is the reference of simhash(text).
-
-CREATE FUNCTION simhash_python(document text, profile text) RETURNS bigint
-	LANGUAGE plpython3u IMMUTABLE STRICT PARALLEL SAFE COST 5000
-	SET search_path = pg_catalog, pg_temp
-	AS $python$
-#NEARSIM-IMPORT
-return functions.simhash(plpy, document, profile)
-$python$;
-
-REVOKE ALL ON FUNCTION simhash_python(text, text) FROM PUBLIC;
-
-COMMENT ON FUNCTION simhash_python(text, text) IS
-'the PL/Python body of simhash(text, text), which calls it and reports its errors without a Python traceback';
 
 CREATE FUNCTION simhash(document text, profile text) RETURNS bigint
 	AS 'MODULE_PATHNAME', 'nearsim_python_call'
@@ -79,19 +70,6 @@ CREATE FUNCTION simhash(document text, profile text) RETURNS bigint
 COMMENT ON FUNCTION simhash(text, text) IS
 '64-bit SimHash fingerprint of a document with the named feature profile (e.g. ''english/1'', ''chars:5/1'', ''words:1-3+unique/1''); NULL for NULL or for a text without features';
 
-CREATE FUNCTION nearsim_profile_python(profile text) RETURNS text
-	LANGUAGE plpython3u IMMUTABLE STRICT PARALLEL SAFE
-	SET search_path = pg_catalog, pg_temp
-	AS $python$
-#NEARSIM-IMPORT
-return functions.nearsim_profile(plpy, profile)
-$python$;
-
-REVOKE ALL ON FUNCTION nearsim_profile_python(text) FROM PUBLIC;
-
-COMMENT ON FUNCTION nearsim_profile_python(text) IS
-'the PL/Python body of nearsim_profile(text), which calls it and reports its errors without a Python traceback';
-
 CREATE FUNCTION nearsim_profile(profile text) RETURNS text
 	AS 'MODULE_PATHNAME', 'nearsim_python_call'
 	LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
@@ -99,38 +77,12 @@ CREATE FUNCTION nearsim_profile(profile text) RETURNS text
 COMMENT ON FUNCTION nearsim_profile(text) IS
 'canonical name of a feature profile (short name or specification, and version), e.g. nearsim_profile(''words:3'') = ''default/1''; an error for a profile this server does not compute';
 
-CREATE FUNCTION nearsim_profiles_python(OUT name text, OUT specification text) RETURNS SETOF record
-	LANGUAGE plpython3u IMMUTABLE PARALLEL SAFE
-	SET search_path = pg_catalog, pg_temp
-	AS $python$
-#NEARSIM-IMPORT
-return functions.nearsim_profiles(plpy)
-$python$;
-
-REVOKE ALL ON FUNCTION nearsim_profiles_python() FROM PUBLIC;
-
-COMMENT ON FUNCTION nearsim_profiles_python() IS
-'the PL/Python body of nearsim_profiles(), which calls it and reports its errors without a Python traceback';
-
 CREATE FUNCTION nearsim_profiles(OUT name text, OUT specification text) RETURNS SETOF record
 	AS 'MODULE_PATHNAME', 'nearsim_python_call'
 	LANGUAGE C IMMUTABLE PARALLEL SAFE;
 
 COMMENT ON FUNCTION nearsim_profiles() IS
 'the short names of feature profiles and the specification each stands for; any specification words:N[-M] or chars:N[-M] with options +stop:LANG, +stem:LANG, +soundex, +novowels, +unique-words, +unique is a profile too';
-
-CREATE FUNCTION simhash_profile_python() RETURNS text
-	LANGUAGE plpython3u IMMUTABLE PARALLEL SAFE
-	SET search_path = pg_catalog, pg_temp
-	AS $python$
-#NEARSIM-IMPORT
-return functions.simhash_profile(plpy)
-$python$;
-
-REVOKE ALL ON FUNCTION simhash_profile_python() FROM PUBLIC;
-
-COMMENT ON FUNCTION simhash_profile_python() IS
-'the PL/Python body of simhash_profile(), which calls it and reports its errors without a Python traceback';
 
 CREATE FUNCTION simhash_profile() RETURNS text
 	AS 'MODULE_PATHNAME', 'nearsim_python_call'
@@ -318,22 +270,6 @@ CREATE TRIGGER nearsim_link_registered AFTER INSERT OR UPDATE ON @extschema@.nea
 -- They run with the caller's rights; what they create belongs to the table's
 -- owner.
 
-CREATE FUNCTION nearsim_enable_python(tbl regclass, text_column name, hash_column name DEFAULT 'si',
-		bands integer DEFAULT NULL, prefix name DEFAULT NULL, batch_size integer DEFAULT 10000,
-		profile text DEFAULT 'default/1')
-	RETURNS void
-	LANGUAGE plpython3u
-	SET search_path = pg_catalog, pg_temp
-	AS $python$
-#NEARSIM-IMPORT
-return functions.nearsim_enable(plpy, tbl, text_column, hash_column, bands, prefix, batch_size, profile)
-$python$;
-
-REVOKE ALL ON FUNCTION nearsim_enable_python(regclass, name, name, integer, name, integer, text) FROM PUBLIC;
-
-COMMENT ON FUNCTION nearsim_enable_python(regclass, name, name, integer, name, integer, text) IS
-'the PL/Python body of nearsim_enable(regclass, name, name, integer, name, integer, text), which calls it and reports its errors without a Python traceback';
-
 CREATE FUNCTION nearsim_enable(tbl regclass, text_column name, hash_column name DEFAULT 'si',
 		bands integer DEFAULT NULL, prefix name DEFAULT NULL, batch_size integer DEFAULT 10000,
 		profile text DEFAULT 'default/1')
@@ -344,42 +280,12 @@ CREATE FUNCTION nearsim_enable(tbl regclass, text_column name, hash_column name 
 COMMENT ON FUNCTION nearsim_enable(regclass, name, name, integer, name, integer, text) IS
 'fingerprint text_column of tbl into hash_column (added if missing) with the feature profile, index it with one rotation index per band (btrees over nearsim_rotate(hash_column, band''s first bit)), install the fingerprint triggers and the search function <prefix>_similar(query, max_distance)';
 
-CREATE FUNCTION nearsim_disable_python(tbl regclass) RETURNS void
-	LANGUAGE plpython3u
-	SET search_path = pg_catalog, pg_temp
-	AS $python$
-#NEARSIM-IMPORT
-return functions.nearsim_disable(plpy, tbl)
-$python$;
-
-REVOKE ALL ON FUNCTION nearsim_disable_python(regclass) FROM PUBLIC;
-
-COMMENT ON FUNCTION nearsim_disable_python(regclass) IS
-'the PL/Python body of nearsim_disable(regclass), which calls it and reports its errors without a Python traceback';
-
 CREATE FUNCTION nearsim_disable(tbl regclass) RETURNS void
 	AS 'MODULE_PATHNAME', 'nearsim_python_call'
 	LANGUAGE C;
 
 COMMENT ON FUNCTION nearsim_disable(regclass) IS
 'remove the rotation indexes, triggers and search functions of tbl; its documents and fingerprint column stay';
-
-CREATE FUNCTION nearsim_verify_python(tbl regclass, fingerprints boolean DEFAULT NULL,
-		OUT ok boolean, OUT documents bigint, OUT fingerprinted bigint, OUT indexed bigint,
-		OUT missing bigint, OUT extra bigint, OUT wrong bigint, OUT stale bigint,
-		OUT sample_keys text[], OUT triggers_ok boolean, OUT band_indexes_ok boolean,
-		OUT profile_ok boolean, OUT bands integer)
-	LANGUAGE plpython3u STABLE
-	SET search_path = pg_catalog, pg_temp
-	AS $python$
-#NEARSIM-IMPORT
-return functions.nearsim_verify(plpy, tbl, fingerprints)
-$python$;
-
-REVOKE ALL ON FUNCTION nearsim_verify_python(regclass, boolean) FROM PUBLIC;
-
-COMMENT ON FUNCTION nearsim_verify_python(regclass, boolean) IS
-'the PL/Python body of nearsim_verify(regclass, boolean), which calls it and reports its errors without a Python traceback';
 
 CREATE FUNCTION nearsim_verify(tbl regclass, fingerprints boolean DEFAULT NULL,
 		OUT ok boolean, OUT documents bigint, OUT fingerprinted bigint, OUT indexed bigint,
@@ -392,22 +298,6 @@ CREATE FUNCTION nearsim_verify(tbl regclass, fingerprints boolean DEFAULT NULL,
 COMMENT ON FUNCTION nearsim_verify(regclass, boolean) IS
 'health of tbl: its rotation indexes (indexed counts the documents they hold; missing, extra and wrong count drift against a bucket table kept from before 0.4.0), triggers and profile, and stored fingerprints that differ from simhash(text) (stale): among about 1,000 sampled rows by default, every row with fingerprints => true, none with false; for the owner of tbl';
 
-CREATE FUNCTION nearsim_rebuild_python(tbl regclass, bands integer DEFAULT NULL,
-		fingerprints boolean DEFAULT NULL, batch_size integer DEFAULT 10000,
-		profile text DEFAULT NULL,
-		OUT recomputed bigint, OUT removed bigint, OUT added bigint, OUT bands integer)
-	LANGUAGE plpython3u
-	SET search_path = pg_catalog, pg_temp
-	AS $python$
-#NEARSIM-IMPORT
-return functions.nearsim_rebuild(plpy, tbl, bands, fingerprints, batch_size, profile)
-$python$;
-
-REVOKE ALL ON FUNCTION nearsim_rebuild_python(regclass, integer, boolean, integer, text) FROM PUBLIC;
-
-COMMENT ON FUNCTION nearsim_rebuild_python(regclass, integer, boolean, integer, text) IS
-'the PL/Python body of nearsim_rebuild(regclass, integer, boolean, integer, text), which calls it and reports its errors without a Python traceback';
-
 CREATE FUNCTION nearsim_rebuild(tbl regclass, bands integer DEFAULT NULL,
 		fingerprints boolean DEFAULT NULL, batch_size integer DEFAULT 10000,
 		profile text DEFAULT NULL,
@@ -418,19 +308,7 @@ CREATE FUNCTION nearsim_rebuild(tbl regclass, bands integer DEFAULT NULL,
 COMMENT ON FUNCTION nearsim_rebuild(regclass, integer, boolean, integer, text) IS
 're-create the rotation indexes of tbl (replacing a bucket table kept from before 0.4.0), its triggers and functions, optionally change the number of bands or switch to another feature profile; fingerprints are recomputed when a sample of about 1,000 rows finds stale ones (default), always (true) or never (false); removed counts the rows of the dropped bucket table, added the documents of re-created indexes';
 
-CREATE FUNCTION nearsim_check_profile_python(tbl regclass, profile text) RETURNS boolean
-	LANGUAGE plpython3u IMMUTABLE STRICT PARALLEL SAFE
-	SET search_path = pg_catalog, pg_temp
-	AS $python$
-#NEARSIM-IMPORT
-return functions.nearsim_check_profile(plpy, tbl, profile)
-$python$;
-
-REVOKE ALL ON FUNCTION nearsim_check_profile_python(regclass, text) FROM PUBLIC;
-
-COMMENT ON FUNCTION nearsim_check_profile_python(regclass, text) IS
-'the PL/Python body of nearsim_check_profile(regclass, text), which calls it and reports its errors without a Python traceback';
-
+-- with a PL/Python body
 CREATE FUNCTION nearsim_check_profile(tbl regclass, profile text) RETURNS boolean
 	AS 'MODULE_PATHNAME', 'nearsim_check_profile'
 	LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
@@ -440,25 +318,6 @@ COMMENT ON FUNCTION nearsim_check_profile(regclass, text) IS
 
 -- Exact measures of a pair of texts (PL/Python, nearsim.core.measures): what
 -- a fingerprint distance only suggests, measured on the words.
-
-CREATE FUNCTION nearsim_compare_python(a text, b text, min_chunk_words integer DEFAULT 5,
-		shingle_words integer DEFAULT 3,
-		OUT longer integer, OUT shorter integer, OUT common integer,
-		OUT s_l double precision, OUT s_j double precision,
-		OUT information_s_l double precision, OUT information_s_j double precision,
-		OUT s_r double precision, OUT containment double precision,
-		OUT multiset_jaccard double precision)
-	LANGUAGE plpython3u IMMUTABLE STRICT PARALLEL SAFE
-	SET search_path = pg_catalog, pg_temp
-	AS $python$
-#NEARSIM-IMPORT
-return functions.nearsim_compare(plpy, a, b, min_chunk_words, shingle_words)
-$python$;
-
-REVOKE ALL ON FUNCTION nearsim_compare_python(text, text, integer, integer) FROM PUBLIC;
-
-COMMENT ON FUNCTION nearsim_compare_python(text, text, integer, integer) IS
-'the PL/Python body of nearsim_compare(text, text, integer, integer), which calls it and reports its errors without a Python traceback';
 
 CREATE FUNCTION nearsim_compare(a text, b text, min_chunk_words integer DEFAULT 5,
 		shingle_words integer DEFAULT 3,
@@ -538,39 +397,12 @@ COMMENT ON FUNCTION nearsim_resemblance_pairs(regclass, name, name, name, double
 -- MinHash signatures (values below 2^61, so they fit bigint) and the
 -- estimate of S_R they give, with its 95% interval.
 
-CREATE FUNCTION nearsim_minhash_python(document text, hashes integer DEFAULT 200) RETURNS bigint[]
-	LANGUAGE plpython3u IMMUTABLE STRICT PARALLEL SAFE
-	SET search_path = pg_catalog, pg_temp
-	AS $python$
-#NEARSIM-IMPORT
-return functions.nearsim_minhash(plpy, document, hashes)
-$python$;
-
-REVOKE ALL ON FUNCTION nearsim_minhash_python(text, integer) FROM PUBLIC;
-
-COMMENT ON FUNCTION nearsim_minhash_python(text, integer) IS
-'the PL/Python body of nearsim_minhash(text, integer), which calls it and reports its errors without a Python traceback';
-
 CREATE FUNCTION nearsim_minhash(document text, hashes integer DEFAULT 200) RETURNS bigint[]
 	AS 'MODULE_PATHNAME', 'nearsim_python_call'
 	LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 
 COMMENT ON FUNCTION nearsim_minhash(text, integer) IS
 'MinHash signature of the 3-word shingles of a document, one minimum per hash function; NULL for a text without words';
-
-CREATE FUNCTION nearsim_minhash_estimate_python(a bigint[], b bigint[],
-		OUT estimate double precision, OUT low double precision, OUT high double precision)
-	LANGUAGE plpython3u IMMUTABLE STRICT PARALLEL SAFE
-	SET search_path = pg_catalog, pg_temp
-	AS $python$
-#NEARSIM-IMPORT
-return functions.nearsim_minhash_estimate(plpy, a, b)
-$python$;
-
-REVOKE ALL ON FUNCTION nearsim_minhash_estimate_python(bigint[], bigint[]) FROM PUBLIC;
-
-COMMENT ON FUNCTION nearsim_minhash_estimate_python(bigint[], bigint[]) IS
-'the PL/Python body of nearsim_minhash_estimate(bigint[], bigint[]), which calls it and reports its errors without a Python traceback';
 
 CREATE FUNCTION nearsim_minhash_estimate(a bigint[], b bigint[],
 		OUT estimate double precision, OUT low double precision, OUT high double precision)
@@ -584,21 +416,6 @@ COMMENT ON FUNCTION nearsim_minhash_estimate(bigint[], bigint[]) IS
 -- (edited KJV chapters) at each Hamming distance, and the radius that finds
 -- 99% of the pairs at least so similar (nearsim.core.calibration).
 
-CREATE FUNCTION nearsim_estimate_python(distance integer, profile text DEFAULT 'default/1',
-		OUT pairs integer, OUT mean double precision, OUT low double precision,
-		OUT high double precision)
-	LANGUAGE plpython3u IMMUTABLE STRICT PARALLEL SAFE
-	SET search_path = pg_catalog, pg_temp
-	AS $python$
-#NEARSIM-IMPORT
-return functions.nearsim_estimate(plpy, distance, profile)
-$python$;
-
-REVOKE ALL ON FUNCTION nearsim_estimate_python(integer, text) FROM PUBLIC;
-
-COMMENT ON FUNCTION nearsim_estimate_python(integer, text) IS
-'the PL/Python body of nearsim_estimate(integer, text), which calls it and reports its errors without a Python traceback';
-
 CREATE FUNCTION nearsim_estimate(distance integer, profile text DEFAULT 'default/1',
 		OUT pairs integer, OUT mean double precision, OUT low double precision,
 		OUT high double precision)
@@ -607,20 +424,6 @@ CREATE FUNCTION nearsim_estimate(distance integer, profile text DEFAULT 'default
 
 COMMENT ON FUNCTION nearsim_estimate(integer, text) IS
 'the shingle resemblance S_R of calibration pairs whose profile fingerprints are this Hamming distance apart: how many, their mean, 5th and 95th percentiles (NULL where fewer than 10 pairs fell)';
-
-CREATE FUNCTION nearsim_radius_python(min_similarity double precision, profile text DEFAULT 'default/1')
-	RETURNS integer
-	LANGUAGE plpython3u IMMUTABLE STRICT PARALLEL SAFE
-	SET search_path = pg_catalog, pg_temp
-	AS $python$
-#NEARSIM-IMPORT
-return functions.nearsim_radius(plpy, min_similarity, profile)
-$python$;
-
-REVOKE ALL ON FUNCTION nearsim_radius_python(double precision, text) FROM PUBLIC;
-
-COMMENT ON FUNCTION nearsim_radius_python(double precision, text) IS
-'the PL/Python body of nearsim_radius(double precision, text), which calls it and reports its errors without a Python traceback';
 
 CREATE FUNCTION nearsim_radius(min_similarity double precision, profile text DEFAULT 'default/1')
 	RETURNS integer
@@ -632,22 +435,7 @@ COMMENT ON FUNCTION nearsim_radius(double precision, text) IS
 
 -- Verified search: "% similar" instead of "bits apart".
 
-CREATE FUNCTION nearsim_similar_verified_python(tbl regclass, query text,
-		min_similarity double precision DEFAULT 0.8, measure text DEFAULT 's_r',
-		max_distance integer DEFAULT NULL)
-	RETURNS TABLE (key text, distance integer, similarity double precision, short boolean)
-	LANGUAGE plpython3u STABLE
-	SET search_path = pg_catalog, pg_temp
-	AS $python$
-#NEARSIM-IMPORT
-return functions.nearsim_similar_verified(plpy, tbl, query, min_similarity, measure, max_distance)
-$python$;
-
-REVOKE ALL ON FUNCTION nearsim_similar_verified_python(regclass, text, double precision, text, integer) FROM PUBLIC;
-
-COMMENT ON FUNCTION nearsim_similar_verified_python(regclass, text, double precision, text, integer) IS
-'the PL/Python body of nearsim_similar_verified(regclass, text, double precision, text, integer), which calls it and reports its errors without a Python traceback';
-
+-- with a PL/Python body
 CREATE FUNCTION nearsim_similar_verified(tbl regclass, query text,
 		min_similarity double precision DEFAULT 0.8, measure text DEFAULT 's_r',
 		max_distance integer DEFAULT NULL)
@@ -659,21 +447,6 @@ CREATE FUNCTION nearsim_similar_verified(tbl regclass, query text,
 COMMENT ON FUNCTION nearsim_similar_verified(regclass, text, double precision, text, integer) IS
 'documents of tbl whose exact similarity to query (measure s_r, s_l, s_j, containment, information_s_l or information_s_j) is at least min_similarity, most similar first; by S_R from 0.5 up without max_distance, candidates come from the table''s sketch index (a GIN index over nearsim_sketch(text column)) when it has one, otherwise from the rotation index within max_distance bits, by default the calibrated radius for min_similarity (nearsim_radius); short marks pairs where a text has fewer than 10 shingles';
 
-CREATE FUNCTION nearsim_pairs_verified_python(tbl regclass, min_similarity double precision DEFAULT 0.8,
-		measure text DEFAULT 's_r', max_distance integer DEFAULT NULL)
-	RETURNS TABLE (a text, b text, distance integer, similarity double precision, short boolean)
-	LANGUAGE plpython3u STABLE
-	SET search_path = pg_catalog, pg_temp
-	AS $python$
-#NEARSIM-IMPORT
-return functions.nearsim_pairs_verified(plpy, tbl, min_similarity, measure, max_distance)
-$python$;
-
-REVOKE ALL ON FUNCTION nearsim_pairs_verified_python(regclass, double precision, text, integer) FROM PUBLIC;
-
-COMMENT ON FUNCTION nearsim_pairs_verified_python(regclass, double precision, text, integer) IS
-'the PL/Python body of nearsim_pairs_verified(regclass, double precision, text, integer), which calls it and reports its errors without a Python traceback';
-
 CREATE FUNCTION nearsim_pairs_verified(tbl regclass, min_similarity double precision DEFAULT 0.8,
 		measure text DEFAULT 's_r', max_distance integer DEFAULT NULL)
 	RETURNS TABLE (a text, b text, distance integer, similarity double precision, short boolean)
@@ -682,22 +455,6 @@ CREATE FUNCTION nearsim_pairs_verified(tbl regclass, min_similarity double preci
 
 COMMENT ON FUNCTION nearsim_pairs_verified(regclass, double precision, text, integer) IS
 'pairs of documents of tbl whose exact similarity (measure, of a to b for containment) is at least min_similarity: for s_r without max_distance every such pair, whatever the distance of their fingerprints (an exact join of the shingle sets, nearsim_resemblance_pairs); otherwise the pairs of nearsim_pairs within max_distance (by default nearsim_radius(min_similarity)) that pass';
-
-CREATE FUNCTION nearsim_clusters_verified_python(tbl regclass, min_similarity double precision DEFAULT 0.8,
-		measure text DEFAULT 's_r', max_distance integer DEFAULT NULL,
-		method text DEFAULT 'components', min_size integer DEFAULT 2)
-	RETURNS TABLE (key text, cluster text, pivot text)
-	LANGUAGE plpython3u STABLE
-	SET search_path = pg_catalog, pg_temp
-	AS $python$
-#NEARSIM-IMPORT
-return functions.nearsim_clusters_verified(plpy, tbl, min_similarity, measure, max_distance, method, min_size)
-$python$;
-
-REVOKE ALL ON FUNCTION nearsim_clusters_verified_python(regclass, double precision, text, integer, text, integer) FROM PUBLIC;
-
-COMMENT ON FUNCTION nearsim_clusters_verified_python(regclass, double precision, text, integer, text, integer) IS
-'the PL/Python body of nearsim_clusters_verified(regclass, double precision, text, integer, text, integer), which calls it and reports its errors without a Python traceback';
 
 CREATE FUNCTION nearsim_clusters_verified(tbl regclass, min_similarity double precision DEFAULT 0.8,
 		measure text DEFAULT 's_r', max_distance integer DEFAULT NULL,
@@ -732,21 +489,6 @@ CREATE FUNCTION nearsim_pairs(tbl regclass, max_distance integer DEFAULT 6)
 
 COMMENT ON FUNCTION nearsim_pairs(regclass, integer) IS
 'every pair of documents of tbl whose fingerprints differ in at most max_distance bits, keys as text with a < b in key order; exact';
-
-CREATE FUNCTION nearsim_clusters_python(tbl regclass, max_distance integer DEFAULT 6,
-		method text DEFAULT 'components', min_size integer DEFAULT 2)
-	RETURNS TABLE (key text, cluster text, pivot text)
-	LANGUAGE plpython3u STABLE STRICT
-	SET search_path = pg_catalog, pg_temp
-	AS $python$
-#NEARSIM-IMPORT
-return functions.nearsim_clusters(plpy, tbl, max_distance, method, min_size)
-$python$;
-
-REVOKE ALL ON FUNCTION nearsim_clusters_python(regclass, integer, text, integer) FROM PUBLIC;
-
-COMMENT ON FUNCTION nearsim_clusters_python(regclass, integer, text, integer) IS
-'the PL/Python body of nearsim_clusters(regclass, integer, text, integer), which calls it and reports its errors without a Python traceback';
 
 CREATE FUNCTION nearsim_clusters(tbl regclass, max_distance integer DEFAULT 6,
 		method text DEFAULT 'components', min_size integer DEFAULT 2)
