@@ -60,6 +60,40 @@ extern int	nearsim_radius(Datum limit, Oid type, int adjust);
 /* Share of random fingerprints within max_distance bits of a query */
 extern double nearsim_share_within(int max_distance);
 
+/* What rotation.c's cost model and rotation_search.c's search share */
+#define SIGN_BIT (UINT64CONST(1) << 63)
+#define MAX_RANGES (1 << 20)	/* per band: a search within many bits reads whole indexes */
+/* Cost of reading one key range against checking one key in it */
+#define RANGE_COST 10.0
+#define KEYS_PER_INDEX_PAGE 280.0	/* 8 kB leaf pages about 70% full of 20-byte keys */
+/*
+ * The rings a nearest-first search reads before it reads an index whole
+ * instead, as a share of the index's keys (rings cost about ten times as
+ * much a key, counting their ranges: measured on a million random
+ * fingerprints, where a pass reads about 6 ns a key)
+ */
+#define PASS_KEY_COST 0.1
+#define ALL_DISTANCES (FINGERPRINT_BITS + 1)
+
+/* The fingerprint of an index key of the band starting at bit shift */
+static inline uint64
+fingerprint_of_key(int64 key, int shift)
+{
+	uint64		rotated = ((uint64) key) ^ SIGN_BIT;
+
+	return nearsim_rotate_left(rotated, (FINGERPRINT_BITS - shift) % FINGERPRINT_BITS);
+}
+
+/* The key of the first bits of a value's range: the value in the top bits */
+static inline int64
+key_of(uint64 rotated)
+{
+	return (int64) (rotated ^ SIGN_BIT);
+}
+
+/* The leading bits of a band a search within radius enumerates, for `keys` keys */
+extern int	nearsim_probe_bits(int width, int radius, double keys);
+
 /* keys.c: a rotation index's keys read from its leaf pages, range by range */
 #define KEYS_AHEAD 4			/* leaves loaded ahead of the one read */
 typedef struct KeyReader
