@@ -21,7 +21,9 @@
 
 /*
  * The fingerprint of profile default/1 (see python_client/nearsim/
- * fingerprint.py, the reference it must equal bit for bit):
+ * fingerprint.py, the reference it must equal bit for bit).  It is one file,
+ * over 800 lines, as its reference is one module: the steps below read side
+ * by side with the Python's, and the golden vectors test them together.
  *
  * 1. default ignorable code points are removed, code points unassigned in
  *    Unicode 14.0.0 become spaces;
