@@ -61,6 +61,8 @@ ERRORS: dict[str, str] = {
     "nearsim_writes_as_owner": "none (false for a relation that is gone)",
     "nearsim_sketch_index": "55000 if `tbl` is not enabled",
     "nearsim_rotation_indexes": "none (no rows for a table without rotation indexes)",
+    "nearsim_links": "42501 unless the caller has the privileges of the owner of `tbl`; 55000 if"
+                     " it is not enabled",
     "nearsim_guard": "22023 for neither max_distance nor min_similarity, a max_distance outside"
                      " 0..64, a min_similarity not above 0 or above 1 (or NaN) or outside the"
                      " calibration without max_distance, an"

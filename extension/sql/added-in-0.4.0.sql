@@ -183,3 +183,41 @@ ALTER FUNCTION @extschema@.hamming(pg_catalog.int8, pg_catalog.int8)
 
 COMMENT ON FUNCTION @extschema@.hamming(pg_catalog.int8, pg_catalog.int8) IS
 'number of bits in which two fingerprints differ (0 to 64); WHERE hamming(si, simhash($1)) <= k, a join on such a condition and ORDER BY hamming(si, q) LIMIT n read the table''s rotation index';
+
+CREATE FUNCTION nearsim_links(tbl regclass) RETURNS regclass
+	LANGUAGE plpgsql STRICT
+	SET search_path = pg_catalog, pg_temp
+	AS $plpgsql$
+DECLARE
+	entry @extschema@.nearsim_tables;
+	links text;
+	key_type text;
+BEGIN
+	SELECT * INTO entry FROM @extschema@.nearsim_tables r
+		WHERE r.tbl OPERATOR(pg_catalog.=) nearsim_links.tbl;
+	IF NOT FOUND THEN
+		RAISE EXCEPTION 'table % is not enabled for nearsim', tbl USING ERRCODE = '55000',
+			HINT = 'SELECT nearsim_enable(table, text_column) first.';
+	END IF;
+	links := pg_catalog.format('%I.%I', entry.object_schema,
+		(SELECT c.relname FROM pg_catalog.pg_class c WHERE c.oid OPERATOR(pg_catalog.=) tbl)
+		OPERATOR(pg_catalog.||) '_nearsim_links');
+	IF pg_catalog.to_regclass(links) IS NULL THEN
+		SELECT pg_catalog.format_type(a.atttypid, a.atttypmod) INTO key_type
+			FROM pg_catalog.pg_attribute a
+			WHERE a.attrelid OPERATOR(pg_catalog.=) tbl
+				AND a.attname OPERATOR(pg_catalog.=) entry.key_column;
+		PERFORM @extschema@.nearsim_as_owner(tbl, pg_catalog.format(
+			'CREATE TABLE %s (new_key %s NOT NULL, existing_key %s NOT NULL,'
+			' distance integer NOT NULL, similarity double precision,'
+			' recorded_at timestamptz NOT NULL DEFAULT pg_catalog.now())', links, key_type, key_type));
+	END IF;
+	-- the owner's, and dropped with the table
+	PERFORM @extschema@.nearsim_link(tbl, ARRAY[links::pg_catalog.regclass],
+		'{}'::pg_catalog.regprocedure[]);
+	RETURN links::pg_catalog.regclass;
+END
+$plpgsql$;
+
+COMMENT ON FUNCTION nearsim_links(regclass) IS
+'the table <tbl>_nearsim_links where near-duplicates written on purpose are linked to the documents they resemble (nearsim_guard with action record, nearsim-load --on-near-duplicate record), made by the owner of tbl if missing and dropped with tbl; for the owner of tbl';

@@ -96,6 +96,41 @@ def test_record_writes_them_and_links_them(database: str, stored: tuple[str, Pat
         ("a-ruth1-edited.txt", "ruth1.txt", True), ("d-obadiah-again.txt", "c-obadiah.txt", True)]
 
 
+def test_recorded_links_are_the_owners_and_go_with_the_table(
+    database: str, stored: tuple[str, Path]
+) -> None:
+    """The links table is the one nearsim_guard records into: the table owner's, dropped with it."""
+    table, new = stored
+    owner = f"owner_{uuid.uuid4().hex[:8]}"
+    ident = sql.Identifier(table)
+    links = f"{table}_nearsim_links"
+    with psycopg.connect(database, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE ROLE {}").format(sql.Identifier(owner)))
+        conn.execute(sql.SQL("GRANT CREATE ON SCHEMA public TO {}").format(sql.Identifier(owner)))
+        try:
+            conn.execute(sql.SQL("ALTER TABLE {} OWNER TO {}").format(ident, sql.Identifier(owner)))
+            # loaded by another role (here a superuser) than the table's owner
+            result = load(database, table, "--on-near-duplicate", "record", "--near-distance",
+                          str(K), str(new))
+            assert result.exit_code == 0, result.output
+            assert conn.execute("SELECT pg_catalog.pg_get_userbyid(relowner) FROM pg_class"
+                                " WHERE oid = %s::regclass", [links]).fetchone() == (owner,)
+            # a guard that records writes the same table
+            conn.execute("SELECT nearsim_guard(%s, max_distance => %s, action => 'record')",
+                         [table, K])
+            conn.execute(sql.SQL("INSERT INTO {} (key, source, content_hash, body)"
+                                 " VALUES ('again', 'again', '\\x00', %s)").format(ident),
+                         [CHAPTERS["Jude 1"]])
+            assert conn.execute(sql.SQL("SELECT count(*) FROM {}").format(
+                sql.Identifier(links))).fetchone() == (3,)
+            conn.execute(sql.SQL("DROP TABLE {} CASCADE").format(ident))
+            assert conn.execute("SELECT to_regclass(%s)", [links]).fetchone() == (None,)
+        finally:
+            conn.execute(sql.SQL("DROP TABLE IF EXISTS {} CASCADE").format(ident))
+            conn.execute(sql.SQL("DROP OWNED BY {}").format(sql.Identifier(owner)))
+            conn.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(owner)))
+
+
 def test_a_table_of_ones_own(database: str, tmp_path: Path) -> None:
     table = f"own_{uuid.uuid4().hex[:8]}"
     with psycopg.connect(database, autocommit=True) as conn:

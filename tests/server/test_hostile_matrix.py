@@ -358,6 +358,7 @@ MATRIX: dict[str, Cell] = {
         Kind.INFO, select("nearsim_sketch_index", "{t.reg}")),
     "function nearsim_rotation_indexes(regclass)": Cell(
         Kind.INFO, select("nearsim_rotation_indexes", "{t.reg}")),
+    "function nearsim_links(regclass)": Cell(Kind.OWNER, select("nearsim_links", "{t.reg}")),
     "function nearsim_minhash(text,integer)": Cell(
         Kind.PURE, select("nearsim_minhash", "{t.near}, 16")),
     "function nearsim_minhash_estimate(bigint[],bigint[])": Cell(

@@ -93,6 +93,7 @@ ENTRIES: dict[str, tuple[str, bool]] = {
     "nearsim_sketch_index(regclass)": ("SELECT * FROM nearsim_sketch_index('docs')", False),
     "nearsim_rotation_indexes(regclass)":
         ("SELECT * FROM nearsim_rotation_indexes('docs')", False),
+    "nearsim_links(regclass)": ("SELECT nearsim_links('docs')", False),
     "nearsim_resemblance_pairs(regclass,name,name,name,double precision)":
         ("SELECT count(*) FROM nearsim_resemblance_pairs('docs', 'id', 'body', 'si', 1e-9)", False),
     "nearsim_minhash(text,integer)": (f"SELECT cardinality(nearsim_minhash({BIG}, 10000))", True),

@@ -1282,26 +1282,23 @@ class Loader:
         return written._replace(refused=refused)
 
     def _record_links(self, links: dict[str, tuple[str, int]]) -> None:
-        """Link written near-duplicates in <table>_nearsim_links, as nearsim_guard records."""
-        registration = self.table.registration()
-        assert registration is not None
-        relname = self.conn.execute(
-            "SELECT c.relname FROM pg_catalog.pg_class c WHERE c.oid = %s::pg_catalog.regclass",
-            [self.table.quoted]).fetchone()
-        assert relname is not None
-        name = sql.Identifier(registration.object_schema, f"{relname[0]}_nearsim_links")
-        key_type = self.conn.execute(
-            "SELECT pg_catalog.format_type(a.atttypid, a.atttypmod) FROM pg_catalog.pg_attribute a"
-            " WHERE a.attrelid = %s::pg_catalog.regclass AND a.attname = %s",
-            [self.table.quoted, registration.key_column]).fetchone()
-        assert key_type is not None
-        self.conn.execute(sql.SQL(
-            "CREATE TABLE IF NOT EXISTS {} (new_key {type} NOT NULL, existing_key {type} NOT NULL,"
-            " distance integer NOT NULL, similarity double precision,"
-            " recorded_at timestamptz NOT NULL DEFAULT pg_catalog.now())").format(
-                name, type=sql.SQL(key_type[0])))
+        """Link written near-duplicates in <table>_nearsim_links, as nearsim_guard records.
+
+        The links table is the one ``nearsim_links`` makes: the table owner's,
+        dropped with it, and the one a guard with action record writes.
+        """
+        row = self.conn.execute(
+            sql.SQL("SELECT {}.nearsim_links(%s::pg_catalog.regclass)::pg_catalog.oid").format(
+                self.table.extension), [self.table.quoted]).fetchone()
+        assert row is not None
+        name = self.conn.execute(
+            "SELECT n.nspname, c.relname FROM pg_catalog.pg_class c"
+            " JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = %s",
+            [row[0]]).fetchone()
+        assert name is not None
+        table = sql.Identifier(name[0], name[1])
         with self.conn.cursor().copy(sql.SQL(
-                "COPY {} (new_key, existing_key, distance) FROM STDIN").format(name)) as copy:
+                "COPY {} (new_key, existing_key, distance) FROM STDIN").format(table)) as copy:
             for new, (existing, distance) in links.items():
                 copy.write_row((new, existing, distance))
 
