@@ -8,6 +8,7 @@
     body          text NOT NULL      -- the document's text
     si            bigint             -- its fingerprint, kept current by nearsim's trigger
     loaded_at     timestamptz NOT NULL DEFAULT now()
+    fields        jsonb              -- a record's other fields (kept_fields.py); NULL for a file
 
 The query functions work on any table enabled with ``nearsim_enable``.
 """
@@ -27,11 +28,13 @@ from psycopg import sql
 from ..core.fingerprint import PROFILE
 from ..core.profiles import canonical, simhash
 from ..core.registry import EXTENSION_SCHEMA_QUERY, REGISTRY, Registration
+from .kept_fields import FIELDS_COLUMN as FIELDS
 from .sources import file_key
 
 DEFAULT_TABLE = "docs"
 TEXT_COLUMN = "body"
 FINGERPRINT_COLUMN = "si"
+FIELDS_COLUMN = FIELDS  # optional: tables made before it get it on their first load
 LAYOUT = {
     "key": "text",
     "source": "text",
@@ -212,7 +215,8 @@ class DocumentTable:
                             content_hash bytea NOT NULL,
                             body text {} NOT NULL,
                             si bigint,
-                            loaded_at timestamptz NOT NULL DEFAULT pg_catalog.now())"""
+                            loaded_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
+                            fields jsonb)"""
                     ).format(self.identifier, self._body_compression())
                 )
                 self.conn.execute(

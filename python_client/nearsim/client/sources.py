@@ -47,6 +47,7 @@ from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import IO, Any, Literal, NamedTuple
 
+from . import kept_fields  # a module: it uses storable, from here
 from .extract import InputError, input_error
 from .output import one_line
 
@@ -80,6 +81,7 @@ class RecordInput(NamedTuple):
     source: str
     text: str
     fields: tuple[str | None, ...] = ()
+    kept: str | None = None  # every field but the text, as JSON (kept_fields.kept_json)
 
 
 _LINE = re.compile(r":[0-9]+\Z")
@@ -176,6 +178,7 @@ class SourceOptions:
     encoding: str = "utf-8"  # of CSV files; JSON Lines are UTF-8
     max_bytes: int = 64 * 1024 * 1024
     fields: tuple[str, ...] = ()  # record fields to bring along for other columns
+    keep_fields: bool = True  # bring every field but the text along, as JSON (RecordInput.kept)
 
 
 def iter_inputs(
@@ -333,13 +336,19 @@ def _record(
     key = str(key)
     if "\x00" in key:
         return _nul_field(source, options.id_field)
+    kept = None
+    if options.keep_fields:
+        try:
+            kept = kept_fields.kept_json(fields, options.text_field)
+        except kept_fields.NulInField as error:
+            return _nul_field(source, error.name)
     values: tuple[str | None, ...] = ()
     if options.fields:
         values = tuple(_field_text(fields.get(name)) for name in options.fields)
         for name, value in zip(options.fields, values, strict=True):
             if value is not None and "\x00" in value:
                 return _nul_field(source, name)
-    return RecordInput(storable(key), storable(source), text, values)
+    return RecordInput(storable(key), storable(source), text, values, kept)
 
 
 def _nul_field(source: str, name: str) -> Failure:
