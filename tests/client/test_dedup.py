@@ -296,3 +296,20 @@ def test_an_empty_table_writes_empty_outputs(database: str, tmp_path: Path) -> N
         assert json.loads(result.stdout)["documents"] == 0
     assert (tmp_path / "out.jsonl").read_text() == ""
     assert (tmp_path / "out.csv").read_text().strip() == "id,text"
+
+
+def test_a_table_of_your_own_to_parquet_keeps_its_column_types(database: str, hostile: str,
+                                                               tmp_path: Path) -> None:
+    pq = pytest.importorskip("pyarrow.parquet")
+    out = tmp_path / "out.data"
+    result = run("dedup", hostile, "--dsn", database, "-o", str(out), "--format", "parquet")
+    assert result.exit_code == 0, result.output
+    table = pq.read_table(out)
+    assert [(field.name, str(field.type)) for field in table.schema] == [
+        ("id", "int64"), ('the "text"', "string"), ("fetched at", "timestamp[us, tz=UTC]"),
+        ("Url", "string")]
+    survivors, _ = expected(Keep())
+    rows = {row["id"]: row for row in table.to_pylist()}
+    assert sorted(rows) == sorted([r["id"] for r in survivors] + [50, 51])
+    assert rows[9]['the "text"'] == RECORDS[0]["text"]
+    assert rows[9]["fetched at"].isoformat() == "2024-03-01T00:00:00+00:00"
