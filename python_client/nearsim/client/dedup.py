@@ -35,8 +35,7 @@ from psycopg import sql
 from psycopg.rows import dict_row
 
 from ..core.survivors import Keep, SortTerm
-from .documents import DocumentTable, TableError
-from .kept_fields import FIELDS_COLUMN
+from .documents import FIELDS_COLUMN, DocumentTable, TableError
 from .records_out import OutColumn, OutputError, OutputFile, format_of
 
 __all__ = ["DedupError", "DedupOptions", "DedupSummary", "dedup"]

@@ -10,10 +10,8 @@ dedup`` writes a record back as it was read: the kept fields and the text.
 
 A file (not a record) keeps nothing: its ``fields`` is NULL.
 
-Tables made before the column existed get it on their first load, from a
-role with the privileges of the table's owner (``ALTER TABLE ... ADD
-COLUMN``, which rewrites nothing); a load by another role keeps no fields
-and says so once, on the first record whose fields it drops.
+Tables made before the column existed get it on their first load
+(:meth:`~nearsim.client.documents.DocumentTable.add_fields_column`).
 """
 
 from __future__ import annotations
@@ -23,18 +21,11 @@ import decimal
 import json
 import math
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-import psycopg
-from psycopg import sql
+from .output import storable
 
-# A module, not its names: sources reads records with kept_json.
-from . import sources
-
-if TYPE_CHECKING:
-    from .documents import DocumentTable
-
-__all__ = ["NulInField", "add_fields_column", "kept_json"]
+__all__ = ["NulInField", "kept_json"]
 
 
 class NulInField(ValueError):
@@ -52,7 +43,7 @@ def _plain(value: Any, name: str) -> Any:
     if isinstance(value, str):
         if "\x00" in value:
             raise NulInField(name)
-        return sources.storable(value)
+        return storable(value)
     if isinstance(value, float):
         return value if math.isfinite(value) else str(value)  # jsonb holds no NaN
     if isinstance(value, decimal.Decimal):
@@ -69,11 +60,11 @@ def _plain(value: Any, name: str) -> Any:
             text = str(key)
             if "\x00" in text:
                 raise NulInField(name)
-            kept[sources.storable(text)] = _plain(item, name)
+            kept[storable(text)] = _plain(item, name)
         return kept
     if isinstance(value, (list, tuple)):
         return [_plain(item, name) for item in value]
-    return sources.storable(str(value))
+    return storable(str(value))
 
 
 def kept_json(record: dict[str, Any], text_field: str) -> str | None:
@@ -91,47 +82,5 @@ def kept_json(record: dict[str, Any], text_field: str) -> str | None:
         text = str(name)
         if "\x00" in text:
             raise NulInField(text)
-        kept[sources.storable(text)] = _plain(value, text)
+        kept[storable(text)] = _plain(value, text)
     return json.dumps(kept, ensure_ascii=False) if kept else None
-
-
-FIELDS_COLUMN = "fields"  # documents.FIELDS_COLUMN (which imports sources, which imports this)
-
-
-def has_fields_column(table: DocumentTable) -> bool:
-    return table.columns().get(FIELDS_COLUMN) == "jsonb"
-
-
-def add_fields_column(table: DocumentTable) -> str | None:
-    """Give the loader's own ``table`` its ``fields`` column if it has none.
-
-    None when the table has it (now); else why it cannot have it, as a
-    warning to give when a record's fields are dropped: the role lacks the
-    privileges of the table's owner, or another column has the name.
-    """
-    have = table.columns().get(FIELDS_COLUMN)
-    if have == "jsonb":
-        return None
-    if have is not None:
-        return (f"table {table} has a column {FIELDS_COLUMN} of type {have}, not jsonb: the"
-                " records' other fields are not kept")  # fmt: skip
-    row = table.conn.execute(
-        "SELECT pg_catalog.pg_has_role(c.relowner, 'USAGE'),"
-        " pg_catalog.pg_get_userbyid(c.relowner)"
-        " FROM pg_catalog.pg_class c WHERE c.oid = %s::pg_catalog.regclass",
-        [table.quoted]).fetchone()  # fmt: skip
-    if row is None or not row[0]:
-        owner = row[1] if row else "its owner"
-        return (f"table {table} has no column {FIELDS_COLUMN} and only its owner ({owner}) can"
-                f" add it: the records' other fields are not kept (ALTER TABLE {table} ADD"
-                f" COLUMN {FIELDS_COLUMN} jsonb keeps them from the next load)")  # fmt: skip
-    try:
-        table.conn.execute(sql.SQL("ALTER TABLE {} ADD COLUMN IF NOT EXISTS {} jsonb").format(
-            table.identifier, sql.Identifier(FIELDS_COLUMN)))
-    except psycopg.Error as error:
-        if not table.conn.autocommit:
-            table.conn.rollback()
-        reason = error.diag.message_primary or str(error).strip().splitlines()[0]
-        return f"cannot add column {FIELDS_COLUMN} to table {table} ({reason}): the records'" \
-               " other fields are not kept"
-    return None

@@ -61,9 +61,14 @@ from .database_encoding import (
     non_ascii,
     unstorable_message,
 )  # fmt: skip
-from .documents import DEFAULT_TABLE, FINGERPRINT_COLUMN, DocumentTable, TableError
+from .documents import (
+    DEFAULT_TABLE,
+    FIELDS_COLUMN,
+    FINGERPRINT_COLUMN,
+    DocumentTable,
+    TableError,
+)  # fmt: skip
 from .extract import InputError, check_document, read_document
-from .kept_fields import FIELDS_COLUMN, add_fields_column
 from .sources import (
     BytesRead,
     Failure,
@@ -658,7 +663,7 @@ class Loader:
         self.settings["nearsim.profile"] = profile
         self.options = replace(self.options, profile=profile)
         if self.user is None:
-            self.not_kept = add_fields_column(self.table)
+            self.not_kept = self.table.add_fields_column()
             self.kept = self.not_kept is None
 
     def _layout(self) -> Registration | None:

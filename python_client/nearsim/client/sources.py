@@ -47,9 +47,9 @@ from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import IO, Any, Literal, NamedTuple
 
-from . import kept_fields  # a module: it uses storable, from here
 from .extract import InputError, input_error
-from .output import one_line
+from .kept_fields import NulInField, kept_json
+from .output import one_line, storable
 
 RecordFormat = Literal["auto", "jsonl", "csv", "parquet", "none"]
 JSONL_SUFFIXES = (".jsonl", ".ndjson")
@@ -106,36 +106,6 @@ class BytesRead:
 
     def __init__(self) -> None:
         self.total = 0
-
-
-def storable(name: str) -> str:
-    """``name`` as text that PostgreSQL, JSON and a terminal can hold.
-
-    A file name that is not UTF-8 keeps its bytes: Python decodes each bad
-    byte to a lone surrogate (``surrogateescape``), and here it becomes
-    ``%XX`` (and a ``%`` of such a name ``%25``, so that the form is
-    unambiguous).  A lone surrogate from a record becomes ``%uXXXX``.  Valid
-    names stay as they are.
-
-    >>> storable("caf\\udce9.txt")
-    'caf%E9.txt'
-    """
-    try:
-        name.encode("utf-8")
-    except UnicodeEncodeError:
-        pass
-    else:
-        return name
-    escaped = []
-    for char in name:
-        code = ord(char)
-        if 0xDC80 <= code <= 0xDCFF:
-            escaped.append(f"%{code - 0xDC00:02X}")
-        elif 0xD800 <= code <= 0xDFFF:
-            escaped.append(f"%u{code:04X}")
-        else:
-            escaped.append("%25" if char == "%" else char)
-    return "".join(escaped)
 
 
 def file_key(path: str) -> str:
@@ -339,8 +309,8 @@ def _record(
     kept = None
     if options.keep_fields:
         try:
-            kept = kept_fields.kept_json(fields, options.text_field)
-        except kept_fields.NulInField as error:
+            kept = kept_json(fields, options.text_field)
+        except NulInField as error:
             return _nul_field(source, error.name)
     values: tuple[str | None, ...] = ()
     if options.fields:
