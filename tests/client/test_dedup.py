@@ -313,3 +313,23 @@ def test_a_table_of_your_own_to_parquet_keeps_its_column_types(database: str, ho
     assert sorted(rows) == sorted([r["id"] for r in survivors] + [50, 51])
     assert rows[9]['the "text"'] == RECORDS[0]["text"]
     assert rows[9]["fetched at"].isoformat() == "2024-03-01T00:00:00+00:00"
+
+
+def test_a_record_field_with_a_hostile_name_chooses_and_is_written(database: str,
+                                                                   tmp_path: Path) -> None:
+    field = 'fetched "at", O\'Neil %s'
+    records = [{"id": r["id"], field: r.get("fetched"), "text": r["text"]} for r in RECORDS]
+    for record in records:
+        if record[field] is None:
+            del record[field]
+    table = f'odd "{uuid.uuid4().hex[:6]}"'
+    quoted = '"' + table.replace('"', '""') + '"'
+    load(database, quoted, write_jsonl(tmp_path / "odd.jsonl", records), extra=("--create",))
+    out = tmp_path / "out.csv"
+    result = run("dedup", quoted, "--dsn", database, "--keep", f"newest:{field}", "-o", str(out))
+    assert result.exit_code == 0, result.output
+    survivors, _ = expected(Keep.parse(f"newest:{field}"), records)
+    with open(out, newline="") as file:
+        rows = list(csv.DictReader(file))
+    assert list(rows[0]) == ["id", field, "text"]
+    assert sorted(int(row["id"]) for row in rows) == [r["id"] for r in survivors]
