@@ -333,3 +333,17 @@ def test_a_record_field_with_a_hostile_name_chooses_and_is_written(database: str
         rows = list(csv.DictReader(file))
     assert list(rows[0]) == ["id", field, "text"]
     assert sorted(int(row["id"]) for row in rows) == [r["id"] for r in survivors]
+
+
+def test_outputs_that_cannot_be_written_are_one_line_each(database: str, crawl: str,
+                                                          tmp_path: Path) -> None:  # fmt: skip
+    missing = tmp_path / "no" / "such" / "out.jsonl"
+    result = run("dedup", crawl, "--dsn", database, "-o", str(missing))
+    assert result.exit_code == 2
+    assert result.stderr.strip().splitlines()[-1].endswith(
+        f"directory {missing.parent} does not exist")
+    result = run("dedup", crawl, "--dsn", database, "--mapping", str(tmp_path / "m.parquet"))
+    assert result.exit_code == 2 and "JSON Lines or CSV, not Parquet" in result.stderr
+    result = run("dedup", crawl, "--dsn", database, "-o", str(tmp_path / "out.txt"))
+    assert result.exit_code == 2 and "cannot tell the format of" in result.stderr
+    assert list(tmp_path.iterdir()) == []

@@ -36,7 +36,7 @@ from psycopg.rows import dict_row
 
 from ..core.survivors import Keep, SortTerm
 from .documents import FIELDS_COLUMN, DocumentTable, TableError
-from .records_out import OutColumn, OutputError, OutputFile, format_of
+from .records_out import OutColumn, OutputError, OutputFile, check_writable, format_of
 
 __all__ = ["DedupError", "DedupOptions", "DedupSummary", "dedup"]
 
@@ -139,6 +139,7 @@ class _Source:
         self.fingerprint = registration.hash_column
         by_name = {column.name: column for column in self.columns}
         self.key_type = by_name[self.key].type
+        self.key_typed = by_name[self.key].typed  # a character(10) key is cast to its length
         self.has_fields = self.own and by_name.get(FIELDS_COLUMN, _Column("", "", "")).type \
             == "jsonb"
         keep = options.keep
@@ -160,7 +161,7 @@ class _Source:
 
     def key_of_text(self, value: sql.Composable) -> sql.Composable:
         """A key as the server's group functions give it (text), as the key column holds it."""
-        return sql.SQL("CAST({} AS {})").format(value, sql.SQL(self.key_type))
+        return sql.SQL("CAST({} AS {})").format(value, sql.SQL(self.key_typed))
 
     def record_id(self, alias: str) -> sql.Composable:
         """The loader's table: the record's id as it was written, else the key (jsonb)."""
@@ -290,6 +291,9 @@ def dedup(conn: psycopg.Connection[Any], table: str | DocumentTable,
     }
     if formats["mapping"] == "parquet":
         raise OutputError(f"the mapping {mapping} is written as JSON Lines or CSV, not Parquet")
+    for path, chosen in ((output, formats["output"]), (mapping, formats["mapping"])):
+        if path is not None and chosen is not None:
+            check_writable(path, chosen, overwrite)  # before the groups are found
     target = _Target(conn, source, into_table, overwrite) if into_table is not None else None
     summary = DedupSummary()
     with conn.transaction():

@@ -25,7 +25,9 @@ json        as JSON                 JSON text           string of JSON text
 ==========  ======================  ==================  =======================
 
 A string value in a ``json`` column is written as the string itself in
-CSV and Parquet; objects, arrays and other values as their JSON text.
+CSV and Parquet; objects, arrays and other values as their JSON text.  A
+column of another type (arrays, uuid, intervals...) is written as the text
+PostgreSQL prints for it.
 Parquet needs pyarrow (``pip install 'nearsim[spark]'``).
 """
 
@@ -43,7 +45,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import IO, Any, Literal, cast
 
-__all__ = ["FORMATS", "OutColumn", "OutputError", "OutputFile", "format_of"]
+__all__ = ["FORMATS", "OutColumn", "OutputError", "OutputFile", "check_writable", "format_of"]
 
 FORMATS = ("jsonl", "parquet", "csv")
 Kind = Literal["string", "integer", "float", "boolean", "date", "timestamp", "timestamptz",
@@ -74,6 +76,25 @@ def format_of(path: str, given: str | None = None) -> str:
         raise OutputError(f"cannot tell the format of {path} from its name: end it in .jsonl,"
                           " .parquet or .csv, or give the format (--format)")  # fmt: skip
     return found
+
+
+def check_writable(path: str, format: str, overwrite: bool = False) -> None:
+    """OutputError, in one line naming ``path``, unless it can be written (before any work)."""
+    directory = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        raise OutputError(f"{path} is a directory")
+    if os.path.exists(path) and not overwrite:
+        raise OutputError(f"{path} exists: remove it, or overwrite it (--overwrite)")
+    if not os.path.isdir(directory):
+        raise OutputError(f"cannot write {path}: directory {directory} does not exist")
+    if not os.access(directory, os.W_OK):
+        raise OutputError(f"cannot write {path}: no permission to write in {directory}")
+    if format == "parquet":
+        try:
+            import pyarrow  # noqa: F401  (optional: nearsim[spark])
+        except ImportError as error:
+            raise OutputError(f"writing Parquet ({path}) needs pyarrow: pip install"
+                              " 'nearsim[spark]'") from error  # fmt: skip
 
 
 def _json_value(value: Any) -> Any:
@@ -124,21 +145,10 @@ class OutputFile:
         self.path = path
         self.columns = list(columns)
         self.format = format
+        check_writable(path, format, overwrite)
         directory = os.path.dirname(os.path.abspath(path))
-        if os.path.exists(path) and not overwrite:
-            raise OutputError(f"{path} exists: remove it, or overwrite it (--overwrite)")
-        if os.path.isdir(path):
-            raise OutputError(f"{path} is a directory")
-        if not os.path.isdir(directory):
-            raise OutputError(f"cannot write {path}: directory {directory} does not exist")
         self._parquet: Any = None
         self._schema: Any = None
-        if format == "parquet":
-            try:
-                import pyarrow  # noqa: F401  (optional: nearsim[spark])
-            except ImportError as error:
-                raise OutputError(f"writing Parquet ({path}) needs pyarrow: pip install"
-                                  " 'nearsim[spark]'") from error  # fmt: skip
         try:
             handle, self._temporary = tempfile.mkstemp(
                 prefix=f".{os.path.basename(path)}.", suffix=".partial", dir=directory)
