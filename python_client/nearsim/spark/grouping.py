@@ -231,18 +231,21 @@ def dedup(spark: SparkSession, paths: str | list[str], output: str | None,
             summary.output = output
         else:
             written = result.persist(StorageLevel.MEMORY_AND_DISK)
-        removed = removed_keys(written, good, records, key_name, text_name, policy).persist(
-            StorageLevel.MEMORY_AND_DISK)
-        summary.removed = removed.count()
-        summary.survivors = summary.documents - summary.removed
+        removed = None  # each group's documents but its survivor, when something needs them
+        if survivors is not None or mapping is not None or into_table is not None:
+            removed = removed_keys(written, good, records, key_name, text_name,
+                                   policy).persist(StorageLevel.MEMORY_AND_DISK)  # fmt: skip
         if survivors is not None:
+            assert removed is not None
             write_records(survivor_rows(good.select(key_name, text_name), records, removed,
                                         key_name), survivors, overwrite)  # fmt: skip
             summary.survivors_output = survivors
         if mapping is not None:
+            assert removed is not None
             write_records(removed, mapping, overwrite)
             summary.mapping_output = mapping
         if into_table is not None:
+            assert removed is not None
             kept = good.join(removed.select(F.col("removed").alias(key_name)), key_name,
                              "left_anti")  # fmt: skip
             done = write_table(kept, dsn or "", into_table, key_name, text_name, profile,
@@ -254,8 +257,12 @@ def dedup(spark: SparkSession, paths: str | list[str], output: str | None,
                              F.countDistinct("cluster").alias("groups")).first()  # fmt: skip
         if totals is not None:
             summary.grouped, summary.groups = int(totals["rows"]), int(totals["groups"])
+        # one survivor per group: the others are removed
+        summary.removed = summary.grouped - summary.groups
+        summary.survivors = summary.documents - summary.removed
         summary.seconds = time.monotonic() - started
-        removed.unpersist()
+        if removed is not None:
+            removed.unpersist()
         pairs.unpersist()
         good.unpersist()
         return written, summary
