@@ -19,6 +19,8 @@ and, with a database (see :func:`connect` for where it is found)::
     for match in docs.similar("text of a new document", max_distance=6):
         print(match.key, match.distance)
     nearsim.load(["letters/"], table="letters", create=True)
+    nearsim.dedup(conn, "docs", nearsim.DedupOptions(keep=nearsim.Keep.parse("longest")),
+                  output="corpus.jsonl")
 
 The package has three rooms: :mod:`nearsim.core` (pure computation, also
 installed into the server), :mod:`nearsim.server` (the extension's
@@ -34,12 +36,14 @@ from typing import TYPE_CHECKING, Any
 from .core.bits import bits, from_bits, hamming
 from .core.fingerprint import PROFILE, shingles
 from .core.profiles import Profile, ProfileError, simhash, simhash_many
+from .core.survivors import Keep
 from .core.text import tokens
 
 __version__ = "0.4.0"
 
 if TYPE_CHECKING:
     from .client.connect import connect
+    from .client.dedup import DedupOptions, dedup
     from .client.documents import DocumentTable
     from .client.loader import load_paths as load
 
@@ -49,6 +53,8 @@ _CLIENT = {
     "connect": ("nearsim.client.connect", "connect"),
     "DocumentTable": ("nearsim.client.documents", "DocumentTable"),
     "load": ("nearsim.client.loader", "load_paths"),
+    "dedup": ("nearsim.client.dedup", "dedup"),
+    "DedupOptions": ("nearsim.client.dedup", "DedupOptions"),
 }
 
 
@@ -69,12 +75,15 @@ def __dir__() -> list[str]:
 
 __all__ = [
     "PROFILE",
+    "DedupOptions",
     "DocumentTable",
+    "Keep",
     "Profile",
     "ProfileError",
     "__version__",
     "bits",
     "connect",
+    "dedup",
     "from_bits",
     "hamming",
     "load",

@@ -109,9 +109,9 @@ def test_json_lines_records(tmp_path: Path) -> None:
     items = walk(path)
     records = [i for i in items if isinstance(i, RecordInput)]
     assert records == [
-        RecordInput("doc-1", f"{path}:1", "first"),
+        RecordInput("doc-1", f"{path}:1", "first", kept='{"id": "doc-1"}'),
         RecordInput(f"{path}:2", f"{path}:2", "no id: keyed by place"),
-        RecordInput("42", f"{path}:4", "numeric id"),
+        RecordInput("42", f"{path}:4", "numeric id", kept='{"id": 42}'),  # typed
     ]
     reported = {i.source: (i.reason, i.message) for i in items if isinstance(i, Failure)}
     assert {source: reason for source, (reason, _) in reported.items()} == {
@@ -131,16 +131,17 @@ def test_csv_and_tsv_records(tmp_path: Path) -> None:
     csv_path.write_bytes(b"\xef\xbb\xbfid,text\r\na,\"two\r\nlines\"\r\nb,plain\r\nc\r\n,no id\r\n")
     items = walk(csv_path)
     assert [i for i in items if isinstance(i, RecordInput)] == [
-        RecordInput("a", f"{csv_path}:2", "two\r\nlines"),
-        RecordInput("b", f"{csv_path}:4", "plain"),
-        RecordInput(f"{csv_path}:6", f"{csv_path}:6", "no id"),
+        RecordInput("a", f"{csv_path}:2", "two\r\nlines", kept='{"id": "a"}'),
+        RecordInput("b", f"{csv_path}:4", "plain", kept='{"id": "b"}'),
+        RecordInput(f"{csv_path}:6", f"{csv_path}:6", "no id",
+                    kept='{"id": ""}'),
     ]
     assert failures(items) == {"sheet.csv:5": "invalid-record"}
 
     tsv_path = tmp_path / "sheet.tsv"
     tsv_path.write_text("key\tbody\nk1\tsome, text\n")
     assert walk(tsv_path, id_field="key", text_field="body") == [
-        RecordInput("k1", f"{tsv_path}:2", "some, text")]
+        RecordInput("k1", f"{tsv_path}:2", "some, text", kept='{"key": "k1"}')]
     missing = walk(tsv_path)
     assert failures(missing) == {"sheet.tsv": "invalid-record"}
     assert "no column 'text'" in missing[0].message  # type: ignore[union-attr]
@@ -148,11 +149,12 @@ def test_csv_and_tsv_records(tmp_path: Path) -> None:
     latin = tmp_path / "latin.csv"
     latin.write_bytes("id,text\n1,Café\n".encode("latin-1"))
     assert failures(walk(latin)) == {"latin.csv:2": "invalid-encoding"}
-    assert walk(latin, encoding="latin-1") == [RecordInput("1", f"{latin}:2", "Café")]
+    assert walk(latin, encoding="latin-1") == [
+        RecordInput("1", f"{latin}:2", "Café", kept='{"id": "1"}')]
 
 
 def test_records_format_can_be_forced(tmp_path: Path) -> None:
     path = tmp_path / "export.txt"
     path.write_text(json.dumps({"id": 1, "text": "t"}) + "\n")
-    assert walk(path, records="jsonl") == [RecordInput("1", f"{path}:1", "t")]
+    assert walk(path, records="jsonl") == [RecordInput("1", f"{path}:1", "t", kept='{"id": 1}')]
     assert walk(path) == [FileInput(str(path), str(path), path.stat().st_size)]

@@ -46,6 +46,7 @@ from .clitools import (
     search_of,
     search_options,
 )  # fmt: skip
+from .dedupcli import dedup_command
 from .documents import Cluster, DocumentTable
 from .extract import InputError
 from .groups import choose_group, numbered
@@ -734,6 +735,7 @@ def _sql_literal(text: str) -> str:
 
 
 cli.add_command(load_command)
+cli.add_command(dedup_command)
 cli.add_command(spark_group)
 
 

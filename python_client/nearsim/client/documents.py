@@ -8,6 +8,7 @@
     body          text NOT NULL      -- the document's text
     si            bigint             -- its fingerprint, kept current by nearsim's trigger
     loaded_at     timestamptz NOT NULL DEFAULT now()
+    fields        jsonb              -- a record's other fields (kept_fields.py); NULL for a file
 
 The query functions work on any table enabled with ``nearsim_enable``.
 """
@@ -32,6 +33,7 @@ from .sources import file_key
 DEFAULT_TABLE = "docs"
 TEXT_COLUMN = "body"
 FINGERPRINT_COLUMN = "si"
+FIELDS_COLUMN = "fields"  # optional: tables made before it get it on their first load
 LAYOUT = {
     "key": "text",
     "source": "text",
@@ -228,7 +230,8 @@ class DocumentTable:
                             content_hash bytea NOT NULL,
                             body text {} NOT NULL,
                             si bigint,
-                            loaded_at timestamptz NOT NULL DEFAULT pg_catalog.now())"""
+                            loaded_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
+                            fields jsonb)"""
                     ).format(self.identifier, self._body_compression())
                 )
                 self.conn.execute(
@@ -285,6 +288,41 @@ class DocumentTable:
                     self.identifier, self.extension,
                     sql.Identifier(registration.text_column)))
         return True
+
+    def add_fields_column(self) -> str | None:
+        """Give the loader's own table its ``fields`` column if it has none.
+
+        Added by a role with the privileges of the table's owner (``ALTER
+        TABLE ... ADD COLUMN``, which rewrites nothing).  None when the table
+        has the column (now); else why it cannot have it, as a warning for
+        the load that drops the records' other fields.
+        """
+        have = self.columns().get(FIELDS_COLUMN)
+        if have == "jsonb":
+            return None
+        if have is not None:
+            return (f"table {self} has a column {FIELDS_COLUMN} of type {have}, not jsonb:"
+                    " the records' other fields are not kept")  # fmt: skip
+        row = self.conn.execute(
+            "SELECT pg_catalog.pg_has_role(c.relowner, 'USAGE'),"
+            " pg_catalog.pg_get_userbyid(c.relowner)"
+            " FROM pg_catalog.pg_class c WHERE c.oid = %s::pg_catalog.regclass",
+            [self.quoted]).fetchone()  # fmt: skip
+        if row is None or not row[0]:
+            owner = row[1] if row else "its owner"
+            return (f"table {self} has no column {FIELDS_COLUMN} and only its owner ({owner})"
+                    f" can add it: the records' other fields are not kept (ALTER TABLE {self}"
+                    f" ADD COLUMN {FIELDS_COLUMN} jsonb keeps them from the next load)")
+        try:
+            self.conn.execute(sql.SQL("ALTER TABLE {} ADD COLUMN IF NOT EXISTS {} jsonb").format(
+                self.identifier, sql.Identifier(FIELDS_COLUMN)))
+        except psycopg.Error as error:
+            if not self.conn.autocommit:
+                self.conn.rollback()
+            reason = error.diag.message_primary or str(error).strip().splitlines()[0]
+            return (f"cannot add column {FIELDS_COLUMN} to table {self} ({reason}): the"
+                    " records' other fields are not kept")  # fmt: skip
+        return None
 
     def _body_compression(self) -> sql.Composable:
         """lz4 for the texts where the server has it: it compresses several times

@@ -28,6 +28,7 @@ checked and fingerprinted), with the bytes read for it.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import queue
 import re
@@ -61,7 +62,13 @@ from .database_encoding import (
     non_ascii,
     unstorable_message,
 )  # fmt: skip
-from .documents import DEFAULT_TABLE, FINGERPRINT_COLUMN, DocumentTable, TableError
+from .documents import (
+    DEFAULT_TABLE,
+    FIELDS_COLUMN,
+    FINGERPRINT_COLUMN,
+    DocumentTable,
+    TableError,
+)  # fmt: skip
 from .extract import InputError, check_document, read_file
 from .sources import (
     BytesRead,
@@ -77,6 +84,7 @@ from .sources import (
 
 DEFAULT_MAX_BYTES = 64 * 1024 * 1024
 COLUMNS = ("key", "source", "content_hash", "body", FINGERPRINT_COLUMN)
+KEPT_COLUMNS = (*COLUMNS, FIELDS_COLUMN)  # a table that keeps the records' other fields
 
 SEND_BYTES = 256 * 1024  # rows are sent to the server in pieces of about this size
 
@@ -175,6 +183,7 @@ class Prepared(NamedTuple):
     characters: tuple[tuple[int, str], ...] = ()
     encoding: str = ""  # what its text was read in, where a text was decoded
     overridden: bool = False  # valid UTF-8 read as such, not in the --encoding asked
+    dropped: bool = False  # a record whose other fields the table cannot keep
 
 
 class Done(NamedTuple):
@@ -210,6 +219,7 @@ class _Text(NamedTuple):
     fields: tuple[str | None, ...]
     encoding: str
     overridden: bool
+    kept: str | None = None  # the record's other fields, as JSON (RecordInput.kept)
 
 
 class RowShape(NamedTuple):
@@ -281,14 +291,15 @@ def _start_worker() -> None:
 
 
 def prepare_many(tasks: list[Task], options: LoadOptions, shape: RowShape | None = None,
-                 list_characters: bool = False) -> Done:  # fmt: skip
+                 list_characters: bool = False, kept: bool = False) -> Done:  # fmt: skip
     """Read, check, hash and fingerprint inputs (runs in a worker).
 
     The new and changed texts are fingerprinted together, which is much
     quicker than one at a time for short documents.  ``shape``: the rows of
     a table of the user's own; by default the loader's.  ``list_characters``:
     list the characters outside ASCII of each document (for a database
-    whose encoding is not UTF-8, see :class:`Repertoire`).
+    whose encoding is not UTF-8, see :class:`Repertoire`).  ``kept``: the
+    loader's table keeps the records' other fields (KEPT_COLUMNS).
     """
     read = [_read(task, options, shape) for task in tasks]
     texts = [r for r in read if isinstance(r, _Text)]
@@ -296,12 +307,14 @@ def prepare_many(tasks: list[Task], options: LoadOptions, shape: RowShape | None
         [None] * len(texts) if options.server_side
         else simhash_many([t.text for t in texts], options.profile)
     )
-    make_row = _row if shape is None else partial(_user_row, fields=shape.fields)
+    make_row = partial(_row, kept=kept) if shape is None else partial(_user_row,
+                                                                       fields=shape.fields)
     rows = [make_row(text, fingerprint) for text, fingerprint in zip(texts, fingerprints,
                                                                       strict=True)]  # fmt: skip
     prepared = [
         Prepared(t.key, t.source, len(t.encoded), t.content_hash, fingerprint, len(row),
-                 _characters(t, shape) if list_characters else (), t.encoding, t.overridden)
+                 _characters(t, shape) if list_characters else (), t.encoding, t.overridden,
+                 shape is None and not kept and t.kept is not None)
         for t, fingerprint, row in zip(texts, fingerprints, rows, strict=True)
     ]
     others = [r for r in read if not isinstance(r, _Text)]
@@ -314,6 +327,8 @@ def _characters(document: _Text, shape: RowShape | None) -> tuple[tuple[int, str
     the value's place in the row (see COLUMNS and STAGED)."""
     if shape is None:
         values = {COLUMNS.index("key"): document.key, COLUMNS.index("source"): document.source}
+        if document.kept is not None:
+            values[KEPT_COLUMNS.index(FIELDS_COLUMN)] = document.kept
         text_place = COLUMNS.index("body")
     else:
         values = {STAGED.index("key"): document.key}
@@ -365,8 +380,10 @@ def _read(task: Task, options: LoadOptions, shape: RowShape | None = None) -> (
     digest = hashlib.sha256(encoded).digest()
     if digest == task.stored_hash:
         return Unchanged(key, len(encoded), source, encoding, overridden)
-    fields = item.fields if isinstance(item, RecordInput) else ()
-    return _Text(key, source, text, encoded, digest, fields, encoding, overridden)
+    if isinstance(item, RecordInput):
+        return _Text(key, source, text, encoded, digest, item.fields, encoding, overridden,
+                     item.kept)
+    return _Text(key, source, text, encoded, digest, (), encoding, overridden)
 
 
 def report_encodings(reporter: Reporter, asked: str, prepared: Iterable[Prepared],
@@ -424,15 +441,23 @@ _FIELDS = struct.Struct("!hi")  # the field count, then the first field's length
 _BIGINT = struct.Struct("!iq")  # its length (8), then the value
 
 
-def _row(document: _Text, fingerprint: int | None) -> bytes:
+def _row(document: _Text, fingerprint: int | None, kept: bool = False) -> bytes:
+    """A row of COLUMNS, or of KEPT_COLUMNS if ``kept`` (jsonb's binary form: a
+    version byte, 1, then the JSON text)."""
     key, source = document.key.encode(), document.source.encode()
-    return b"".join((
-        _FIELDS.pack(len(COLUMNS), len(key)), key,
+    row = b"".join((
+        _FIELDS.pack(len(KEPT_COLUMNS) if kept else len(COLUMNS), len(key)), key,
         _LENGTH.pack(len(source)), source,
         _LENGTH.pack(len(document.content_hash)), document.content_hash,
         _LENGTH.pack(len(document.encoded)), document.encoded,
         _NULL if fingerprint is None else _BIGINT.pack(8, fingerprint),
     ))  # fmt: skip
+    if not kept:
+        return row
+    if document.kept is None:
+        return row + _NULL
+    value = document.kept.encode()
+    return b"".join((row, _LENGTH.pack(len(value) + 1), b"\x01", value))
 
 
 STAGED = ("key", "body", FINGERPRINT_COLUMN)  # then f0, f1, ...: the mapped fields
@@ -621,6 +646,8 @@ class Loader:
         self.abandoning = False  # a second Ctrl-C: the batch at hand is rolled back
         self.seen: dict[str, str] = {}  # key -> the source it came from, in this run
         self.user: UserLayout | None = None  # a table of the user's own
+        self.kept = False  # the loader's table keeps the records' other fields
+        self.not_kept: str | None = None  # why it cannot, to say once
         self.nothing_stored = False
         self.open_copy: tuple[ExitStack, psycopg.Copy] | None = None
         self.unsent = bytearray()  # rows for the open COPY
@@ -670,6 +697,9 @@ class Loader:
         # server (or leaves them NULL for the trigger): once either way.
         self.settings["nearsim.profile"] = profile
         self.options = replace(self.options, profile=profile)
+        if self.user is None:
+            self.not_kept = self.table.add_fields_column()
+            self.kept = self.not_kept is None
 
     def _layout(self) -> Registration | None:
         """The table's registration; ``self.user`` is set for a table of the user's own."""
@@ -715,7 +745,7 @@ class Loader:
         pending: deque[tuple[Future[Done], int]] = deque()  # and the bytes read for each
         shape = None if self.user is None else self.user.shape()
         work = partial(prepare_many, options=self.options, shape=shape,
-                       list_characters=self.repertoire.converts)  # fmt: skip
+                       list_characters=self.repertoire.converts, kept=self.kept)  # fmt: skip
         listing = _Listing(self._listed(inputs), depth=queued)
         try:
             with self._stopping_gracefully():
@@ -898,13 +928,20 @@ class Loader:
         keys = [item.key for item in chunk if self.repertoire.holds(item.key)]
         with self.lookup_lock:
             rows = self.lookup_conn.execute(
-                sql.SQL("SELECT key, source, content_hash FROM {} WHERE key = ANY (%s)").format(
-                    self.table.identifier
+                sql.SQL("SELECT key, source, content_hash, {} FROM {} WHERE key = ANY (%s)").format(
+                    sql.Identifier(FIELDS_COLUMN) if self.kept else sql.SQL("NULL"),
+                    self.table.identifier,
                 ),
                 [keys],
             ).fetchall()
             self.lookup_conn.rollback()  # no snapshot held open between chunks
-        stored = {key: (source, digest) for key, source, digest in rows}
+        items = {item.key: item for item in chunk}
+        stored: dict[str, tuple[str, bytes | None]] = {}
+        for key, source, digest, fields in rows:
+            # the same text with other fields is written again: no stored hash for it
+            item = items[key]
+            kept = item.kept if isinstance(item, RecordInput) else None
+            stored[key] = (source, digest if fields == (kept and json.loads(kept)) else None)
         tasks: list[Task] = []
         refused: list[Failure] = []
         for item in chunk:
@@ -928,6 +965,10 @@ class Loader:
         # whether or not their batch is written yet.
         self.reporter.progress(len(done.others) + len(done.prepared), read)
         report_encodings(self.reporter, self.options.encoding, done.prepared, done.others)
+        if self.not_kept is not None and any(document.dropped for document in done.prepared):
+            dropped = next(document for document in done.prepared if document.dropped)
+            self.reporter.warning(f"{self.not_kept}; the first: {dropped.source}")
+            self.not_kept = None  # said once
         if self.repertoire.converts:
             done = self._storable(done)
         keys = [document.key for document in done.prepared]
@@ -991,7 +1032,7 @@ class Loader:
             # The first to appear of those it cannot store: where it first is.
             offset = _row_value(row, place).find(character.encode())
             if self.user is None:
-                what = COLUMNS[place] if place != COLUMNS.index("body") else "text"
+                what = KEPT_COLUMNS[place] if place != COLUMNS.index("body") else "text"
             elif place >= len(STAGED):
                 what = f"field {self.user.columns[place - len(STAGED)].field!r}"
             else:
@@ -1052,7 +1093,7 @@ class Loader:
             if self.open_copy is None:
                 stack = self._begin()
                 copy = stack.enter_context(self.conn.cursor().copy(self._copy_statement(
-                    self.table.identifier)))  # fmt: skip
+                    self.table.identifier, KEPT_COLUMNS if self.kept else COLUMNS)))
                 self.open_copy = (stack, copy)
                 self.unsent += COPY_HEADER
             self.unsent += rows
@@ -1146,36 +1187,42 @@ class Loader:
             fingerprint = self._server_simhash(sql.SQL("s.body"))
         stored_origin = _origin_sql(sql.SQL("t.source"))
         new_origin = _origin_sql(sql.SQL("EXCLUDED.source"))
+        changed = sql.SQL("(t.content_hash IS DISTINCT FROM EXCLUDED.content_hash{})").format(
+            sql.SQL(" OR t.fields IS DISTINCT FROM EXCLUDED.fields" if self.kept else ""))
+        columns = KEPT_COLUMNS if self.kept else COLUMNS
         if self.options.replace:
-            rewrite = sql.SQL("t.content_hash IS DISTINCT FROM EXCLUDED.content_hash"
-                              " OR {} IS DISTINCT FROM {}").format(stored_origin, new_origin)
+            rewrite = sql.SQL("{} OR {} IS DISTINCT FROM {}").format(changed, stored_origin,
+                                                                     new_origin)  # fmt: skip
         else:
-            rewrite = sql.SQL("t.content_hash IS DISTINCT FROM EXCLUDED.content_hash"
-                              " AND {} = {}").format(stored_origin, new_origin)
+            rewrite = sql.SQL("{} AND {} = {}").format(changed, stored_origin, new_origin)
         with self._begin():
             # dropped at commit: nothing of the loader outlives its transaction
             self.conn.execute(
                 sql.SQL(
                     """CREATE TEMPORARY TABLE {} (
-                        key text, source text, content_hash bytea, body text, si bigint
+                        key text, source text, content_hash bytea, body text, si bigint,
+                        fields jsonb
                     ) ON COMMIT DROP"""
                 ).format(staging)
             )
-            self._copy(staging, rows)
+            self._copy(staging, rows, columns)
             screened = self._screen(staging, "key", FINGERPRINT_COLUMN)
             written = self.conn.execute(
                 sql.SQL(
-                    """INSERT INTO {table} AS t (key, source, content_hash, body, si)
-                       SELECT s.key, s.source, s.content_hash, s.body, {fingerprint}
+                    """INSERT INTO {table} AS t (key, source, content_hash, body, si{fields})
+                       SELECT s.key, s.source, s.content_hash, s.body, {fingerprint}{s_fields}
                        FROM {staging} AS s
                        ON CONFLICT (key) DO UPDATE
                        SET source = EXCLUDED.source, content_hash = EXCLUDED.content_hash,
                            body = EXCLUDED.body, si = EXCLUDED.si, loaded_at = pg_catalog.now()
+                           {set_fields}
                        WHERE {rewrite}
                        RETURNING t.key, (t.xmax = 0) AS inserted"""
                     # xmax is 0 in a row this statement inserted, set in one it updated
                 ).format(table=self.table.identifier, staging=staging, fingerprint=fingerprint,
-                         rewrite=rewrite)
+                         rewrite=rewrite, fields=sql.SQL(", fields" if self.kept else ""),
+                         s_fields=sql.SQL(", s.fields" if self.kept else ""),
+                         set_fields=sql.SQL(", fields = EXCLUDED.fields" if self.kept else ""))
             ).fetchall()
             inserted = {key for key, new in written if new}
             updated = {key for key, new in written if not new}

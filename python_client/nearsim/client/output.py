@@ -27,3 +27,33 @@ def format_table(
 def one_line(error: BaseException) -> str:
     """An error message on a single line, for a command's last words."""
     return " ".join(str(error).split())
+
+
+def storable(name: str) -> str:
+    """``name`` as text that PostgreSQL, JSON and a terminal can hold.
+
+    A file name that is not UTF-8 keeps its bytes: Python decodes each bad
+    byte to a lone surrogate (``surrogateescape``), and here it becomes
+    ``%XX`` (and a ``%`` of such a name ``%25``, so that the form is
+    unambiguous).  A lone surrogate from a record becomes ``%uXXXX``.  Valid
+    names stay as they are.
+
+    >>> storable("caf\\udce9.txt")
+    'caf%E9.txt'
+    """
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        pass
+    else:
+        return name
+    escaped = []
+    for char in name:
+        code = ord(char)
+        if 0xDC80 <= code <= 0xDCFF:
+            escaped.append(f"%{code - 0xDC00:02X}")
+        elif 0xD800 <= code <= 0xDFFF:
+            escaped.append(f"%u{code:04X}")
+        else:
+            escaped.append("%25" if char == "%" else char)
+    return "".join(escaped)

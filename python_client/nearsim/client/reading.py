@@ -18,7 +18,8 @@ from typing import NamedTuple
 from .charsets import override_note
 from .extract import FileText, InputError, check_document, read_file
 from .mail import mail_documents, mail_kind
-from .sources import file_key, storable
+from .output import storable
+from .sources import file_key
 
 __all__ = ["NamedRead", "is_file_name", "named_documents", "read_named"]
 

@@ -54,8 +54,9 @@ from typing import IO, Any, Literal, NamedTuple
 
 from .charsets import file_encoding
 from .extract import InputError, input_error
+from .kept_fields import NulInField, kept_json
 from .mail import Attachment, mail_documents, mail_kind
-from .output import one_line
+from .output import one_line, storable
 
 RecordFormat = Literal["auto", "jsonl", "csv", "parquet", "none"]
 JSONL_SUFFIXES = (".jsonl", ".ndjson")
@@ -89,6 +90,7 @@ class RecordInput(NamedTuple):
     fields: tuple[str | None, ...] = ()
     encoding: str = ""  # what its text was decoded from, where known (a message's part)
     attachment: Attachment | None = None  # an e-mail attachment to read for the text
+    kept: str | None = None  # every field but the text, as JSON (kept_fields.kept_json)
 
 
 _LINE = re.compile(r":[0-9]+\Z")
@@ -113,36 +115,6 @@ class BytesRead:
 
     def __init__(self) -> None:
         self.total = 0
-
-
-def storable(name: str) -> str:
-    """``name`` as text that PostgreSQL, JSON and a terminal can hold.
-
-    A file name that is not UTF-8 keeps its bytes: Python decodes each bad
-    byte to a lone surrogate (``surrogateescape``), and here it becomes
-    ``%XX`` (and a ``%`` of such a name ``%25``, so that the form is
-    unambiguous).  A lone surrogate from a record becomes ``%uXXXX``.  Valid
-    names stay as they are.
-
-    >>> storable("caf\\udce9.txt")
-    'caf%E9.txt'
-    """
-    try:
-        name.encode("utf-8")
-    except UnicodeEncodeError:
-        pass
-    else:
-        return name
-    escaped = []
-    for char in name:
-        code = ord(char)
-        if 0xDC80 <= code <= 0xDCFF:
-            escaped.append(f"%{code - 0xDC00:02X}")
-        elif 0xD800 <= code <= 0xDFFF:
-            escaped.append(f"%u{code:04X}")
-        else:
-            escaped.append("%25" if char == "%" else char)
-    return "".join(escaped)
 
 
 def file_key(path: str) -> str:
@@ -196,6 +168,7 @@ class SourceOptions:
     fields: tuple[str, ...] = ()  # record fields to bring along for other columns
     mail: bool = True  # read e-mail files as their messages and attachments (see .mail)
     decodings: bool = False  # tell the encoding of each CSV file read (a Decoding input)
+    keep_fields: bool = True  # bring every field but the text along, as JSON (RecordInput.kept)
 
 
 def iter_inputs(
@@ -381,13 +354,19 @@ def _record(
     key = str(key)
     if "\x00" in key:
         return _nul_field(source, options.id_field)
+    kept = None
+    if options.keep_fields:
+        try:
+            kept = kept_json(fields, options.text_field)
+        except NulInField as error:
+            return _nul_field(source, error.name)
     values: tuple[str | None, ...] = ()
     if options.fields:
         values = tuple(_field_text(fields.get(name)) for name in options.fields)
         for name, value in zip(options.fields, values, strict=True):
             if value is not None and "\x00" in value:
                 return _nul_field(source, name)
-    return RecordInput(storable(key), storable(source), text, values)
+    return RecordInput(storable(key), storable(source), text, values, kept=kept)
 
 
 def _nul_field(source: str, name: str) -> Failure:

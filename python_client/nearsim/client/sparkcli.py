@@ -9,6 +9,7 @@ import click
 
 from ..core.bits import BITS
 from ..core.measures import VERIFIED_MEASURES
+from ..core.survivors import Keep
 from .clitools import (
     DEFAULT_MAX_DISTANCE,
     DEFAULT_MIN_SIMILARITY,
@@ -19,6 +20,7 @@ from .clitools import (
     search_of,
 )
 from .connect import ConnectionFailed, resolve_dsn
+from .dedupcli import KEEP_HELP, KeepPolicy
 
 FORMATS = ("parquet", "jsonl", "csv", "text")
 
@@ -65,7 +67,7 @@ def spark_group() -> None:
 @click.option("--output", "-o", metavar="PATH",
               help="Where to write the groups (a Parquet directory).")
 @click.option("--into-table", metavar="TABLE",
-              help="Also write the survivors (each group's cluster document and every document"
+              help="Also write the survivors (each group's survivor by --keep and every document"
               " without a near-duplicate) with their fingerprints into this nearsim-enabled"
               " table, by COPY from the executors.")
 @click.option("--on-conflict", type=click.Choice(["error", "skip", "replace"]), default="error",
@@ -76,6 +78,15 @@ def spark_group() -> None:
 @click.option("--dsn", metavar="DSN", envvar="NEARSIM_DSN", show_envvar=True,
               help="PostgreSQL connection string for --into-table, used by the executors as"
               " given. Default: NEARSIM_DSN, then the PG* environment variables.")
+@click.option("--keep", type=KeepPolicy(), default="first", show_default=True,
+              metavar="first|longest|newest:FIELD", help=KEEP_HELP + " As nearsim dedup does.")
+@click.option("--survivors", metavar="PATH",
+              help="Write the survivors (one document per group by --keep, and every good"
+              " document without a near-duplicate) with all of the input's columns: Parquet,"
+              " or JSON Lines or CSV for a PATH ending in .jsonl or .csv (a directory).")
+@click.option("--mapping", metavar="PATH",
+              help="Write removed -> kept, one row per removed document (columns removed and"
+              " kept), in the format its suffix names as for --survivors.")
 @click.option("--overwrite", is_flag=True, help="Replace the output if it exists.")
 @click.option("--master", metavar="URL",
               help="Spark master [default: spark-submit's, else local[*]].")
@@ -86,7 +97,8 @@ def dedup_command(ctx: click.Context, inputs: tuple[str, ...], input_format: str
                   measure: str, max_distance: int | None, by_bits: bool, method: str,
                   profile: str,
                   output: str | None, into_table: str | None, on_conflict: str,
-                  dsn: str | None, overwrite: bool, master: str | None, as_json: bool) -> None:
+                  dsn: str | None, overwrite: bool, master: str | None, as_json: bool,
+                  keep: Keep, survivors: str | None, mapping: str | None) -> None:
     """Group the near-duplicates among INPUT files (Parquet, JSON Lines, CSV or text).
 
     Writes one row per document that has a near-duplicate: its key (under
@@ -94,20 +106,25 @@ def dedup_command(ctx: click.Context, inputs: tuple[str, ...], input_format: str
     pivot (the key of the group's pivot with --method pivot, else NULL), the
     groups of nearsim clusters with the same options.  Bad rows (no key, a
     duplicate key, no text, a text that is not a string, a broken record)
-    are counted in the summary and left out.  With --into-table, the
-    survivors go into a nearsim-enabled table with their fingerprints.
+    are counted in the summary and left out.  The survivors (one document
+    of each group, chosen by --keep as nearsim dedup chooses it, and every
+    good document without a near-duplicate) go with all of the input's
+    columns to --survivors, removed -> kept to --mapping, and with their
+    fingerprints into a nearsim-enabled table with --into-table.
 
     \b
     Examples:
       nearsim spark dedup crawl.jsonl --key-column url --text-column body -o groups.parquet
+      nearsim spark dedup crawl.jsonl --key-column id --text-column text --keep newest:fetched \\
+          --survivors corpus.jsonl --mapping removed.csv
       nearsim spark dedup mail.parquet --key-column id --text-column body --hamming -k 3 \\
           --method pivot -o groups.parquet --master local[2]
       nearsim spark dedup crawl/ --format jsonl --key-column url --text-column body \\
           --into-table pages --on-conflict skip --dsn "host=db dbname=crawl"
     """
     search = search_of(ctx)
-    if output is None and into_table is None:
-        raise click.UsageError("give --output, --into-table or both")
+    if output is None and into_table is None and survivors is None and mapping is None:
+        raise click.UsageError("give --output, --survivors, --mapping or --into-table")
     if on_conflict != "error" and into_table is None:
         raise click.UsageError("--on-conflict is for --into-table")
     try:
@@ -129,7 +146,7 @@ def dedup_command(ctx: click.Context, inputs: tuple[str, ...], input_format: str
             format=input_format, min_similarity=None if search.hamming else search.min_similarity,
             max_distance=search.max_distance, measure=search.measure, profile=profile,
             overwrite=overwrite, method=method, into_table=into_table, dsn=resolved,
-            on_conflict=on_conflict)  # fmt: skip
+            on_conflict=on_conflict, keep=keep, survivors=survivors, mapping=mapping)  # fmt: skip
     except (DocumentsError, ValueError, WriteError) as error:
         raise Fatal(str(error)) from error
     except Exception as error:  # Spark's own: one line, not a Java stack trace

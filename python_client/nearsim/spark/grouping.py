@@ -18,6 +18,7 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from ..core.survivors import Keep
 from .database import ON_CONFLICT, target_table, write_table
 from .documents import (
     DocumentsError,
@@ -30,6 +31,7 @@ from .fingerprinting import DEFAULT_PROFILE, simhash_column
 from .graph import group_components
 from .pivots import group_pivots
 from .search import GroupPairs, hamming_groups, verified_groups
+from .survivors import check_field, read_records, removed_keys, survivor_rows, write_records
 
 __all__ = ["METHODS", "Summary", "clusters", "dedup", "verified_clusters"]
 
@@ -95,6 +97,10 @@ class Summary:
     written: int = 0
     replaced: int = 0
     skipped: int = 0
+    survivors: int = 0  # good documents kept: one per group (by the policy) and every other
+    removed: int = 0
+    survivors_output: str = ""
+    mapping_output: str = ""
 
     def as_dict(self) -> dict[str, Any]:
         return {"rows": self.rows, "documents": self.documents,
@@ -103,7 +109,9 @@ class Summary:
                 "bad_rows": sum(self.bad.values()), "bad_rows_by_reason": dict(self.bad),
                 "seconds": round(self.seconds, 3), "output": self.output,
                 "table": self.table, "written": self.written, "replaced": self.replaced,
-                "skipped": self.skipped}  # fmt: skip
+                "skipped": self.skipped, "survivors": self.survivors, "removed": self.removed,
+                "survivors_output": self.survivors_output,
+                "mapping_output": self.mapping_output}  # fmt: skip
 
     def lines(self) -> list[str]:
         bad = sum(self.bad.values())
@@ -118,6 +126,12 @@ class Summary:
                 f"{reason} {count:,}" for reason, count in sorted(self.bad.items())))
         if self.output:
             lines.append(f"written to {self.output}")
+        if self.survivors_output or self.mapping_output:
+            lines.append(f"{self.survivors:,} survivors, {self.removed:,} removed")
+        if self.survivors_output:
+            lines.append(f"survivors written to {self.survivors_output}")
+        if self.mapping_output:
+            lines.append(f"removed -> kept written to {self.mapping_output}")
         if self.table:
             kept = (f" ({self.replaced:,} of them replacing stored rows)" if self.replaced
                     else "")  # fmt: skip
@@ -133,7 +147,9 @@ def dedup(spark: SparkSession, paths: str | list[str], output: str | None,
           max_distance: int | None = None, measure: str = "s_r",
           profile: str = DEFAULT_PROFILE, overwrite: bool = False,
           method: str = "components", into_table: str | None = None,
-          dsn: str | None = None, on_conflict: str = "error") -> tuple[DataFrame, Summary]:
+          dsn: str | None = None, on_conflict: str = "error", keep: Keep | str = "first",
+          survivors: str | None = None,
+          mapping: str | None = None) -> tuple[DataFrame, Summary]:
     """Read ``paths``, group their near-duplicates, write the groups to ``output`` (Parquet).
 
     Verified (``min_similarity`` given: candidates within ``max_distance``
@@ -153,22 +169,36 @@ def dedup(spark: SparkSession, paths: str | list[str], output: str | None,
     and every good document without a near-duplicate.  ``on_conflict``
     (``"error"``, ``"skip"`` or ``"replace"``) says what happens to a
     survivor whose key is stored already (:func:`nearsim.spark.write_table`).
+
+    ``keep`` chooses each group's survivor (:class:`~nearsim.core.survivors.Keep`:
+    ``"first"``, the smallest key; ``"longest"``; ``"newest:FIELD"``), as
+    ``nearsim dedup`` does in PostgreSQL; ``survivors`` is where the input's
+    rows of the survivors go, with all of their columns, and ``mapping``
+    where removed -> kept goes (Parquet, JSON Lines or CSV by the suffix:
+    :mod:`nearsim.spark.survivors`).
     """
+    policy = keep if isinstance(keep, Keep) else Keep.parse(keep)
     started = time.monotonic()
     if method not in METHODS:
         raise ValueError(f"unknown clustering method {method!r}: use one of {', '.join(METHODS)}")
-    if output is None and into_table is None:
-        raise ValueError("nothing to write: give an output, or a table to write into")
+    if output is None and into_table is None and survivors is None and mapping is None:
+        raise ValueError("nothing to write: give an output, survivors, a mapping or a table")
     if on_conflict not in ON_CONFLICT:
         raise ValueError(f"unknown on_conflict {on_conflict!r}: use one of"
                          f" {', '.join(ON_CONFLICT)}")  # fmt: skip
     if into_table is not None:
         target = target_table(dsn or "", into_table, profile, on_conflict)
-    if output is not None and not overwrite and output_exists(spark, output):
-        raise DocumentsError(f"the output {output} already exists: remove it, or overwrite"
-                             " it (--overwrite)")
+    for path in (output, survivors, mapping):
+        if path is not None and not overwrite and output_exists(spark, path):
+            raise DocumentsError(f"the output {path} already exists: remove it, or overwrite"
+                                 " it (--overwrite)")
     documents = read_documents(spark, paths, key_column, text_column, format)
     key_name, text_name = documents.columns[0], documents.columns[1]
+    records = None  # the input's rows with all of their columns, when they are written
+    if survivors is not None or policy.field is not None:
+        records = read_records(spark, [paths] if isinstance(paths, str) else list(paths),
+                               format, key_name)  # fmt: skip
+        check_field(records, policy, key_name, text_name)
     documents = documents.persist(StorageLevel.MEMORY_AND_DISK)
     try:
         summary = Summary()
@@ -201,10 +231,24 @@ def dedup(spark: SparkSession, paths: str | list[str], output: str | None,
             summary.output = output
         else:
             written = result.persist(StorageLevel.MEMORY_AND_DISK)
+        removed = None  # each group's documents but its survivor, when something needs them
+        if survivors is not None or mapping is not None or into_table is not None:
+            removed = removed_keys(written, good, records, key_name, text_name,
+                                   policy).persist(StorageLevel.MEMORY_AND_DISK)  # fmt: skip
+        if survivors is not None:
+            assert removed is not None
+            write_records(survivor_rows(good.select(key_name, text_name), records, removed,
+                                        key_name), survivors, overwrite)  # fmt: skip
+            summary.survivors_output = survivors
+        if mapping is not None:
+            assert removed is not None
+            write_records(removed, mapping, overwrite)
+            summary.mapping_output = mapping
         if into_table is not None:
-            dropped = written.where(F.col(key_name) != F.col("cluster")).select(key_name)
-            survivors = good.join(dropped, key_name, "left_anti")
-            done = write_table(survivors, dsn or "", into_table, key_name, text_name, profile,
+            assert removed is not None
+            kept = good.join(removed.select(F.col("removed").alias(key_name)), key_name,
+                             "left_anti")  # fmt: skip
+            done = write_table(kept, dsn or "", into_table, key_name, text_name, profile,
                                on_conflict=on_conflict)  # fmt: skip
             summary.written, summary.replaced, summary.skipped = (
                 done.written, done.replaced, done.skipped)
@@ -213,7 +257,12 @@ def dedup(spark: SparkSession, paths: str | list[str], output: str | None,
                              F.countDistinct("cluster").alias("groups")).first()  # fmt: skip
         if totals is not None:
             summary.grouped, summary.groups = int(totals["rows"]), int(totals["groups"])
+        # one survivor per group: the others are removed
+        summary.removed = summary.grouped - summary.groups
+        summary.survivors = summary.documents - summary.removed
         summary.seconds = time.monotonic() - started
+        if removed is not None:
+            removed.unpersist()
         pairs.unpersist()
         good.unpersist()
         return written, summary
