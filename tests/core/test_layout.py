@@ -152,7 +152,11 @@ def test_the_c_side_keeps_the_same_rules() -> None:
 
 
 def test_every_plpython_body_is_one_call_into_the_server() -> None:
-    bodies = re.findall(r"AS \$python\$\n(.*?)\n\$python\$;", SQL.read_text(), re.S)
+    # the bodies as the build writes them into the install script
+    built = subprocess.run(
+        ["awk", "-f", str(SQL.parent / "python_bodies.awk"), str(SQL)],
+        check=True, capture_output=True, text=True).stdout
+    bodies = re.findall(r"AS \$python\$\n(.*?)\n\$python\$;", built, re.S)
     assert len(bodies) >= 19
     from nearsim.server import functions
 
