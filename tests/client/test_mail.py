@@ -8,6 +8,7 @@ import importlib.util
 import io
 import json
 import mailbox
+import uuid
 from email.message import EmailMessage
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from click.testing import CliRunner, Result
 from fpdf import FPDF
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from psycopg import sql
 
 from nearsim.client.cli import cli
 from nearsim.client.extract import REASONS, FileText, InputError
@@ -263,6 +265,27 @@ def test_headers_reach_the_columns_of_a_table_of_your_own(database: str, tmp_pat
                                             f"{eml}#4:prices.html",
                                             f"{eml}#5:notes.txt"]  # fmt: skip
     assert all(row[1:] == (*rows[0][1:5], eml) for row in rows[1:])
+
+
+def test_headers_are_kept_in_the_fields_of_the_loaders_own_table(
+    database: str, tmp_path: Path
+) -> None:
+    (tmp_path / "thread.eml").write_bytes(bytes(with_attachments(reply("base64"))))
+    table = f"mail_{uuid.uuid4().hex[:8]}"
+    loaded = run("load", str(tmp_path), "--dsn", database, "--table", table, "--create",
+                 "--quiet")
+    assert loaded.exit_code == 0, loaded.output
+    eml = str(tmp_path / "thread.eml")
+    with psycopg.connect(database) as conn:
+        rows = dict(conn.execute(sql.SQL("SELECT key, fields FROM {}").format(
+            sql.Identifier(table))).fetchall())
+    assert rows[eml]["from"] == "Bob Martin <bob@example.com>"
+    assert rows[eml]["subject"] == "Re: Supply contract – revised"
+    assert rows[eml]["date"] == "2025-01-06T10:00:00+01:00"
+    assert rows[eml]["headers"]["Cc"] == "Legal <legal@example.com>"
+    attachment = rows[f"{eml}#1:contract.docx"]
+    assert (attachment["attachment"], attachment["message"]) == ("contract.docx", eml)
+    assert attachment["subject"] == rows[eml]["subject"]
 
 
 def test_a_file_named_msg_that_is_not_outlook_mail_is_refused(tmp_path: Path) -> None:

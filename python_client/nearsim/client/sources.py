@@ -303,8 +303,15 @@ def _mail(
         if nul is not None:
             yield _nul_field(key, nul)
             continue
+        kept = None
+        if options.keep_fields:  # the headers (and an attachment's names), as a record's fields
+            try:
+                kept = kept_json(dict(document.fields), "")
+            except NulInField as error:
+                yield _nul_field(key, error.name)
+                continue
         yield RecordInput(key, key, document.text, values, document.encoding,
-                          document.attachment)
+                          document.attachment, kept)
     read.total += size
 
 
