@@ -1,0 +1,336 @@
+"""Writing a batch of rows into an enabled table, in the batch's transaction.
+
+Three ways in, one staging protocol: rows that may meet stored keys go
+through a temporary staging table (dropped at commit) and one statement from
+there; :meth:`BatchWriter.upsert` for the loader's own table, and
+:meth:`BatchWriter.merge` for a table of the user's own.  (A batch of new
+keys only is streamed by the loader with one COPY straight into the table.)
+Either way the fingerprints the workers computed come with the rows, and the
+table's trigger takes them as declared (nearsim.profile, set for the batch's
+transaction by the loader) when the loading role has the owner's privileges,
+and computes them again otherwise.  Near-duplicates of the batch are found
+on the staging table first (:meth:`BatchWriter.screen`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from contextlib import ExitStack
+from typing import Any, NamedTuple
+
+import numpy as np
+import psycopg
+from psycopg import sql
+
+from ..core.fingerprint import PROFILE
+from ..core.pairs import all_pairs
+from .documents import (
+    FINGERPRINT_COLUMN,
+    DocumentTable,
+)  # fmt: skip
+from .layouts import UserLayout
+from .load_options import LoadOptions
+from .rows import COLUMNS, COPY_HEADER, COPY_TRAILER, KEPT_COLUMNS, STAGED, Prepared
+from .sources import (
+    Failure,
+)  # fmt: skip
+
+
+class Written(NamedTuple):
+    """What a batch's write did with its documents (by key); the rest were unchanged."""
+
+    inserted: set[str]
+    updated: set[str]
+    refused: dict[str, Failure]
+    skipped: frozenset[str] = frozenset()  # near-duplicates left out
+    recorded: frozenset[str] = frozenset()  # near-duplicates written and linked
+
+
+class Screened(NamedTuple):
+    """Near-duplicates a batch holds: key -> (its near-duplicate's key, distance)."""
+
+    near: dict[str, tuple[str, int]]
+
+
+def taken_failure(key: str, stored: str, source: str) -> Failure:
+    """A document whose key is stored from another file."""
+    return Failure(source, "duplicate-key",
+                   f"key {key!r} is stored from {stored}, not from {source}: not replaced"
+                   " (load with --replace to replace it)")  # fmt: skip
+
+
+# The origin of a stored source, as sources.origin computes it.
+_ORIGIN_PATTERN = ":[0-9]+$"
+
+
+def origin_sql(source: sql.Composable) -> sql.Composed:
+    return sql.SQL("pg_catalog.regexp_replace({}, {}, '')").format(
+        source, sql.Literal(_ORIGIN_PATTERN))
+
+
+def copy_statement(target: sql.Composable, columns: Sequence[str] = COLUMNS) -> sql.Composed:
+    """COPY of rows in binary format into ``columns`` of ``target``."""
+    return sql.SQL("COPY {} ({}) FROM STDIN (FORMAT binary)").format(
+        target, sql.SQL(", ").join(map(sql.Identifier, columns))
+    )
+
+
+class BatchWriter:
+    """Writes the loader's batches into its table (see the module docstring).
+
+    ``begin`` opens a batch's transaction with the loader's settings for it;
+    ``kept`` says whether the loader's own table keeps the records' other
+    fields (its fields column).
+    """
+
+    def __init__(self, conn: psycopg.Connection[Any], table: DocumentTable,
+                 options: LoadOptions, begin: Callable[[], ExitStack]) -> None:
+        self.conn = conn
+        self.table = table
+        self.options = options
+        self._begin = begin
+        self.kept = False
+
+    def copy(self, target: sql.Composable, rows: bytes, columns: Sequence[str] = COLUMNS) -> None:
+        with self.conn.cursor().copy(copy_statement(target, columns)) as copy:
+            copy.write(b"".join((COPY_HEADER, rows, COPY_TRAILER)))
+
+    def stage(self, staging: sql.Identifier, rows: bytes, columns: Sequence[str],
+              types: Sequence[str]) -> None:
+        """The one staging step of every writer: a temporary table of ``columns``
+        (of ``types``), dropped at commit so that nothing of the loader
+        outlives its transaction, and the batch's rows copied into it."""
+        self.conn.execute(sql.SQL("CREATE TEMPORARY TABLE {} ({}) ON COMMIT DROP").format(
+            staging, sql.SQL(", ").join(
+                sql.SQL("{} {}").format(sql.Identifier(column), sql.SQL(kind))
+                for column, kind in zip(columns, types, strict=True))))
+        self.copy(staging, rows, columns)
+
+    def upsert(self, batch: list[Prepared], rows: bytes) -> Written:
+        """Insert new keys, update changed ones of the same file (of any file
+        with ``replace``); a key stored from another file is refused."""
+        staging = sql.Identifier("nearsim_load_staging")
+        fingerprint: sql.Composable = sql.SQL("s.si")
+        if self.options.server_side:
+            fingerprint = self.server_simhash(sql.SQL("s.body"))
+        stored_origin = origin_sql(sql.SQL("t.source"))
+        new_origin = origin_sql(sql.SQL("EXCLUDED.source"))
+        changed = sql.SQL("(t.content_hash IS DISTINCT FROM EXCLUDED.content_hash{})").format(
+            sql.SQL(" OR t.fields IS DISTINCT FROM EXCLUDED.fields" if self.kept else ""))
+        columns = KEPT_COLUMNS if self.kept else COLUMNS
+        if self.options.replace:
+            rewrite = sql.SQL("{} OR {} IS DISTINCT FROM {}").format(changed, stored_origin,
+                                                                     new_origin)  # fmt: skip
+        else:
+            rewrite = sql.SQL("{} AND {} = {}").format(changed, stored_origin, new_origin)
+        with self._begin():
+            self.stage(staging, rows, columns,
+                       ("text", "text", "bytea", "text", "bigint", "jsonb")[:len(columns)])
+            screened = self.screen(staging, "key", FINGERPRINT_COLUMN)
+            written = self.conn.execute(
+                sql.SQL(
+                    """INSERT INTO {table} AS t (key, source, content_hash, body, si{fields})
+                       SELECT s.key, s.source, s.content_hash, s.body, {fingerprint}{s_fields}
+                       FROM {staging} AS s
+                       ON CONFLICT (key) DO UPDATE
+                       SET source = EXCLUDED.source, content_hash = EXCLUDED.content_hash,
+                           body = EXCLUDED.body, si = EXCLUDED.si, loaded_at = pg_catalog.now()
+                           {set_fields}
+                       WHERE {rewrite}
+                       RETURNING t.key, (t.xmax = 0) AS inserted"""
+                    # xmax is 0 in a row this statement inserted, set in one it updated
+                ).format(table=self.table.identifier, staging=staging, fingerprint=fingerprint,
+                         rewrite=rewrite, fields=sql.SQL(", fields" if self.kept else ""),
+                         s_fields=sql.SQL(", s.fields" if self.kept else ""),
+                         set_fields=sql.SQL(", fields = EXCLUDED.fields" if self.kept else ""))
+            ).fetchall()
+            inserted = {key for key, new in written if new}
+            updated = {key for key, new in written if not new}
+            unwritten = [d.key for d in batch if d.key not in inserted and d.key not in updated]
+            refused: dict[str, Failure] = {}
+            if unwritten and not self.options.replace:
+                # Unchanged, or stored from another file meanwhile (by another loader)
+                sources = {document.key: document.source for document in batch}
+                taken = self.conn.execute(
+                    sql.SQL("""SELECT s.key, t.source FROM {staging} AS s
+                               JOIN {table} AS t ON t.key = s.key
+                               WHERE s.key = ANY (%s) AND {stored} <> {new}""").format(
+                        staging=staging, table=self.table.identifier,
+                        stored=stored_origin, new=origin_sql(sql.SQL("s.source"))),
+                    [unwritten],
+                ).fetchall()  # fmt: skip
+                refused = {key: taken_failure(key, stored, sources[key]) for key, stored in taken}
+            return self.screened(screened, batch, Written(inserted, updated, refused))
+
+    def server_simhash(self, text: sql.Composable) -> sql.Composable:
+        """The server's fingerprint of ``text`` in the table's profile (canonical
+        since :meth:`check`): the C ``simhash(text)`` for the default profile,
+        else the PL/Python one; cast, as the server's ``catalog.simhash_sql``."""
+        profile = self.options.profile or PROFILE
+        if profile == PROFILE:
+            return sql.SQL("{}.simhash({}::pg_catalog.text)").format(self.table.extension, text)
+        return sql.SQL("{}.simhash({}::pg_catalog.text, {}::pg_catalog.text)").format(
+            self.table.extension, text, sql.Literal(profile))
+
+    def screen(self, staging: sql.Identifier, key_column: str,
+                fingerprint_column: str) -> Screened:
+        """Find the batch's near-duplicates and take those to leave out off the staging table.
+
+        A near-duplicate is within ``near_distance`` bits of a stored document
+        (another key) or of an earlier document of the batch that is written.
+        The check takes the lock of the table's check-in guard (nearsim_guard)
+        first, so that concurrent loaders and guarded writers check one after
+        the other, each seeing what the previous one committed.
+        """
+        action = self.options.on_near_duplicate
+        if action is None:
+            return Screened({})
+        ext, table = self.table.extension, self.table.identifier
+        key, fp = sql.Identifier(key_column), sql.Identifier(fingerprint_column)
+        self.conn.execute(sql.SQL("SELECT {}.nearsim_guard_lock(%s::pg_catalog.regclass)").format(
+            ext), [self.table.quoted])
+        # The batch's fingerprints, once: computed here when the server computes them.
+        staged = [(key, int(value)) for key, value in self.conn.execute(sql.SQL(
+            "SELECT key, COALESCE(si, {simhash}) FROM {staging}").format(
+                simhash=self.server_simhash(sql.SQL("body")), staging=staging))
+            if value is not None]
+        if not staged:
+            return Screened({})
+        stored = self.conn.execute(sql.SQL(
+            """SELECT s.key, n.key, n.distance
+               FROM ROWS FROM (pg_catalog.unnest(%s::pg_catalog.text[]),
+                               pg_catalog.unnest(%s::pg_catalog.int8[])) AS s (key, si)
+               CROSS JOIN LATERAL (
+                   SELECT t.{key}::pg_catalog.text AS key, {ext}.hamming(t.{fp}, s.si) AS distance
+                   FROM {table} AS t
+                   WHERE t.ctid = ANY ({ext}.nearsim_search(%s::pg_catalog.regclass, %s, s.si, %s))
+                     AND t.{key}::pg_catalog.text <> s.key
+                   ORDER BY 2, 1 LIMIT 1) AS n""").format(ext=ext, key=key, fp=fp, table=table),
+            [[k for k, _ in staged], [v for _, v in staged], self.table.quoted,
+             fingerprint_column, self.options.near_distance]).fetchall()
+        near = {new: (existing, int(distance)) for new, existing, distance in stored}
+        # within the batch: a later document near an earlier one that is written
+        if len(staged) > 1:
+            values = np.array([value for _, value in staged], dtype=np.int64)
+            first, second, distance = all_pairs(values, self.options.near_distance)
+            for i, j, bits in zip(first.tolist(), second.tolist(), distance.tolist(),
+                                  strict=True):
+                earlier, later = staged[i][0], staged[j][0]
+                if later in near or (action != "record" and earlier in near):
+                    continue  # already one, or the earlier one is not written
+                near[later] = (earlier, int(bits))
+        leave_out = list(near) if action in ("error", "skip") else []
+        if leave_out:
+            self.conn.execute(sql.SQL("DELETE FROM {} WHERE key = ANY (%s)").format(staging),
+                              [leave_out])
+        return Screened(near)
+
+    def screened(self, screened: Screened, batch: list[Prepared],
+                  written: Written) -> Written:
+        """The batch's outcome with its near-duplicates: failures, left out, or linked."""
+        if not screened.near:
+            return written
+        action = self.options.on_near_duplicate
+        if action == "record":
+            recorded = {k: v for k, v in screened.near.items()
+                        if k in written.inserted or k in written.updated}
+            if recorded:
+                self.record_links(recorded)
+            return written._replace(recorded=frozenset(recorded))
+        if action == "skip":
+            return written._replace(skipped=frozenset(screened.near))
+        sources = {document.key: document.source for document in batch}
+        refused = dict(written.refused)
+        for new, (existing, distance) in screened.near.items():
+            refused[new] = Failure(
+                sources[new], "near-duplicate",
+                f"key {new!r} is within {distance} bits of {existing!r} in {self.table}:"
+                " not written (--on-near-duplicate error)")
+        return written._replace(refused=refused)
+
+    def record_links(self, links: dict[str, tuple[str, int]]) -> None:
+        """Link written near-duplicates in <table>_nearsim_links, as nearsim_guard records.
+
+        The links table is the one ``nearsim_links`` makes: the table owner's,
+        dropped with it, and the one a guard with action record writes.
+        """
+        row = self.conn.execute(
+            sql.SQL("SELECT {}.nearsim_links(%s::pg_catalog.regclass)::pg_catalog.oid").format(
+                self.table.extension), [self.table.quoted]).fetchone()
+        assert row is not None
+        name = self.conn.execute(
+            "SELECT n.nspname, c.relname FROM pg_catalog.pg_class c"
+            " JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = %s",
+            [row[0]]).fetchone()
+        assert name is not None
+        table = sql.Identifier(name[0], name[1])
+        with self.conn.cursor().copy(sql.SQL(
+                "COPY {} (new_key, existing_key, distance) FROM STDIN").format(table)) as copy:
+            for new, (existing, distance) in links.items():
+                copy.write_row((new, existing, distance))
+
+    def merge(self, user: UserLayout, batch: list[Prepared], rows: bytes) -> Written:
+        """Write a batch into a table of the user's own, through a staging table.
+
+        New keys are inserted; a stored row whose text or mapped columns
+        differ is updated only with ``replace`` (the table has no source to
+        tell whether it came from the same file), and refused otherwise; the
+        same values are unchanged.  The comparison is with the stored values
+        themselves, in the query: the table has no content hash to compare.
+        A batch with a row the table refuses (a value its column cannot hold,
+        a constraint) is written row by row, and that row is reported.
+        """
+        staging = sql.Identifier("nearsim_load_staging")
+        fields = [f"f{number}" for number in range(len(user.columns))]
+        with self._begin():
+            self.stage(staging, rows, (*STAGED, *fields),
+                       ("text", "text", "bigint", *("text" for _ in fields)))
+            screened = self.screen(staging, user.key, user.fingerprint)
+            try:
+                with self.conn.transaction():  # a savepoint: the batch goes on without it
+                    written = self.conn.execute(user.merge_statement(
+                        self.table.identifier, staging, self.options.replace)).fetchall()
+                refused: dict[str, Failure] = {}
+            except (psycopg.errors.DataError, psycopg.errors.IntegrityError):
+                written, refused = self._merge_one_by_one(user, staging, batch)
+            inserted = {key for key, new in written if new}
+            updated = {key for key, new in written if not new}
+            unwritten = [d.key for d in batch
+                         if d.key not in inserted and d.key not in updated and d.key not in refused]
+            if unwritten and not self.options.replace:
+                sources = {document.key: document.source for document in batch}
+                differing = self.conn.execute(
+                    user.differing_statement(self.table.identifier, staging, unwritten)
+                ).fetchall()
+                for (key,) in differing:
+                    refused[key] = Failure(
+                        sources[key], "duplicate-key",
+                        f"key {key!r} is stored in {self.table} with other values, and the"
+                        f" table has no source column to tell whether they came from"
+                        f" {sources[key]}: not replaced (load with --replace to replace it)")
+            return self.screened(screened, batch, Written(inserted, updated, refused))
+
+    def _merge_one_by_one(
+        self, user: UserLayout, staging: sql.Identifier, batch: list[Prepared]
+    ) -> tuple[list[tuple[str, bool]], dict[str, Failure]]:
+        """The merge of each document in its own savepoint; the refused ones reported."""
+        written: list[tuple[str, bool]] = []
+        refused: dict[str, Failure] = {}
+        for document in batch:
+            one = user.merge_statement(self.table.identifier, staging, self.options.replace,
+                                       only=document.key)  # fmt: skip
+            try:
+                with self.conn.transaction():
+                    written += self.conn.execute(one).fetchall()
+            except (psycopg.errors.DataError, psycopg.errors.IntegrityError) as error:
+                reason = error.diag.message_primary or str(error).strip().splitlines()[0]
+                refused[document.key] = Failure(
+                    document.source, "refused",
+                    f"table {self.table} refused the document with key {document.key!r}:"
+                    f" {reason}")
+        return written, refused
+
+
+# -- tables of the user's own ---------------------------------------------------
+
+
