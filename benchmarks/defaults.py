@@ -103,6 +103,9 @@ HEAVY_CHANGE = 0.30
 CANDIDATE_OVERLAP = 0.25
 """Pairs sharing at least this share of the larger shingle set get ``compare`` (S_L...)."""
 THRESHOLDS = tuple(round(0.5 + 0.05 * k, 2) for k in range(10))  # 0.50 .. 0.95
+FINE_THRESHOLDS = tuple(round(0.8 + 0.01 * k, 2) for k in range(13))  # 0.80 .. 0.92
+"""Where the targets are met, in finer steps, for :data:`FINE_MEASURES`."""
+FINE_MEASURES = ("s_l", "s_j")
 TARGET_RECALL = 0.95
 TARGET_PRECISION = 0.98
 PERCENTILES = (5, 25, 50, 75, 95)
@@ -270,16 +273,17 @@ class Pairs:
         return values
 
 
-def sweep(pairs: Pairs) -> dict[str, list[dict[str, Any]]]:
+def sweep(pairs: Pairs, thresholds: Sequence[float] = THRESHOLDS,
+          measures: Sequence[str] = VERIFIED_MEASURES) -> dict[str, list[dict[str, Any]]]:
     """Recall and precision of each measure at each threshold (module docstring)."""
     kinds = np.array(pairs.kinds)
     light, between = kinds == LIGHT, kinds == BETWEEN
     s_r = pairs.column("s_r")
     result: dict[str, list[dict[str, Any]]] = {}
-    for measure in VERIFIED_MEASURES:
+    for measure in measures:
         values = pairs.column(measure)
         rows = []
-        for threshold in THRESHOLDS:
+        for threshold in thresholds:
             predicted = values >= threshold - 1e-12
             true_positives = int(np.count_nonzero(predicted & light))
             in_between = int(np.count_nonzero(predicted & between))
@@ -453,6 +457,7 @@ def evaluate(size: str = "full", jobs: int = 1, corpus: Sequence[Document] | Non
         "measures": list(VERIFIED_MEASURES),
         "sweep": table,
         "best": best_thresholds(table),
+        "fine": sweep(pairs, FINE_THRESHOLDS, FINE_MEASURES),
         "narrow_recall": _narrow_recall(pairs, measured, narrow),
         "distributions": distributions(documents, pairs),
         "timing": timings(texts, sample),
@@ -486,6 +491,17 @@ _LABELS = {"s_r": "S_R", "s_l": "S_L", "s_j": "S_J", "containment": "containment
 
 def _cell(row: dict[str, Any]) -> str:
     return f"{row['recall']:.3f} / {row['precision']:.3f}"
+
+
+def _wrong(results: dict[str, Any]) -> str:
+    """The false positives of S_L and S_J at 0.85, by kind."""
+    parts = []
+    for measure in FINE_MEASURES:
+        row = next(r for r in results["fine"][measure] if r["threshold"] == 0.85)
+        kinds = ", ".join(f"{count:,} {kind}" for kind, count in
+                          row["false_positives_by_source"].items())
+        parts.append(f"{_LABELS[measure]} >= 0.85: {kinds}")
+    return "; ".join(parts)
 
 
 def markdown(results: dict[str, Any], command: str = "") -> str:
@@ -532,6 +548,19 @@ def markdown(results: dict[str, Any], command: str = "") -> str:
             f"| {_LABELS[measure]} | {best['threshold']:.2f} | {best['recall']:.3f}{mark} |"
             f" {best['precision']:.3f} | {best['strict_precision']:.3f} | {narrow:.3f} |"
             f" {best['radius']} | {best['recall_within_radius']:.3f} |")
+    fine = results["fine"]
+    lines += ["", "Where the target is met, in steps of 0.01 (recall / precision; strict"
+              " precision):", "",
+              "| threshold | " + " | ".join(_LABELS[m] for m in fine) + " |",
+              "|---:|" + "---:|" * len(fine)]
+    for k, threshold in enumerate(FINE_THRESHOLDS):
+        cells = [_cell(fine[m][k]) + f"; {fine[m][k]['strict_precision']:.3f}" for m in fine]
+        lines.append(f"| {threshold:.2f} | " + " | ".join(
+            f"**{c}**" if fine[m][k]["recall"] >= TARGET_RECALL
+            and fine[m][k]["precision"] >= TARGET_PRECISION else c
+            for m, c in zip(fine, cells, strict=True)) + " |")
+    lines += ["", "In bold: recall >= 0.95 and precision >= 0.98. The pairs counted as wrong"
+              " at 0.85, by kind: " + _wrong(results) + ".", ""]
     lines += ["", "Between a document and its parent, per edit: percentiles "
               + "/".join(str(q) for q in PERCENTILES) + " of each measure:", "",
               "| edit | pairs | " + " | ".join(_LABELS[m] for m in DISTRIBUTION_MEASURES) + " |",
