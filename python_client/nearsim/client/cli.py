@@ -178,14 +178,15 @@ def similar(
     Verified: the documents at least 0.87 (-s) similar to the query,
     measured on the texts (S_L, the share of the longer text that the other
     also holds in passages of 5 words or more, or another --measure): a
-    text with 4% of its words changed is about 92% similar. The candidates
+    text with 4% of its words changed is about 93% similar. The candidates
     are the documents at least 0.5 similar by S_R (by --measure s_r or
-    containment, those within the calibrated radius). Each match shows S_L
-    and S_R side by side, whichever selected it. Documents of fewer than 10 shingles are
-    marked short: their fingerprints are unreliable. With --hamming, every
-    document whose fingerprint is within -k bits, nearest first, with no
-    similarity measured; with --nearest N, the N nearest by fingerprint,
-    exactly (ties by key).
+    containment, those of the sketch index or within the calibrated
+    radius). Each match shows S_L and S_R side by side, whichever selected
+    it. Documents of fewer than 10 shingles are marked short: their
+    fingerprints are unreliable. With --hamming, every document whose
+    fingerprint is within -k bits, nearest first, with no similarity
+    measured; with --nearest N, the N nearest by fingerprint, exactly (ties
+    by key).
 
     \b
     Examples:
@@ -255,9 +256,9 @@ def check(
     For a CI job or a pre-commit hook: exit status 1 when any file has a
     near-duplicate (each listed with the stored documents like it, as
     `nearsim similar` finds them: at least 0.87 (-s) similar by S_L, shown
-    with S_R, or within -k bits with --hamming), 0 when every file was checked and none has, 2 on an
-    error, or when a file could not be checked and no other has a
-    near-duplicate. A file that cannot be read, or has no words (empty, only
+    with S_R, or within -k bits with --hamming), 0 when every file was
+    checked and none has, 2 on an error, or when a file could not be
+    checked and no other has a near-duplicate. A file that cannot be read, or has no words (empty, only
     whitespace or punctuation: no fingerprint to compare), is named on
     stderr and the other files are checked all the same (with --json, its
     entry has near_duplicates null and the error). 130 after Ctrl-C.
