@@ -584,7 +584,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--output-dir", type=Path, default=DEFAULT_OUTPUT)
     args = parser.parse_args(argv)
     results = evaluate(args.size, args.jobs, keep=args.output_dir / "defaults-pairs.npz")
-    command = f".venv/bin/python -m benchmarks.defaults --size {args.size}"
+    command = (f".venv/bin/python -m benchmarks.defaults --size {args.size} --jobs {args.jobs}"
+               + ("   # make bench-defaults" if (args.size, args.jobs) == ("full", 2) else ""))
     args.output_dir.mkdir(parents=True, exist_ok=True)
     (args.output_dir / "defaults.json").write_text(json.dumps(results, indent=1))
     page = markdown(results, command)
