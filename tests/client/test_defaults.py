@@ -200,6 +200,14 @@ def test_pairs_and_clusters_by_s_l_find_the_drafts_that_s_r_misses(
                                  table, "--json").stdout)  # fmt: skip
         assert sorted(sorted(Path(k).name for k in g["members"]) for g in grouped) == [
             ["Genesis 24.txt", "genesis-draft.txt"], ["Ruth 1.txt", "ruth-draft.txt"]]
+    # most similar first, as the server orders its answers; --limit cuts that order
+    ruth = json.loads(run("similar", "--file", str(root / "Ruth 1.txt"), "--dsn", database,
+                          "-t", table, "--json").stdout)  # fmt: skip
+    assert [Path(m["key"]).name for m in ruth] == ["Ruth 1.txt", "ruth-draft.txt"]
+    assert ruth[0]["similarity"] == 1.0 > ruth[1]["similarity"] >= 0.87
+    first = json.loads(run("similar", "--file", str(root / "Ruth 1.txt"), "--limit", "1",
+                           "--dsn", database, "-t", table, "--json").stdout)  # fmt: skip
+    assert first == ruth[:1]
     page = root.parent / "ruth.html"
     shown = run("report", "--cluster", str(root / "ruth-draft.txt"), "--dsn", database, "-t",
                 table, "-o", str(page))  # fmt: skip
