@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -9,7 +10,7 @@ import pytest
 
 # The repository root, the working directory of `python -m pytest tests`,
 # where the benchmarks package is importable.
-from benchmarks import corpus, defaults, truth
+from benchmarks import corpus, defaults, docs, truth
 from nearsim.core.measures import VERIFIED_MEASURES, compare
 
 
@@ -115,3 +116,9 @@ def test_distributions_and_the_page(results: dict[str, Any]) -> None:
     assert page.count("\n| 0.") >= len(defaults.THRESHOLDS)
     assert "| S_L |" in page and "| typos |" in page
     assert np.isfinite(results["timing"]["ratio"]) and results["timing"]["compare_ms"] > 0
+
+
+def test_the_benchmarks_page_takes_the_section_from_the_results(tmp_path: Path) -> None:
+    assert "No results of `make bench-defaults`" in docs.defaults_page(tmp_path)
+    (tmp_path / "defaults.md").write_text("the section\n", encoding="utf-8")
+    assert docs.defaults_page(tmp_path) == "the section\n"
