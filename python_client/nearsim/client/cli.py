@@ -258,11 +258,11 @@ def check(
     `nearsim similar` finds them: at least 0.87 (-s) similar by S_L, shown
     with S_R, or within -k bits with --hamming), 0 when every file was
     checked and none has, 2 on an error, or when a file could not be
-    checked and no other has a near-duplicate. A file that cannot be read, or has no words (empty, only
-    whitespace or punctuation: no fingerprint to compare), is named on
-    stderr and the other files are checked all the same (with --json, its
-    entry has near_duplicates null and the error). 130 after Ctrl-C.
-    Nothing is written.
+    checked and no other has a near-duplicate. A file that cannot be read,
+    or has no words (empty, only whitespace or punctuation: no fingerprint
+    to compare), is named on stderr and the other files are checked all the
+    same (with --json, its entry has near_duplicates null and the error).
+    130 after Ctrl-C. Nothing is written.
 
     \b
     Examples:
