@@ -7,7 +7,9 @@ what ``python -m benchmarks.quality --output-dir`` wrote (``quality.md`` and
 its PNG figures) and ``python -m benchmarks.verified --output-dir`` wrote
 (``verified.json``, ``verified.md``, its figure: verified search against
 MinHashLSH on real near-duplicates, at 100,000 documents and along the cost
-curve), and ``scale.json`` when ``make bench-10m`` ran; DOCS_DIR receives
+curve), ``defaults.md`` (``python -m benchmarks.defaults``: which measure and
+threshold catch lightly edited copies) and ``scale.json`` when ``make
+bench-10m`` ran; DOCS_DIR receives
 ``BENCHMARKS.md`` and the figures.
 Nothing is measured here: every number comes from those files, so each
 section shows one run.
@@ -299,6 +301,15 @@ def verified_section(results: Path) -> tuple[str, dict[str, Any] | None]:
     return page.read_text(encoding="utf-8"), json.loads(data.read_text(encoding="utf-8"))
 
 
+def defaults_page(results: Path) -> str:
+    """The section of ``make bench-defaults`` (benchmarks/defaults.py), from its results."""
+    page = results / "defaults.md"
+    if not page.exists():
+        return ("No results of `make bench-defaults` (benchmarks/defaults.py) next to this"
+                " run.")
+    return page.read_text(encoding="utf-8")
+
+
 def spark_page(results: Path) -> str:
     """The section of ``make bench-spark`` (benchmarks/spark.py), from its results."""
     data = results / "spark.json"
@@ -349,6 +360,10 @@ nearsim {run["nearsim"]}, PostgreSQL {run["postgresql"]}, Python {run["python"]}
 ## Detection quality
 
 {quality}
+
+## Which measure and threshold catch light edits
+
+{defaults_page(results)}
 
 ## Verified search against MinHashLSH: real near-duplicates, 100,000 documents
 

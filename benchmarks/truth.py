@@ -13,7 +13,7 @@ kept, the others only counted per tenth of S_R.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -22,7 +22,9 @@ from numpy.typing import NDArray
 
 from nearsim.core.measures import resemblance, set_resemblance, word_shingles
 
-__all__ = ["Truth", "brute_force", "pair_codes", "shingle_matrix", "similar_pairs"]
+__all__ = [
+    "Truth", "brute_force", "intersections", "pair_codes", "shingle_matrix", "similar_pairs",
+]
 
 Int64s = NDArray[np.int64]
 Floats = NDArray[np.float64]
@@ -92,15 +94,14 @@ def shingle_matrix(texts: Sequence[str]) -> scipy.sparse.csr_matrix:
     )
 
 
-def similar_pairs(texts: Sequence[str], keep: float = 0.5) -> Truth:
-    """Exact S_R of every pair sharing a shingle; the pairs at or above ``keep``."""
-    started = time.perf_counter()
-    matrix = shingle_matrix(texts)
+def intersections(matrix: scipy.sparse.csr_matrix) -> Iterator[tuple[Int64s, Int64s, Int64s]]:
+    """(first, second, common shingles) of every pair i < j sharing a shingle, a block
+    of rows at a time: ``matrix @ matrix.T``, upper triangle only, to bound memory."""
     count = matrix.shape[0]
-    sizes = np.diff(matrix.indptr).astype(np.int64)
     transposed = matrix.T.tocsr()
     # A block of rows costs about the sum, over its shingles, of how many
     # documents have each: size blocks by that, not by a row count.
+    sizes = np.diff(matrix.indptr).astype(np.int64)
     frequency = np.diff(transposed.indptr).astype(np.int64)
     row_cost: Int64s = np.zeros(count, dtype=np.int64)
     if len(matrix.indices):
@@ -108,10 +109,6 @@ def similar_pairs(texts: Sequence[str], keep: float = 0.5) -> Truth:
         summed = np.add.reduceat(frequency[matrix.indices], np.minimum(
             matrix.indptr[:-1], len(matrix.indices) - 1))
         row_cost = np.where(sizes > 0, summed, 0).astype(np.int64)
-    firsts: list[Int64s] = []
-    seconds: list[Int64s] = []
-    values: list[Floats] = []
-    buckets = np.zeros(BUCKETS, dtype=np.int64)
     start = 0
     base, columns = 0, transposed
     while start < count:
@@ -128,7 +125,20 @@ def similar_pairs(texts: Sequence[str], keep: float = 0.5) -> Truth:
         row = product.row.astype(np.int64) + start
         column = product.col.astype(np.int64) + base
         upper = column > row
-        row, column, common = row[upper], column[upper], product.data[upper].astype(np.int64)
+        yield row[upper], column[upper], product.data[upper].astype(np.int64)
+        start = stop
+
+
+def similar_pairs(texts: Sequence[str], keep: float = 0.5) -> Truth:
+    """Exact S_R of every pair sharing a shingle; the pairs at or above ``keep``."""
+    started = time.perf_counter()
+    matrix = shingle_matrix(texts)
+    sizes = np.diff(matrix.indptr).astype(np.int64)
+    firsts: list[Int64s] = []
+    seconds: list[Int64s] = []
+    values: list[Floats] = []
+    buckets = np.zeros(BUCKETS, dtype=np.int64)
+    for row, column, common in intersections(matrix):
         # The same division as nearsim's set_resemblance, so the floats are identical.
         s_r = common / (sizes[row] + sizes[column] - common)
         bucket = np.minimum((s_r * BUCKETS).astype(np.int64), BUCKETS - 1)
@@ -137,14 +147,14 @@ def similar_pairs(texts: Sequence[str], keep: float = 0.5) -> Truth:
         firsts.append(row[kept])
         seconds.append(column[kept])
         values.append(s_r[kept])
-        start = stop
     first = np.concatenate(firsts) if firsts else np.empty(0, dtype=np.int64)
     second = np.concatenate(seconds) if seconds else np.empty(0, dtype=np.int64)
     s_r_all = np.concatenate(values) if values else np.empty(0, dtype=np.float64)
     order = np.lexsort((second, first))
     return Truth(
-        documents=count, first=first[order], second=second[order], s_r=s_r_all[order],
-        keep=keep, shared_pairs=int(buckets.sum()), buckets=buckets.tolist(),
+        documents=matrix.shape[0], first=first[order], second=second[order],
+        s_r=s_r_all[order], keep=keep, shared_pairs=int(buckets.sum()),
+        buckets=buckets.tolist(),
         shingles=int(matrix.shape[1]) if len(matrix.indices) else 0,
         seconds=time.perf_counter() - started,
     )

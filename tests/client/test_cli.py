@@ -402,12 +402,14 @@ def test_similar_finds_a_planted_near_duplicate(database: str, tmp_path: Path) -
                           "source": str(root / "Genesis 24.txt")}
     assert expected <= 6
 
-    # the default is the verified search at 0.8, measured on the texts
-    for options in ([], ["--min-similarity", "0.8"]):
+    # the default is the verified search by S_L at 0.8, measured on the texts
+    for options in ([], ["--min-similarity", "0.8"], ["--measure", "s_l"]):
         verified = json.loads(run("similar", "--file", str(edited), *options, "--dsn", database,
                                   "--table", table, "--json").stdout)  # fmt: skip
         assert verified[0]["key"] == str(root / "Genesis 24.txt")
         assert verified[0]["similarity"] == pytest.approx(
+            measures.compare(edited.read_text(), original).s_l)
+        assert verified[0]["s_r"] == pytest.approx(
             measures.resemblance(edited.read_text(), original))
         assert all(match["similarity"] >= 0.8 for match in verified)
     contradiction = run("similar", "--file", str(edited), "--hamming", "-s", "0.9", "--dsn",
@@ -422,7 +424,8 @@ def test_similar_finds_a_planted_near_duplicate(database: str, tmp_path: Path) -
     assert text.output.splitlines() == ["distance  key", f"       0  {root / 'Genesis 24.txt'}"]
     measured = run("similar", original, "--dsn", database, "--table", table)
     assert measured.output.splitlines() == [
-        "       s_r  distance  key", f"    100.0%         0  {root / 'Genesis 24.txt'}"]
+        "       S_L         S_R  distance  key",
+        f"    100.0%      100.0%         0  {root / 'Genesis 24.txt'}"]
 
 
 def test_pairs_clusters_compare_and_stats(database: str, tmp_path: Path) -> None:
@@ -472,10 +475,11 @@ def test_pairs_clusters_compare_and_stats(database: str, tmp_path: Path) -> None
     distance = nearsim.hamming(nearsim.simhash(base), nearsim.simhash(base + "Selah.\n"))
     assert compared["distance"] == distance
     exact = measures.compare(base, base + "Selah.\n")
-    # "similarity" is measured on the texts (S_R by default), never bits
-    assert compared["similarity"] == round(exact.s_r, 4) and compared["measure"] == "s_r"
+    # "similarity" is measured on the texts (S_L by default), never bits
+    assert compared["similarity"] == round(exact.s_l, 4) and compared["measure"] == "s_l"
+    assert (compared["s_l"], compared["s_r"]) == (round(exact.s_l, 4), round(exact.s_r, 4))
     assert compared["a"]["bits"] == nearsim.bits(nearsim.simhash(base))
-    assert compared["near_duplicates"] is True and compared["min_similarity"] == 0.8
+    assert compared["near_duplicates"] is True and compared["min_similarity"] == 0.87
     found = compared["measures"]
     assert (found["s_l"], found["s_j"], found["s_r"]) == (
         round(exact.s_l, 4), round(exact.s_j, 4), round(exact.s_r, 4))
@@ -488,7 +492,8 @@ def test_pairs_clusters_compare_and_stats(database: str, tmp_path: Path) -> None
     assert strict["max_distance"] == 0
     assert strict["measures"]["s_l"] < 1
     text = run("compare", keys["a.txt"], keys["b.txt"], "--dsn", database, "-t", table)
-    assert f"NEAR-DUPLICATES: s_r {exact.s_r:.1%} >= 80%" in text.output
+    assert (f"NEAR-DUPLICATES: s_l {exact.s_l:.1%} >= 87%  (S_L {exact.s_l:.1%},"
+            f" S_R {exact.s_r:.1%})") in text.output
     assert "similarity" not in text.output.split("NEAR-DUPLICATES")[0]  # bits are a distance
     assert f"S_L {found['s_l']:.1%}  S_J {found['s_j']:.1%}" in text.output
     assert "MinHash estimate of S_R" in text.output
@@ -640,15 +645,18 @@ def test_thresholds_the_server_answers_the_command_line_answers(
     def groups(found: list[dict[str, Any]]) -> list[list[str]]:
         return sorted(sorted(group["members"]) for group in found)
 
+    # by S_R (the SQL functions' default measure; the commands' is S_L, below)
     for threshold in ("0.3", "0.99"):  # outside the 0.5 to 0.95 the calibration covers
-        result = run("pairs", "-s", threshold, "--dsn", database, "-t", table, "--json")
+        result = run("pairs", "-s", threshold, "--measure", "s_r", "--dsn", database, "-t",
+                     table, "--json")  # fmt: skip
         assert result.exit_code == 0, result.output
         expected = sql_rows("SELECT * FROM nearsim_pairs_verified(%s, %s)", float(threshold))
         by_keys = itemgetter("a", "b")
         assert sorted(json.loads(result.stdout), key=by_keys) == sorted(expected, key=by_keys)
         assert len(expected) == (3 if threshold == "0.3" else 1)
 
-        result = run("clusters", "-s", threshold, "--dsn", database, "-t", table, "--json")
+        result = run("clusters", "-s", threshold, "--measure", "s_r", "--dsn", database, "-t",
+                     table, "--json")  # fmt: skip
         assert result.exit_code == 0, result.output
         by_sql: dict[str, list[str]] = {}
         for row in sql_rows("SELECT * FROM nearsim_clusters_verified(%s, %s)", float(threshold)):
@@ -656,29 +664,32 @@ def test_thresholds_the_server_answers_the_command_line_answers(
         assert groups(json.loads(result.stdout)) == sorted(map(sorted, by_sql.values()))
 
         page = tmp_path / f"group-{threshold}.html"
-        result = run("report", "--cluster", keys["a.txt"], "-s", threshold, "--dsn", database,
-                     "-t", table, "-o", str(page))  # fmt: skip
+        result = run("report", "--cluster", keys["a.txt"], "-s", threshold, "--measure", "s_r",
+                     "--dsn", database, "-t", table, "-o", str(page))  # fmt: skip
         assert result.exit_code == 0, result.output
         assert page.read_text().count("<section>") == (2 if threshold == "0.3" else 1)
 
-        compared = run("compare", keys["a.txt"], keys["c.txt"], "-s", threshold, "--dsn",
-                       database, "-t", table, "--json")  # fmt: skip
+        compared = run("compare", keys["a.txt"], keys["c.txt"], "-s", threshold, "--measure",
+                       "s_r", "--dsn", database, "-t", table, "--json")  # fmt: skip
         assert compared.exit_code == 0, compared.output
         assert json.loads(compared.stdout)["near_duplicates"] is (threshold == "0.3")
 
     # A query needs a radius, which the server has for 0.5 to 0.95 only: with
     # -k it answers, as SQL does; without, the server's own error is the one line.
-    result = run("similar", "--file", keys["a.txt"], "-s", "0.99", "-k", "10", "--dsn", database,
-                 "-t", table, "--json")  # fmt: skip
+    result = run("similar", "--file", keys["a.txt"], "-s", "0.99", "-k", "10", "--measure", "s_r",
+                 "--dsn", database, "-t", table, "--json")  # fmt: skip
     assert result.exit_code == 0, result.output
     expected = sql_rows("SELECT key, distance, similarity, short"
                         " FROM nearsim_similar_verified(%s, %s, 0.99, 's_r', 10)", base)
-    assert json.loads(result.stdout) == expected and len(expected) == 2
+    answered = [{k: m[k] for k in ("key", "distance", "similarity", "short")}
+                for m in json.loads(result.stdout)]
+    assert answered == expected and len(expected) == 2
     for command in ("similar", "check"):
         refused = subprocess.run(
             [sys.executable, "-m", "nearsim.client.cli", command, *(
                 ["--file"] if command == "similar" else []), keys["a.txt"], "-s", "0.99",
-             "--dsn", database, "-t", table], capture_output=True, text=True)  # fmt: skip
+             "--measure", "s_r", "--dsn", database, "-t", table], capture_output=True,
+            text=True)  # fmt: skip
         assert refused.returncode == 2, refused.stderr
         assert refused.stderr.startswith("Error: database error: min_similarity must be between"
                                          " 0.5 and 0.95"), refused.stderr
@@ -686,6 +697,12 @@ def test_thresholds_the_server_answers_the_command_line_answers(
     refused = run("pairs", "-s", "0.3", "--measure", "containment", "--dsn", database, "-t",
                   table)  # fmt: skip
     assert refused.exit_code == 2 and "min_similarity must be between" in refused.output
+    # by S_L, the default, a query needs no radius from 0.5 up: its candidates are the
+    # documents at least 0.5 similar by S_R
+    by_words = json.loads(run("similar", "--file", keys["a.txt"], "-s", "0.99", "--dsn",
+                              database, "-t", table, "--json").stdout)  # fmt: skip
+    assert sorted(Path(m["key"]).name for m in by_words) == ["a.txt", "b.txt"]
+    assert all(m["similarity"] == m["s_l"] >= 0.99 for m in by_words)
 
     # outside (0, 1]: refused before any work, naming the option
     for command in ("similar", "check", "pairs", "clusters", "compare", "report"):

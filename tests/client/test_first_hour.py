@@ -76,7 +76,8 @@ def test_a_query_from_standard_input_and_a_load_that_finds_nothing(
     found = CliRunner().invoke(cli, ["similar", "-f", "-", "--dsn", database, "--table",
                                      "stdin_docs"], input=CHAPTER)
     assert found.exit_code == 0, found.output
-    assert found.stdout.splitlines()[1].split()[:2] == ["100.0%", "0"], found.output
+    # S_L (the default measure) and S_R side by side, then the distance
+    assert found.stdout.splitlines()[1].split()[:3] == ["100.0%", "100.0%", "0"], found.output
     empty = tmp_path / "empty"
     empty.mkdir()
     nothing = run("load", str(empty), "--dsn", database, "--table", "stdin_docs", "--quiet")

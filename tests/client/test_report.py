@@ -183,7 +183,7 @@ def test_report_cluster_takes_the_number_clusters_prints(
     missing = run("report", "--cluster", "4", *options, "-o", str(tmp_path / "x.html"))
     assert missing.exit_code == 2
     assert missing.output == (f"Error: there is no group 4: 3 groups of near-duplicates"
-                              f' (s_r >= 0.8) in "{table}", and no document has the key 4\n')
+                              f' (s_l >= 0.87) in "{table}", and no document has the key 4\n')
 
 
 def test_report_cluster_finds_a_file_by_any_path_to_it(
@@ -219,7 +219,7 @@ def test_report_cluster_finds_a_file_by_any_path_to_it(
     alone = run("report", "--cluster", "d.txt", "--dsn", database, "-t", table, "-o", str(page))
     assert alone.exit_code == 2
     assert alone.output == (f"Error: {root / 'd.txt'} is in no group of near-duplicates"
-                            f' (s_r >= 0.8) in "{table}"\n')
+                            f' (s_l >= 0.87) in "{table}"\n')
     (root.parent / "new.txt").write_text(CHAPTERS["Ruth 4"])
     unknown = run("report", "--cluster", "../new.txt", "--dsn", database, "-t", table, "-o",
                   str(page))  # fmt: skip

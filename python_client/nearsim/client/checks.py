@@ -72,7 +72,8 @@ def _queries(names: Iterable[str], stdin: TextIO | None,
 
 def check_files(
     documents: DocumentTable, files: Iterable[str], *, by_bits: bool = False,
-    min_similarity: float = 0.8, measure: str = "s_r", max_distance: int | None = None,
+    min_similarity: float = measures.DEFAULT_MIN_SIMILARITY,
+    measure: str = measures.DEFAULT_MEASURE, max_distance: int | None = None,
     stdin: TextIO | None = None, encoding: str = "utf-8",
 ) -> Iterator[FileCheck]:  # fmt: skip
     """Each file's near-duplicates in ``documents``, file by file, in the order given.

@@ -28,6 +28,7 @@ from .checks import FileCheck, check_files
 from .clitools import (
     EXIT_FAILURES,
     EXIT_USAGE,
+    MEASURE_LABELS,
     Commands,
     Fatal,
     Search,
@@ -145,6 +146,19 @@ def _query_text(text: str | None, file: str | None, encoding: str) -> str:
     return text
 
 
+def _shown_measures(measure: str) -> list[str]:
+    """The measures a verified match is shown with: the one that selected it, S_L, S_R."""
+    return [measure, *(m for m in ("s_l", "s_r") if m != measure)]
+
+
+def _side_values(match: dict[str, Any], shown: list[str]) -> list[float | None]:
+    return [match["similarity"], *(match[m] for m in shown[1:])]
+
+
+def _percent(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1%}"
+
+
 @cli.command()
 @click.argument("text", required=False)
 @click.option("--file", "-f", metavar="FILE",
@@ -165,13 +179,18 @@ def similar(
 ) -> None:  # fmt: skip
     """Stored documents similar to TEXT or to a file, most similar first.
 
-    Verified: the documents at least 0.8 (-s) similar to the query, measured
-    on the texts (S_R, the resemblance of their 3-word shingle sets, or
-    --measure containment); the rotation index finds the candidates. Documents
-    of fewer than 10 shingles are marked short: their fingerprints are
-    unreliable. With --hamming, every document whose fingerprint is within
-    -k bits, nearest first, with no similarity measured; with --nearest N,
-    the N nearest by fingerprint, exactly (ties by key).
+    Verified: the documents at least 0.87 (-s) similar to the query,
+    measured on the texts (S_L, the share of the longer text that the other
+    also holds in passages of 5 words or more, or another --measure): a
+    text with 4% of its words changed is about 93% similar. The candidates
+    are the documents at least 0.5 similar by S_R (by --measure s_r or
+    containment, those of the sketch index or within the calibrated
+    radius). Each match shows S_L and S_R side by side, whichever selected
+    it. Documents of fewer than 10 shingles are marked short: their
+    fingerprints are unreliable. With --hamming, every document whose
+    fingerprint is within -k bits, nearest first, with no similarity
+    measured; with --nearest N, the N nearest by fingerprint, exactly (ties
+    by key).
 
     \b
     Examples:
@@ -208,11 +227,13 @@ def similar(
         if as_json:
             print_json([asdict(match) for match in verified])
             return
+        shown = _shown_measures(search.measure)
         if verified:
-            click.echo(f"{search.measure:>10}  distance  key")
+            click.echo("".join(f"{MEASURE_LABELS[m]:>10}  " for m in shown) + "distance  key")
         for found in verified:
             short = "  (short)" if found.short else ""
-            click.echo(f"{found.similarity:10.1%}  {found.distance:8d}  {found.key}{short}")
+            values = "".join(f"{_percent(v):>10}  " for v in _side_values(asdict(found), shown))
+            click.echo(f"{values}{found.distance:8d}  {found.key}{short}")
         return
     if as_json:
         print_json([asdict(match) for match in matches])
@@ -240,16 +261,17 @@ def check(
 
     For a CI job or a pre-commit hook: exit status 1 when any file has a
     near-duplicate (each listed with the stored documents like it, as
-    `nearsim similar` finds them: at least 0.8 (-s) similar, or within -k bits
-    with --hamming), 0 when every file was checked and none has, 2 on an
-    error, or when a file could not be checked and no other has a
-    near-duplicate. A file that cannot be read, or has no words (empty, only
-    whitespace or punctuation: no fingerprint to compare), is named on
-    stderr and the other files are checked all the same (with --json, its
-    entry has near_duplicates null and the error). 130 after Ctrl-C.
-    Nothing is written. Files are read as nearsim-load reads them: an
-    e-mail file is answered for each message and attachment (thread.eml,
-    thread.eml#2:contract.pdf), and --json gives each file's encoding.
+    `nearsim similar` finds them: at least 0.87 (-s) similar by S_L, shown
+    with S_R, or within -k bits with --hamming), 0 when every file was
+    checked and none has, 2 on an error, or when a file could not be
+    checked and no other has a near-duplicate. A file that cannot be read,
+    or has no words (empty, only whitespace or punctuation: no fingerprint
+    to compare), is named on stderr and the other files are checked all the
+    same (with --json, its entry has near_duplicates null and the error).
+    130 after Ctrl-C. Nothing is written. Files are read as nearsim-load
+    reads them: an e-mail file is answered for each message and attachment
+    (thread.eml, thread.eml#2:contract.pdf), and --json gives each file's
+    encoding.
 
     \b
     Examples:
@@ -311,8 +333,10 @@ def _print_check(entry: dict[str, Any], search: Search) -> None:
         if search.hamming:
             click.echo(f"  {match['distance']:3d} bits  {match['key']}")
         else:
-            click.echo(f"  {match['similarity']:7.1%}  {match['distance']:3d} bits"
-                       f"  {match['key']}")
+            shown = _shown_measures(search.measure)
+            values = "  ".join(f"{MEASURE_LABELS[m]} {_percent(v)}"
+                               for m, v in zip(shown, _side_values(match, shown), strict=True))
+            click.echo(f"  {values}  {match['distance']:3d} bits  {match['key']}")
 
 
 @cli.command()
@@ -324,11 +348,14 @@ def pairs(
     ctx: click.Context, min_similarity: float, measure: str, max_distance: int | None,
     by_bits: bool, dsn: str | None, table: str, as_json: bool,
 ) -> None:  # fmt: skip
-    """Every pair of stored documents at least 0.8 (-s) similar.
+    """Every pair of stored documents at least 0.87 (-s) similar.
 
-    Measured on the texts, as in `nearsim similar`; with --hamming, every
-    pair whose fingerprints are within -k bits, unverified. One pair per
-    line: similarity, distance in bits, the two keys.
+    Measured on the texts, as in `nearsim similar`: by S_L, among the pairs
+    at least 0.5 similar by S_R (an exact join in the server; S_L is then
+    measured here, a few ms a pair: --measure s_r is much faster); with
+    --hamming, every pair whose fingerprints are within -k bits,
+    unverified. One pair per line: similarity, distance in bits, the two
+    keys.
 
     \b
     Examples:
@@ -387,7 +414,7 @@ def clusters(
     """Groups of near-duplicate documents, largest first, numbered from 1.
 
     Groups of the pairs `nearsim pairs` finds with the same options: by
-    default pairs at least 0.8 (-s) similar measured on the texts; with
+    default pairs at least 0.87 (-s) similar by S_L; with
     --hamming, pairs within -k bits. `nearsim report --cluster N` shows
     group N of the same options side by side.
 
@@ -524,7 +551,7 @@ def compare(
     with information matching of passages of at least 5 words; S_R (the
     Jaccard coefficient of the 3-word shingle sets), containment, and the
     MinHash estimate of S_R with its 95% interval. The verdict is measured:
-    near-duplicates when S_R (--measure) is at least 0.8 (-s); with
+    near-duplicates when S_L (--measure) is at least 0.87 (-s); with
     --hamming, when the fingerprints are at most -k bits apart.
 
     \b
@@ -553,6 +580,7 @@ def compare(
                                                measures.Shingled(second_text)))  # fmt: skip
     result["similarity"] = round(measured, 4)  # measured on the texts
     result["measure"] = measure
+    result["s_l"], result["s_r"] = result["measures"]["s_l"], result["measures"]["s_r"]
     if search.hamming:
         assert search.max_distance is not None
         result["max_distance"] = search.max_distance
@@ -578,7 +606,8 @@ def compare(
                    " similarity)")  # fmt: skip
     else:
         relation = ">=" if result["near_duplicates"] else "<"
-        click.echo(f"{verdict}: {measure} {measured:.1%} {relation} {threshold:.0%}")
+        click.echo(f"{verdict}: {measure} {measured:.1%} {relation} {threshold:.0%}"
+                   f"  (S_L {result['s_l']:.1%}, S_R {result['s_r']:.1%})")
     m = result["measures"]
     words, minhash = m["words"], m["minhash"]
     click.echo(f"words: longer {words['longer']:,}, shorter {words['shorter']:,}, common "

@@ -13,7 +13,7 @@ import click
 import psycopg
 
 from ..core.bits import BITS
-from ..core.measures import VERIFIED_MEASURES
+from ..core.measures import DEFAULT_MEASURE, DEFAULT_MIN_SIMILARITY, VERIFIED_MEASURES
 from ..core.profiles import ProfileError, canonical
 from .connect import ConnectionFailed, ProfileMismatch, connect, ensure_extension
 from .database_encoding import Repertoire, unstorable_query
@@ -135,13 +135,14 @@ def json_option(function: F) -> F:
     return click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")(function)
 
 
-DEFAULT_MIN_SIMILARITY = 0.8
-"""The measured similarity the queries and ``compare`` use unless told otherwise."""
 SIMILARITY = click.FloatRange(0, 1, min_open=True)
 """What -s takes: any similarity above 0 (everything is at least 0 similar), up to 1.
 Whether a search can answer it is the library's or the server's to say: the
 server gives a radius only for 0.5 to 0.95 and otherwise asks for -k, but
 its exact join of pairs by S_R needs no radius at all."""
+MEASURE_LABELS = {"s_r": "S_R", "s_l": "S_L", "s_j": "S_J", "containment": "containment",
+                  "information_s_l": "S_L(info)", "information_s_j": "S_J(info)"}
+"""How the commands name each measure of VERIFIED_MEASURES in their text output."""
 DEFAULT_MAX_DISTANCE = 6
 """The Hamming distance of ``--hamming`` unless told otherwise."""
 
@@ -156,14 +157,19 @@ def search_options(function: F) -> F:
     function = click.option(
         "-k", "--max-distance", type=click.IntRange(0, BITS), metavar="K",
         help="With --hamming, the largest Hamming distance in bits; otherwise the radius in"
-        " which candidates are looked for [default: the radius calibrated for -s, from 0.5 to"
-        " 0.95 (outside, give -k); pairs, clusters and report by s_r need none].",
+        " which candidates are looked for [default: none by s_l and the other word measures"
+        " from -s 0.5 up (the candidates are the documents at least 0.5 similar by S_R), nor"
+        " for pairs, clusters and report by s_r; otherwise the radius calibrated for -s, from"
+        " 0.5 to 0.95 (outside, give -k)].",
     )(function)  # fmt: skip
     function = click.option(
-        "--measure", type=click.Choice(VERIFIED_MEASURES), default="s_r", show_default=True,
-        help="The exact measure of -s: s_r, the resemblance of the 3-word shingle sets;"
-        " containment, the share of the shorter text's shingles in the longer; s_l, s_j and"
-        " their information forms as `nearsim compare` shows them.",
+        "--measure", type=click.Choice(VERIFIED_MEASURES), default=DEFAULT_MEASURE,
+        show_default=True,
+        help="The exact measure of -s: s_l, the share of the longer text also found in the"
+        " shorter (passages of 5 words or more); s_r, the resemblance of the 3-word shingle"
+        " sets (computed in the server's C code; pairs, clusters and report find its pairs"
+        " by an exact join); containment, the share of the shorter text's shingles in the"
+        " longer; s_j and the information forms as `nearsim compare` shows them.",
     )(function)  # fmt: skip
     return click.option(
         "--min-similarity", "-s", type=SIMILARITY, metavar="S",

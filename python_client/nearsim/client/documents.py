@@ -16,9 +16,9 @@ The query functions work on any table enabled with ``nearsim_enable``.
 from __future__ import annotations
 
 import os
-from collections.abc import Generator
+from collections.abc import Generator, Sequence
 from contextlib import closing
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, cast
 
 import psycopg
@@ -26,8 +26,16 @@ import psycopg.rows
 from psycopg import sql
 
 from ..core.fingerprint import PROFILE
+from ..core.measures import (
+    CANDIDATE_RESEMBLANCE,
+    DEFAULT_MEASURE,
+    DEFAULT_MIN_SIMILARITY,
+    Shingled,
+    side_by_side,
+)
 from ..core.profiles import canonical, simhash
 from ..core.registry import EXTENSION_SCHEMA_QUERY, REGISTRY, Registration
+from . import bywords
 from .sources import file_key
 
 DEFAULT_TABLE = "docs"
@@ -67,6 +75,8 @@ class VerifiedMatch:
     distance: int
     similarity: float  # the exact measure asked for
     short: bool  # fewer shingles than core.measures.SHORT_SHINGLES: its fingerprint is unreliable
+    s_r: float | None = None  # both measures side by side, whichever selected the match
+    s_l: float | None = None  # (:func:`nearsim.client.sidebyside.both_measures`)
 
 
 @dataclass(frozen=True)
@@ -416,15 +426,35 @@ class DocumentTable:
             self.extension), [self.quoted])
 
     def similar_verified(
-        self, query: str, min_similarity: float = 0.8, measure: str = "s_r",
-        max_distance: int | None = None, limit: int | None = None,
+        self, query: str, min_similarity: float = DEFAULT_MIN_SIMILARITY,
+        measure: str = DEFAULT_MEASURE, max_distance: int | None = None,
+        limit: int | None = None, side_by_side: bool = True,
     ) -> list[VerifiedMatch]:
         """Documents at least ``min_similarity`` similar to ``query``, measured exactly.
 
         See ``nearsim_similar_verified``: the rotation index gives the candidates
         within the calibrated radius (or ``max_distance``), their texts decide.
+        By a word measure (:data:`~nearsim.core.measures.WORD_MEASURES`, S_L by
+        default) from 0.5 up without ``max_distance``, the candidates are the
+        documents at least :data:`~nearsim.core.measures.CANDIDATE_RESEMBLANCE`
+        similar by S_R (found in C, through the sketch index if the table has
+        one), and the word measure is computed here on their texts: the
+        radius calibrated for S_R at the same threshold misses light edits.
+        With ``side_by_side`` each match also gets its S_R and S_L, whichever
+        measure selected it.
         """
         self.require_enabled()
+        if bywords.by_words(measure, min_similarity, max_distance):
+            candidates = self._verified(query, CANDIDATE_RESEMBLANCE, "s_r", None, None)
+            matches = [VerifiedMatch(*row) for row in bywords.measured_matches(
+                query, ((m.key, m.distance, m.similarity, m.short) for m in candidates),
+                self._texts, measure, min_similarity, limit)]  # fmt: skip
+        else:
+            matches = self._verified(query, min_similarity, measure, max_distance, limit)
+        return self._side_by_side(query, matches, measure) if side_by_side else matches
+
+    def _verified(self, query: str, min_similarity: float, measure: str,
+                  max_distance: int | None, limit: int | None) -> list[VerifiedMatch]:  # fmt: skip
         statement = sql.SQL(
             """SELECT v.key, v.distance, v.similarity, v.short
                FROM {}.nearsim_similar_verified(%s::regclass, %s, %s, %s, %s) AS v LIMIT %s"""
@@ -433,6 +463,30 @@ class DocumentTable:
             statement, [self.quoted, query, min_similarity, measure, max_distance, limit]
         ).fetchall()
         return [VerifiedMatch(*row) for row in rows]
+
+    def _texts(self, keys: Sequence[str]) -> dict[str, str]:
+        """The texts of the documents of ``keys`` (compared as text); gone ones left out."""
+        registration = self.require_enabled()
+        query = sql.SQL(
+            "SELECT {key}::text, {text} FROM {table} WHERE {key}::text = ANY(%s)"
+        ).format(
+            key=sql.Identifier(registration.key_column),
+            text=sql.Identifier(registration.text_column), table=self.identifier)
+        return {key: text or "" for key, text in self.conn.execute(query, [list(keys)])}
+
+    def _side_by_side(self, query: str, matches: list[VerifiedMatch],
+                      measure: str) -> list[VerifiedMatch]:  # fmt: skip
+        """The matches with their S_R and S_L (None for a document deleted meanwhile)."""
+        asked = Shingled(query)
+        result = []
+        for match in matches:
+            stored = None if match.s_r is not None else self.document(match.key)
+            if stored is None:
+                result.append(match)
+                continue
+            s_r, s_l = side_by_side(asked, stored.text or "", measure, match.similarity)
+            result.append(replace(match, s_r=s_r, s_l=s_l))
+        return result
 
     def pairs(self, max_distance: int) -> Generator[Pair, None, None]:
         """Every pair of documents within ``max_distance`` bits, streamed."""
@@ -449,10 +503,23 @@ class DocumentTable:
                 yield Pair(a, b, distance)
 
     def pairs_verified(
-        self, min_similarity: float = 0.8, measure: str = "s_r", max_distance: int | None = None
+        self, min_similarity: float = DEFAULT_MIN_SIMILARITY, measure: str = DEFAULT_MEASURE,
+        max_distance: int | None = None,
     ) -> Generator[VerifiedPair, None, None]:
-        """Pairs within the (calibrated) radius, at least ``min_similarity`` similar, streamed."""
+        """Pairs within the (calibrated) radius, at least ``min_similarity`` similar, streamed.
+
+        By a word measure (S_L...) from 0.5 up without ``max_distance``: the
+        pairs at least 0.5 similar by S_R (the server's exact join), whose
+        texts are then measured here (:mod:`nearsim.client.bywords`).
+        """
         self.require_enabled()
+        if bywords.by_words(measure, min_similarity, max_distance):
+            candidates = list(self.pairs_verified(CANDIDATE_RESEMBLANCE, "s_r"))
+            for row in bywords.measured_pairs(
+                    ((p.a, p.b, p.distance, p.similarity, p.short) for p in candidates),
+                    self._texts, measure, min_similarity):  # fmt: skip
+                yield VerifiedPair(*row)
+            return
         query = sql.SQL("SELECT a, b, distance, similarity, short"
                         " FROM {}.nearsim_pairs_verified(%s::regclass, %s, %s, %s)").format(
             self.extension)  # fmt: skip
@@ -471,11 +538,15 @@ class DocumentTable:
         return self._clusters(groups, [self.quoted, max_distance, method, min_size])
 
     def clusters_verified(
-        self, min_similarity: float = 0.8, measure: str = "s_r",
+        self, min_similarity: float = DEFAULT_MIN_SIMILARITY, measure: str = DEFAULT_MEASURE,
         max_distance: int | None = None, method: str = "components", min_size: int = 2,
     ) -> Generator[Cluster, None, None]:
         """Groups linked by verified pairs (see :meth:`pairs_verified`), largest first."""
         self.require_enabled()
+        if bywords.by_words(measure, min_similarity, max_distance):
+            found = [(p.a, p.b) for p in self.pairs_verified(min_similarity, measure)]
+            return (Cluster(pivot, members)
+                    for pivot, members in bywords.groups(found, method, min_size))
         groups = sql.SQL("{}.nearsim_clusters_verified(%s::regclass, %s, %s, %s, %s, %s)").format(
             self.extension)
         return self._clusters(groups, [self.quoted, min_similarity, measure, max_distance,

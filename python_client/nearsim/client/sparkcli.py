@@ -8,11 +8,10 @@ from typing import Any
 import click
 
 from ..core.bits import BITS
-from ..core.measures import VERIFIED_MEASURES
+from ..core.measures import SET_DEFAULT_MIN_SIMILARITY, VERIFIED_MEASURES
 from ..core.survivors import Keep
 from .clitools import (
     DEFAULT_MAX_DISTANCE,
-    DEFAULT_MIN_SIMILARITY,
     SIMILARITY,
     Fatal,
     ProfileName,
@@ -47,7 +46,7 @@ def spark_group() -> None:
 @click.option("--text-column", metavar="TEXT",
               help="The column (field) of the documents' texts [text files: text].")
 @click.option("--min-similarity", "-s", type=SIMILARITY, metavar="S",
-              default=DEFAULT_MIN_SIMILARITY, show_default=True,
+              default=SET_DEFAULT_MIN_SIMILARITY, show_default=True,
               help="Group documents at least S similar, measured on the texts.")
 @click.option("--measure", type=click.Choice(VERIFIED_MEASURES), default="s_r",
               show_default=True, help="The exact measure of -s.")

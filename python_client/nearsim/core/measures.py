@@ -59,8 +59,13 @@ from .interrupts import checkpoint
 from .text import token_batches, tokens
 
 __all__ = [
+    "CANDIDATE_RESEMBLANCE",
+    "DEFAULT_MEASURE",
     "DEFAULT_MIN_CHUNK_WORDS",
+    "DEFAULT_MIN_SIMILARITY",
     "EMPTY_SIGNATURE_VALUE",
+    "SET_DEFAULT_MIN_SIMILARITY",
+    "WORD_MEASURES",
     "Chunk",
     "Comparison",
     "Estimate",
@@ -73,6 +78,7 @@ __all__ = [
     "resemblance",
     "set_containment",
     "set_resemblance",
+    "side_by_side",
     "word_shingles",
 ]
 
@@ -725,6 +731,27 @@ def minhash_estimate(signature_a: UInt64Array, signature_b: UInt64Array) -> Esti
 VERIFIED_MEASURES = ("s_r", "s_l", "s_j", "containment", "information_s_l", "information_s_j")
 """Exact measures a verified search can keep candidates by."""
 
+DEFAULT_MEASURE = "s_l"
+"""The measure the client's searches and ``nearsim compare`` use unless told otherwise.
+
+Chosen by ``benchmarks/defaults.py`` (docs/GUIDE.md, "What "% similar"
+means"): S_L falls about as much as the share of words an edit touches,
+where S_R falls about three times as much (each changed word breaks three
+shingles) and stays near 1 when a text gains a copy of its own passages."""
+DEFAULT_MIN_SIMILARITY = 0.87
+"""The threshold of :data:`DEFAULT_MEASURE` unless told otherwise: on the evaluation
+corpus, recall 0.97 of the lightly edited copies at precision 0.98."""
+SET_DEFAULT_MIN_SIMILARITY = 0.8
+"""The threshold by S_R that the SQL functions and ``nearsim spark`` default to."""
+WORD_MEASURES = ("s_l", "s_j", "information_s_l", "information_s_j")
+"""The verified measures counted on words and passages (:func:`compare`), not on shingle sets."""
+CANDIDATE_RESEMBLANCE = 0.5
+"""The S_R a document needs to be measured by a word measure in the client's search.
+
+The radius calibrated for S_R >= s is too small for S_L >= s: a light edit
+lowers S_R about three times as much as S_L (``benchmarks/defaults.py``
+measures how many light edits S_R >= 0.5 keeps)."""
+
 SHORT_SHINGLES = 10
 """A text with fewer shingles than this is short: its fingerprint is unreliable.
 
@@ -750,3 +777,20 @@ def verified_measure(measure: str, a: Shingled, b: Shingled) -> float:
     if measure not in VERIFIED_MEASURES:
         raise ValueError(f"unknown measure {measure!r}: use one of {', '.join(VERIFIED_MEASURES)}")
     return float(getattr(compare(a.text, b.text), measure))
+
+
+def side_by_side(asked: Shingled, text: str, measure: str,
+                 similarity: float) -> tuple[float, float]:  # fmt: skip
+    """``(S_R, S_L)`` of a query and a text a verified search found by ``measure``.
+
+    The value the search measured (``similarity``) is taken as it is; the
+    other is measured here.  S_R is a set measure (cheap); S_L needs
+    :func:`compare` (words and passages), like the server's own S_L.
+    """
+    if measure == "s_l":
+        return set_resemblance(asked.shingles, set(word_shingles(text))), similarity
+    s_l = compare(asked.text, text).s_l
+    if measure == "s_r":
+        return similarity, s_l
+    return set_resemblance(asked.shingles, set(word_shingles(text))), s_l
+
