@@ -13,7 +13,12 @@ import click
 import psycopg
 
 from ..core.bits import BITS
-from ..core.measures import DEFAULT_MEASURE, DEFAULT_MIN_SIMILARITY, VERIFIED_MEASURES
+from ..core.measures import (
+    DEFAULT_MEASURE,
+    DEFAULT_MIN_SIMILARITY,
+    SET_DEFAULT_MIN_SIMILARITY,
+    VERIFIED_MEASURES,
+)
 from ..core.profiles import ProfileError, canonical
 from .connect import ConnectionFailed, ProfileMismatch, connect, ensure_extension
 from .database_encoding import Repertoire, unstorable_query
@@ -149,6 +154,21 @@ DEFAULT_MAX_DISTANCE = 6
 
 def search_options(function: F) -> F:
     """-s, --measure, -k and --hamming: the verified search by default, bits on request."""
+    return _search_options(function, DEFAULT_MEASURE, DEFAULT_MIN_SIMILARITY)
+
+
+def set_search_options(function: F) -> F:
+    """The same options with the defaults of a whole collection's dedup (S_R at 0.8).
+
+    ``nearsim dedup`` and ``nearsim spark dedup`` group a whole table or
+    crawl: S_R's pairs come from an exact join of the shingle sets, at any
+    size, where a word measure would be measured pair by pair; and the two
+    routes give the same groups.
+    """
+    return _search_options(function, "s_r", SET_DEFAULT_MIN_SIMILARITY)
+
+
+def _search_options(function: F, measure: str, min_similarity: float) -> F:
     function = click.option(
         "--hamming", "by_bits", is_flag=True,
         help=f"Unverified: by fingerprint distance only, within -k bits [default:"
@@ -163,7 +183,7 @@ def search_options(function: F) -> F:
         " 0.5 to 0.95 (outside, give -k)].",
     )(function)  # fmt: skip
     function = click.option(
-        "--measure", type=click.Choice(VERIFIED_MEASURES), default=DEFAULT_MEASURE,
+        "--measure", type=click.Choice(VERIFIED_MEASURES), default=measure,
         show_default=True,
         help="The exact measure of -s: s_l, the share of the longer text also found in the"
         " shorter (passages of 5 words or more); s_r, the resemblance of the 3-word shingle"
@@ -173,7 +193,7 @@ def search_options(function: F) -> F:
     )(function)  # fmt: skip
     return click.option(
         "--min-similarity", "-s", type=SIMILARITY, metavar="S",
-        default=DEFAULT_MIN_SIMILARITY, show_default=True,
+        default=min_similarity, show_default=True,
         help="Only documents at least S similar, measured on the texts (verified search:"
         " candidates from the rotation index, then the texts decide).",
     )(function)  # fmt: skip

@@ -16,7 +16,7 @@ from .clitools import (
     open_table,
     print_json,
     search_of,
-    search_options,
+    set_search_options,
 )  # fmt: skip
 from .dedup import DedupError, DedupOptions, dedup
 from .records_out import FORMATS, OutputError
@@ -50,7 +50,7 @@ KEEP_HELP = ("Which document of a group survives: first, the smallest key; longe
 
 @click.command("dedup")
 @click.argument("table_name", required=False, metavar="[TABLE]")
-@search_options
+@set_search_options
 @method_option
 @click.option("--keep", type=KeepPolicy(), default="first", show_default=True,
               metavar="first|longest|newest:FIELD", help=KEEP_HELP)
@@ -83,11 +83,13 @@ def dedup_command(
 ) -> None:  # fmt: skip
     """Write the deduplicated corpus: one document of each group, and every other.
 
-    The groups are those `nearsim clusters` finds with the same options (by
-    default pairs at least 0.8 similar measured on the texts; --hamming, within
-    -k bits). Every document without a near-duplicate survives, and one of
-    each group, chosen by --keep; each with all of its record's fields (a
-    table of your own: every column but the fingerprint). The summary goes
+    The groups are those `nearsim clusters` finds with the same options;
+    by default, as `nearsim spark dedup`, pairs whose S_R is at least 0.8,
+    found by an exact join at any size (--measure s_l -s 0.87 for the
+    reviewer's default; --hamming, within -k bits). Every document without
+    a near-duplicate survives, and one of each group, chosen by --keep; each
+    with all of its record's fields (a table of your own: every column but
+    the fingerprint). The summary goes
     to stderr (--json: to stdout).
 
     \b
