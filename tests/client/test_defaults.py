@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner, Result
+from psycopg import sql
 
 import nearsim
 from nearsim.client import bywords
@@ -232,3 +233,27 @@ def test_groups_of_pairs_are_the_servers_groups(
                                                   (None, ["e", "f"])]
     assert bywords.groups(star, "pivot") == [("a", ["a", "b", "c"]), ("e", ["e", "f"])]
     assert bywords.groups(star, "pivot", min_size=3) == [("a", ["a", "b", "c"])]
+
+
+def test_pairs_by_s_l_within_a_radius_are_the_servers_pairs(
+    database: str, drafts: tuple[str, Path],
+) -> None:  # fmt: skip
+    """Within -k bits the word measure is computed here, a batch at a time, with
+    the server's answer (nearsim_pairs_verified measures them in PL/Python)."""
+    table, _ = drafts
+    with nearsim.connect(database, autocommit=True) as conn:
+        documents = nearsim.DocumentTable(conn, table)
+        for radius in (3, 12, 64):
+            here = sorted((p.a, p.b, p.distance, round(p.similarity, 9), p.short)
+                          for p in documents.pairs_verified(0.6, "s_l", radius))
+            server = sorted((a, b, d, round(s, 9), short) for a, b, d, s, short in conn.execute(
+                "SELECT a, b, distance, similarity, short"
+                " FROM nearsim_pairs_verified(%s, 0.6, 's_l', %s)", [table, radius]))
+            assert here == server
+            groups = [(c.pivot, c.members) for c in documents.clusters_verified(
+                0.6, "s_l", radius, method="pivot")]
+            server_groups = [(c.pivot, c.members) for c in documents._clusters(
+                sql.SQL("nearsim_clusters_verified(%s::regclass, 0.6, 's_l', %s, 'pivot', 2)"),
+                [table, radius])]
+            assert groups == server_groups
+        assert len(here) >= 2  # the drafts are found at 64 bits

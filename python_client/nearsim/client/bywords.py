@@ -23,9 +23,15 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 
-from ..core.measures import CANDIDATE_RESEMBLANCE, WORD_MEASURES, compare
+from ..core.measures import (
+    CANDIDATE_RESEMBLANCE,
+    WORD_MEASURES,
+    Comparison,
+    Shingled,
+    compare,
+)
 
-__all__ = ["BATCH", "by_words", "groups", "measured_matches", "measured_pairs"]
+__all__ = ["BATCH", "by_words", "groups", "measured_matches", "measured_pairs", "pairs_by_words"]
 
 BATCH = 500
 """Pairs measured per read of their texts."""
@@ -39,6 +45,15 @@ def by_words(measure: str, min_similarity: float | None, max_distance: int | Non
     CANDIDATE_RESEMBLANCE up, without a radius given."""
     return (measure in WORD_MEASURES and max_distance is None and min_similarity is not None
             and CANDIDATE_RESEMBLANCE <= min_similarity <= 1)  # fmt: skip
+
+
+def pairs_by_words(measure: str, min_similarity: float | None) -> bool:
+    """Whether all pairs by a word measure are measured here, also within a
+    radius given: the server would measure every candidate pair in PL/Python
+    before giving the first, where here they are measured and given a batch
+    at a time (and a reader that stops stops the command)."""
+    return (measure in WORD_MEASURES and min_similarity is not None
+            and 0 < min_similarity <= 1)  # fmt: skip
 
 
 def measured_matches(
@@ -63,7 +78,8 @@ def measured_matches(
 
 
 def measured_pairs(
-    candidates: Iterable[tuple[str, str, int, float, bool]], texts: Texts, measure: str,
+    candidates: Iterable[tuple[str, str, int, float | None, bool | None]], texts: Texts,
+    measure: str,
     min_similarity: float, batch: int = BATCH,
 ) -> Iterator[tuple[str, str, int, float, bool]]:  # fmt: skip
     """``(a, b, distance, value, short)`` of the candidate pairs whose ``measure``
@@ -72,10 +88,17 @@ def measured_pairs(
     for start in range(0, len(listed), batch):
         piece = listed[start : start + batch]
         stored = texts(sorted({key for a, b, *_ in piece for key in (a, b)}))
+        measured: dict[tuple[str, str], Comparison] = {}  # a pair of texts seen in the batch
         for a, b, distance, _, short in piece:
             if a in stored and b in stored:
-                value = float(getattr(compare(stored[a], stored[b]), measure))
+                both = (stored[a], stored[b])
+                exact = measured.get(both)
+                if exact is None:
+                    exact = measured[both] = compare(*both)
+                value = float(getattr(exact, measure))
                 if value >= min_similarity:
+                    if short is None:  # candidates by bits: counted here
+                        short = Shingled(stored[a]).short or Shingled(stored[b]).short
                     yield a, b, distance, value, short
 
 

@@ -520,6 +520,14 @@ class DocumentTable:
                     self._texts, measure, min_similarity):  # fmt: skip
                 yield VerifiedPair(*row)
             return
+        if max_distance is not None and bywords.pairs_by_words(measure, min_similarity):
+            # within the radius given: the pairs by bits (C), their words measured here
+            within = list(self.pairs(max_distance))
+            for row in bywords.measured_pairs(
+                    ((p.a, p.b, p.distance, None, None) for p in within), self._texts, measure,
+                    min_similarity):  # fmt: skip
+                yield VerifiedPair(*row)
+            return
         query = sql.SQL("SELECT a, b, distance, similarity, short"
                         " FROM {}.nearsim_pairs_verified(%s::regclass, %s, %s, %s)").format(
             self.extension)  # fmt: skip
@@ -543,8 +551,10 @@ class DocumentTable:
     ) -> Generator[Cluster, None, None]:
         """Groups linked by verified pairs (see :meth:`pairs_verified`), largest first."""
         self.require_enabled()
-        if bywords.by_words(measure, min_similarity, max_distance):
-            found = [(p.a, p.b) for p in self.pairs_verified(min_similarity, measure)]
+        if bywords.by_words(measure, min_similarity, max_distance) or (
+                max_distance is not None and bywords.pairs_by_words(measure, min_similarity)):
+            found = [(p.a, p.b) for p in self.pairs_verified(min_similarity, measure,
+                                                             max_distance)]
             return (Cluster(pivot, members)
                     for pivot, members in bywords.groups(found, method, min_size))
         groups = sql.SQL("{}.nearsim_clusters_verified(%s::regclass, %s, %s, %s, %s, %s)").format(

@@ -29,17 +29,16 @@ from __future__ import annotations
 
 import json
 import os
-import queue
 import signal
 import threading
 import time
 from collections import Counter, deque
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field, replace
 from functools import partial
-from typing import IO, Any, NamedTuple
+from typing import IO, Any
 
 import psycopg
 from psycopg import pq, sql
@@ -62,6 +61,7 @@ from .documents import (
     TableError,
 )  # fmt: skip
 from .layouts import ColumnError, UserLayout, user_layout
+from .listing import Chunk, Listing, chunks
 from .load_options import DEFAULT_MAX_BYTES, LoadOptions
 from .rows import (
     COLUMNS,
@@ -94,12 +94,6 @@ from .writers import BatchWriter, Written, copy_statement, taken_failure
 
 SEND_BYTES = 256 * 1024  # rows are sent to the server in pieces of about this size
 
-# Work is sent to the workers in tasks of this many documents (fewer for big
-# texts), and at most this many tasks per worker are queued or done but not
-# yet taken: enough to keep the workers busy while a batch is being written
-# (2,000 documents by default), and at most 64 MiB per worker.
-TASK_DOCUMENTS = 64
-TASK_BYTES = 4 * 1024 * 1024
 QUEUED_TASKS_PER_WORKER = 16
 
 # Reasons of the loader's own failures (the readers' are extract.REASONS).
@@ -191,99 +185,6 @@ def report_encodings(reporter: Reporter, asked: str, prepared: Iterable[Prepared
         reporter.decoded(source, outcome.encoding)
         if outcome.overridden:
             reporter.warning(f"{source}: {override_note(asked, outcome.encoding)}")
-
-
-def _task_size(item: FileInput | RecordInput) -> int:
-    if isinstance(item, RecordInput):
-        return len(item.text) + (0 if item.attachment is None else len(item.attachment.data))
-    return item.size
-
-
-class _Chunk(NamedTuple):
-    """Inputs for one worker task, and the bytes read for them (for the progress)."""
-
-    items: list[Any]  # FileInput | RecordInput, then Task once the stored hashes are known
-    read: int
-
-
-def _chunks(
-    inputs: Iterable[Input], on_failure: Callable[[Failure | Decoding], None], read: BytesRead
-) -> Iterator[_Chunk]:
-    """Inputs grouped into worker tasks; failures found while listing (and the
-    encodings of record files) go straight out.
-
-    A chunk's bytes are its files' sizes and the bytes of record files read
-    since the previous chunk; what is read after the last one (blank lines,
-    bad records) comes in a chunk of no inputs.
-    """
-    chunk: list[FileInput | RecordInput] = []
-    size = files = 0
-    counted = read.total
-    for item in inputs:
-        if isinstance(item, (Failure, Decoding)):
-            on_failure(item)
-            continue
-        chunk.append(item)
-        size += _task_size(item)
-        if isinstance(item, FileInput):
-            files += item.size
-        if len(chunk) >= TASK_DOCUMENTS or size >= TASK_BYTES:
-            yield _Chunk(chunk, files + read.total - counted)
-            chunk, size, files, counted = [], 0, 0, read.total
-    if chunk or read.total > counted:
-        yield _Chunk(chunk, files + read.total - counted)
-
-
-class _Listing:
-    """The items of an iterator, produced ahead by a thread.
-
-    Walking directories and asking the database for stored hashes then
-    overlap with writing batches, which waits for the server.  Exceptions
-    come out where the items would.
-    """
-
-    _END = object()
-
-    def __init__(self, items: Iterator[Any], depth: int) -> None:
-        self.queue: queue.Queue[Any] = queue.Queue(maxsize=depth)
-        self.stopped = threading.Event()
-        self.thread = threading.Thread(target=self._produce, args=(items,), daemon=True,
-                                       name="nearsim-listing")  # fmt: skip
-        self.thread.start()
-
-    def _produce(self, items: Iterator[Any]) -> None:
-        try:
-            for item in items:
-                if not self._put(item):
-                    return
-        except BaseException as error:  # handed to the consumer
-            self._put(_Raised(error))
-        self._put(self._END)
-
-    def _put(self, item: Any) -> bool:
-        while not self.stopped.is_set():
-            try:
-                self.queue.put(item, timeout=0.1)
-                return True
-            except queue.Full:
-                continue
-        return False
-
-    def __iter__(self) -> Iterator[Any]:
-        while (item := self.queue.get()) is not self._END:
-            if isinstance(item, _Raised):
-                raise item.error
-            yield item
-
-    def close(self) -> None:
-        self.stopped.set()
-        # It may wait for a line on stdin that never comes; it is a daemon.
-        self.thread.join(timeout=5)
-
-
-@dataclass(frozen=True)
-class _Raised:
-    error: BaseException
 
 
 class Loader:
@@ -420,7 +321,7 @@ class Loader:
         shape = None if self.user is None else self.user.shape()
         work = partial(prepare_many, options=self.options, shape=shape,
                        list_characters=self.repertoire.converts, kept=self.kept)  # fmt: skip
-        listing = _Listing(self._listed(inputs), depth=queued)
+        listing = Listing(self._listed(inputs), depth=queued)
         try:
             with self._stopping_gracefully():
                 for item in listing:
@@ -538,15 +439,15 @@ class Loader:
         self.lookup_conn.rollback()
         return bool(row and row[0])
 
-    def _listed(self, inputs: Iterable[Input]) -> Iterator[_Chunk | Failure | Decoding]:
+    def _listed(self, inputs: Iterable[Input]) -> Iterator[Chunk | Failure | Decoding]:
         """Worker tasks with the stored hashes of their keys, and listing failures."""
         failures: list[Failure | Decoding] = []
-        for chunk in _chunks(inputs, failures.append, self.read):
+        for chunk in chunks(inputs, failures.append, self.read):
             yield from failures
             failures.clear()
             tasks, refused = self._tasks(chunk.items)
             yield from refused
-            yield _Chunk(tasks, chunk.read)
+            yield Chunk(tasks, chunk.read)
         yield from failures
 
     @contextmanager
