@@ -72,12 +72,12 @@ def trigger_round(conn: Connection, schema: str, kind: str, rows: int, statement
 
     if kind != "plain table":
         row = conn.execute(
-            "SELECT documents, buckets, missing, extra, wrong FROM nearsim_verify(%s::regclass)",
+            "SELECT documents, indexed, missing, extra, wrong FROM nearsim_verify(%s::regclass)",
             (table.as_string(conn),),
         ).fetchone()
         if row is None or row[0] != statements or row[1] != statements or any(row[2:]):
             raise BenchError(f"{kind}: after the writes, nearsim_verify says (documents,"
-                             f" buckets, missing, extra, wrong) = {row}, expected"
+                             f" indexed, missing, extra, wrong) = {row}, expected"
                              f" ({statements}, {statements}, 0, 0, 0)")
         conn.execute("SELECT nearsim_disable(%s::regclass)", (table.as_string(conn),))
     conn.execute(sql.SQL("DROP TABLE {}").format(table))

@@ -271,7 +271,7 @@ class Loader:
         # --server-side the loader's own statement computes them in the
         # server (or leaves them NULL for the trigger): once either way.
         self.settings["nearsim.profile"] = profile
-        self.options = replace(self.options, profile=profile)
+        self.options = self.writer.options = replace(self.options, profile=profile)
         if self.user is None:
             self.not_kept = self.table.add_fields_column()
             self.kept = self.writer.kept = self.not_kept is None
