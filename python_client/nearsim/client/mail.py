@@ -211,6 +211,10 @@ def _message(data: bytes, key: str, max_bytes: int) -> list[MailDocument]:
             "corrupt-mail", f"cannot parse the message: {_first_line(error)}"))]
 
 
+OUTLOOK_MAGIC = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
+"""The first bytes of a compound file, the container of an Outlook .msg."""
+
+
 def _read_mail(path: str, max_bytes: int) -> bytes:
     from .extract import _read_bytes  # the same checks as for any file
 
@@ -373,7 +377,9 @@ def _iso_date(value: Any) -> str | None:
 
 def _outlook(path: str, key: str, max_bytes: int) -> Iterator[MailDocument]:
     """An Outlook .msg file, read with extract-msg (the ``msg`` extra)."""
-    _read_mail(path, max_bytes)
+    data = _read_mail(path, max_bytes)
+    if not data.startswith(OUTLOOK_MAGIC):  # known without the package
+        raise InputError("corrupt-mail", "not an Outlook message: no compound file header")
     try:
         import extract_msg  # optional: nearsim[msg] (GPL-3.0, so not a dependency)
     except ImportError:
