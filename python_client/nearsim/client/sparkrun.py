@@ -133,6 +133,26 @@ def _no_interrupts() -> Iterator[None]:
 
 
 @contextmanager
+def _interrupts_to_this_thread() -> Iterator[None]:
+    """SIGINT blocked in the threads started in the block (PySpark's and Py4J's).
+
+    The kernel gives a signal to any thread that does not block it; Python
+    runs its handler in the main thread only when that thread next runs
+    Python code, so a SIGINT taken by another thread while the main thread
+    waits for a Spark job would be acted on only when the job ends.
+    """
+    try:
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    except (AttributeError, ValueError, OSError):  # no POSIX threads' masks here
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
+@contextmanager
 def spark_session(ctx: click.Context, master: str | None) -> Iterator[SparkSession]:
     """The session the command's options ask for; stopped, with its JVM, when the block ends.
 
@@ -153,9 +173,10 @@ def spark_session(ctx: click.Context, master: str | None) -> Iterator[SparkSessi
     spark = None
     ctrl_c = _CtrlC()
     try:
-        spark = session(master, config=options.conf, driver_memory=options.driver_memory,
-                        executor_memory=options.executor_memory,
-                        log_level=options.log_level)  # fmt: skip
+        with _interrupts_to_this_thread():
+            spark = session(master, config=options.conf, driver_memory=options.driver_memory,
+                            executor_memory=options.executor_memory,
+                            log_level=options.log_level)  # fmt: skip
         with ctrl_c.cancelling():
             yield spark
     except KeyboardInterrupt:
@@ -200,11 +221,16 @@ class _CtrlC:
         except ValueError:  # not the main thread
             yield
             return
-        root = logging.getLogger()
+        root, py4j = logging.getLogger(), logging.getLogger("py4j")
         root.addFilter(_py4j_interrupted)
+        level = py4j.level
+        # Py4J logs the connections it closes after an interrupt as errors, with
+        # tracebacks; its failures reach the command as exceptions all the same.
+        py4j.setLevel(logging.CRITICAL)
         try:
             yield
         finally:
+            py4j.setLevel(level)
             root.removeFilter(_py4j_interrupted)
             signal.signal(signal.SIGINT, previous)
 

@@ -181,8 +181,8 @@ def stop(spark: SparkSession | None = None, timeout: float = JVM_EXIT_SECONDS,
     context = SparkContext._active_spark_context
     try:
         if interrupted:
+            _quiet_accumulator_server(context)
             _cancel_aside(context, timeout)
-            _stop_accumulator_server(context)
         elif spark is not None:
             spark.stop()
         elif context is not None:
@@ -207,13 +207,12 @@ def _cancel_aside(context: SparkContext | None, timeout: float) -> None:
     thread.join(timeout)
 
 
-def _stop_accumulator_server(context: SparkContext | None) -> None:
-    """Stop the driver's server of accumulator updates before the JVM, its client, goes
-    (else its thread prints the end of the connection as an error)."""
+def _quiet_accumulator_server(context: SparkContext | None) -> None:
+    """The driver's server of accumulator updates, whose client (the JVM) is about to go,
+    not to print the end of the connection as an error with its traceback."""
     server: Any = getattr(context, "_accumulatorServer", None)
     if server is not None:
-        server.shutdown()  # within a second: its handler polls for this
-        context._accumulatorServer = None  # type: ignore[union-attr]
+        server.handle_error = lambda request, address: None
 
 
 def _stop_jvm(timeout: float) -> None:
