@@ -230,15 +230,29 @@ def _prefixes(groups: DataFrame, t: float,
 def _prefix_join(prefixes: DataFrame, t: float) -> DataFrame:
     """``(ga, gb, sa, sb, pa, pb)``: the rows of the join of the groups' prefixes on their
     shingles, ``ga < gb``, sizes allowing ``t``; a pair once per prefix shingle it shares,
-    at ``pa`` in a and ``pb`` in b."""
-    left = prefixes.select("token", F.col("gid").alias("ga"), F.col("size").alias("sa"),
-                           F.col("position").alias("pa"))  # fmt: skip
-    right = prefixes.select("token", F.col("gid").alias("gb"), F.col("size").alias("sb"),
-                            F.col("position").alias("pb"))  # fmt: skip
-    smaller, larger = F.least("sa", "sb"), F.greatest("sa", "sb")
-    return (left.join(right, "token")
-            .where((F.col("ga") < F.col("gb")) & (smaller >= _at_least(t, larger)))
-            .select("ga", "gb", "sa", "sb", "pa", "pb"))  # fmt: skip
+    at ``pa`` in a and ``pb`` in b.
+
+    A set probes with its prefix only the first ``|y| - ceil(2t / (1 + t) |y|) + 1``
+    shingles of the sets ``y`` not larger than itself (equal sizes: ``y`` the
+    larger key), which two sets at least ``t`` similar share too (the
+    *indexing prefix* of AllPairs, Bayardo et al.): each pair comes from one
+    side, from fewer rows.
+    """
+    index_length = F.col("size") - _at_least(2 * t / (1 + t), F.col("size")) + 1
+    probe = prefixes.select("token", F.col("gid").alias("gx"), F.col("size").alias("sx"),
+                            F.col("position").alias("px"))  # fmt: skip
+    index = prefixes.where(F.col("position") < index_length).select(
+        "token", F.col("gid").alias("gy"), F.col("size").alias("sy"),
+        F.col("position").alias("py"))
+    smaller = (F.col("sy") < F.col("sx")) | (
+        (F.col("sy") == F.col("sx")) & (F.col("gx") < F.col("gy")))
+    forward = F.col("gx") < F.col("gy")
+    return (probe.join(index, "token")
+            .where(smaller & (F.col("sy") >= _at_least(t, F.col("sx"))))
+            .select(*(F.when(forward, F.col(x)).otherwise(F.col(y)).alias(name)
+                      for name, x, y in (("ga", "gx", "gy"), ("gb", "gy", "gx"),
+                                         ("sa", "sx", "sy"), ("sb", "sy", "sx"),
+                                         ("pa", "px", "py"), ("pb", "py", "px")))))  # fmt: skip
 
 
 def _candidates(prefixes: DataFrame, t: float) -> DataFrame:
