@@ -118,6 +118,8 @@ def _sets_and_groups(documents: DataFrame) -> tuple[DataFrame, DataFrame]:
               .agg(F.min("key").alias("gid"), F.count("*").alias("n"),
                    F.collect_list(F.struct("key", "si")).alias("members"))
               .withColumn("size", F.size("hashes"))
+              # A number for each group: the joins below compare numbers, not keys.
+              .withColumn("node", F.monotonically_increasing_id())
               .localCheckpoint())  # fmt: skip
     return sets, groups
 
@@ -128,17 +130,19 @@ def _prefix_length(t: float) -> Column:
 
 
 def _prefixes_by_joins(groups: DataFrame, t: float) -> tuple[DataFrame, DataFrame]:
-    """``(gid, size, position, token)`` of the groups' prefix shingles (``position``: in
+    """``(node, size, position, token)`` of the groups' prefix shingles (``position``: in
     the set, in the global order, from 0), the order made by joins on the cluster; and
-    ``(gid, tokens)``, the sets whose overlaps are counted."""
-    tokens = groups.select("gid", "size", F.explode("hashes").alias("token"))
+    ``(node, tokens)``, the sets whose overlaps are counted (``node``: a number of the
+    group, for the joins)."""
+    tokens = groups.select("node", "size", F.explode("hashes").alias("token"))
     frequency = tokens.groupBy("token").agg(F.count("*").alias("groups"))
     ordered = (tokens.join(frequency, "token")
-               .groupBy("gid", "size")
+               .groupBy("node", "size")
                .agg(F.sort_array(F.collect_list(F.struct("groups", "token"))).alias("order")))
     first_tokens = F.slice("order", F.lit(1), _prefix_length(t)).getField("token")
-    prefixes = ordered.select("gid", "size", F.posexplode(first_tokens).alias("position", "token"))
-    return prefixes, groups.select("gid", F.col("hashes").alias("tokens"))
+    prefixes = ordered.select("node", "size",
+                              F.posexplode(first_tokens).alias("position", "token"))  # fmt: skip
+    return prefixes, groups.select("node", F.col("hashes").alias("tokens"))
 
 
 Ranking = tuple[npt.NDArray[np.int64], npt.NDArray[np.int32]]
@@ -210,13 +214,13 @@ def _prefixes_by_ranks(groups: DataFrame, t: float,
     broadcast = groups.sparkSession.sparkContext.broadcast(ranking)
     udf = pandas_udf(_prepare_batch(broadcast),  # type: ignore[call-overload]
                      _PREPARED).asNondeterministic()  # evaluated once, not once per field
-    prepared = (groups.select("gid", "size", udf("hashes", _prefix_length(t)).alias("p"))
-                .select("gid", "size", "p.prefix", "p.shared", "p.alone")
+    prepared = (groups.select("node", "size", udf("hashes", _prefix_length(t)).alias("p"))
+                .select("node", "size", "p.prefix", "p.shared", "p.alone")
                 .localCheckpoint())  # fmt: skip
-    prefixes = prepared.select("gid", "size", "alone", F.posexplode("prefix")).select(
-        "gid", "size", (F.col("alone") + F.col("pos")).alias("position"),
+    prefixes = prepared.select("node", "size", "alone", F.posexplode("prefix")).select(
+        "node", "size", (F.col("alone") + F.col("pos")).alias("position"),
         F.col("col").alias("token"))
-    return prefixes, prepared.select("gid", F.col("shared").alias("tokens"))
+    return prefixes, prepared.select("node", F.col("shared").alias("tokens"))
 
 
 def _prefixes(groups: DataFrame, t: float,
@@ -239,10 +243,10 @@ def _prefix_join(prefixes: DataFrame, t: float) -> DataFrame:
     side, from fewer rows.
     """
     index_length = F.col("size") - _at_least(2 * t / (1 + t), F.col("size")) + 1
-    probe = prefixes.select("token", F.col("gid").alias("gx"), F.col("size").alias("sx"),
+    probe = prefixes.select("token", F.col("node").alias("gx"), F.col("size").alias("sx"),
                             F.col("position").alias("px"))  # fmt: skip
     index = prefixes.where(F.col("position") < index_length).select(
-        "token", F.col("gid").alias("gy"), F.col("size").alias("sy"),
+        "token", F.col("node").alias("gy"), F.col("size").alias("sy"),
         F.col("position").alias("py"))
     smaller = (F.col("sy") < F.col("sx")) | (
         (F.col("sy") == F.col("sx")) & (F.col("gx") < F.col("gy")))
@@ -301,13 +305,16 @@ def resemblance_pairs(documents: DataFrame, min_similarity: float,
     _, groups = _sets_and_groups(documents)
     prefixes, tokens = _prefixes(groups, t, max_broadcast)
     candidates = _candidates(prefixes, t)
-    tokens_a = tokens.join(groups.select("gid", "size"), "gid").select(
-        F.col("gid").alias("ga"), F.col("tokens").alias("ha"), F.col("size").alias("sa"))
+    tokens_a = tokens.join(groups.select("node", "size", "gid"), "node").select(
+        F.col("node").alias("ga"), F.col("tokens").alias("ha"), F.col("size").alias("sa"),
+        F.col("gid").alias("key_a"))
     tokens_b = tokens_a.select(F.col("ga").alias("gb"), F.col("ha").alias("hb"),
-                               F.col("sa").alias("sb"))  # fmt: skip
+                               F.col("sa").alias("sb"), F.col("key_a").alias("key_b"))  # fmt: skip
     common = F.size(F.array_intersect("ha", "hb"))
     measured = (candidates.join(tokens_a, "ga").join(tokens_b, "gb")
-                .select("ga", "gb", "sa", "sb", common.alias("common")))  # fmt: skip
+                .select(F.least("key_a", "key_b").alias("ga"),
+                        F.greatest("key_a", "key_b").alias("gb"),
+                        "sa", "sb", common.alias("common")))  # fmt: skip
     # As the server: (double) common / (double) (|A| + |B| - common).
     similarity = F.col("common").cast("double") / (
         F.col("sa") + F.col("sb") - F.col("common")).cast("double")
