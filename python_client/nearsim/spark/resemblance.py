@@ -37,6 +37,7 @@ Srikant, WWW 2007), distributed as Vernica, Carey and Li do (SIGMOD 2010):
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -63,6 +64,15 @@ MAX_BROADCAST_TOKENS = 20_000_000
 """Shingles shared by two groups or more, up to this many (16 bytes each), are
 ranked on the driver and the ranks broadcast to the tasks; more are put in
 order by joins on the cluster."""
+
+BROADCAST_HEAP_SHARE = 8
+"""The sets whose overlaps are counted are broadcast to the join of the
+candidate pairs when they take at most an eighth of the driver JVM's heap;
+else each candidate pair is joined with its two sets through shuffles (two
+sets moved for every candidate pair)."""
+
+ROW_BYTES = 64
+"""What a row of a set costs besides its shingles, about."""
 
 OVERLAP_SLACK = 1e-6
 """Taken off the overlap a resemblance needs before the positional filter, so
@@ -132,8 +142,8 @@ def _prefix_length(t: float) -> Column:
 def _prefixes_by_joins(groups: DataFrame, t: float) -> tuple[DataFrame, DataFrame]:
     """``(node, size, position, token)`` of the groups' prefix shingles (``position``: in
     the set, in the global order, from 0), the order made by joins on the cluster; and
-    ``(node, tokens)``, the sets whose overlaps are counted (``node``: a number of the
-    group, for the joins)."""
+    ``(node, size, gid, tokens)``, the sets whose overlaps are counted (``node``: a
+    number of the group, for the joins)."""
     tokens = groups.select("node", "size", F.explode("hashes").alias("token"))
     frequency = tokens.groupBy("token").agg(F.count("*").alias("groups"))
     ordered = (tokens.join(frequency, "token")
@@ -142,7 +152,7 @@ def _prefixes_by_joins(groups: DataFrame, t: float) -> tuple[DataFrame, DataFram
     first_tokens = F.slice("order", F.lit(1), _prefix_length(t)).getField("token")
     prefixes = ordered.select("node", "size",
                               F.posexplode(first_tokens).alias("position", "token"))  # fmt: skip
-    return prefixes, groups.select("node", F.col("hashes").alias("tokens"))
+    return prefixes, groups.select("node", "size", "gid", F.col("hashes").alias("tokens"))
 
 
 Ranking = tuple[npt.NDArray[np.int64], npt.NDArray[np.int32]]
@@ -214,13 +224,14 @@ def _prefixes_by_ranks(groups: DataFrame, t: float,
     broadcast = groups.sparkSession.sparkContext.broadcast(ranking)
     udf = pandas_udf(_prepare_batch(broadcast),  # type: ignore[call-overload]
                      _PREPARED).asNondeterministic()  # evaluated once, not once per field
-    prepared = (groups.select("node", "size", udf("hashes", _prefix_length(t)).alias("p"))
-                .select("node", "size", "p.prefix", "p.shared", "p.alone")
+    prepared = (groups.select("node", "size", "gid",
+                              udf("hashes", _prefix_length(t)).alias("p"))
+                .select("node", "size", "gid", "p.prefix", "p.shared", "p.alone")
                 .localCheckpoint())  # fmt: skip
     prefixes = prepared.select("node", "size", "alone", F.posexplode("prefix")).select(
         "node", "size", (F.col("alone") + F.col("pos")).alias("position"),
         F.col("col").alias("token"))
-    return prefixes, prepared.select("node", F.col("shared").alias("tokens"))
+    return prefixes, prepared.select("node", "size", "gid", F.col("shared").alias("tokens"))
 
 
 def _prefixes(groups: DataFrame, t: float,
@@ -288,6 +299,22 @@ def resemblance_candidates(documents: DataFrame, min_similarity: float,
     return _prefix_join(_prefixes(groups, t, max_broadcast)[0], t).select("ga", "gb")
 
 
+def _broadcastable(tokens: DataFrame) -> bool:
+    """Whether the sets ``tokens`` take at most 1/:data:`BROADCAST_HEAP_SHARE` of the
+    driver JVM's heap (where a broadcast table is built)."""
+    element = tokens.schema["tokens"].dataType
+    width = 4 if isinstance(element, ArrayType) and isinstance(
+        element.elementType, IntegerType) else 8  # fmt: skip
+    try:
+        jvm: Any = tokens.sparkSession.sparkContext._jvm
+        heap = int(jvm.java.lang.Runtime.getRuntime().maxMemory())
+    except Exception:
+        return False
+    row = tokens.select(F.sum(F.size("tokens")).cast("long"), F.count("*")).first()
+    elements, groups = (int(row[0] or 0), int(row[1])) if row is not None else (0, 0)
+    return (elements * width + groups * ROW_BYTES) * BROADCAST_HEAP_SHARE <= heap
+
+
 def resemblance_pairs(documents: DataFrame, min_similarity: float,
                       max_broadcast: int = MAX_BROADCAST_TOKENS,
                       ) -> tuple[DataFrame, DataFrame, DataFrame]:  # fmt: skip
@@ -305,9 +332,10 @@ def resemblance_pairs(documents: DataFrame, min_similarity: float,
     _, groups = _sets_and_groups(documents)
     prefixes, tokens = _prefixes(groups, t, max_broadcast)
     candidates = _candidates(prefixes, t)
-    tokens_a = tokens.join(groups.select("node", "size", "gid"), "node").select(
-        F.col("node").alias("ga"), F.col("tokens").alias("ha"), F.col("size").alias("sa"),
-        F.col("gid").alias("key_a"))
+    tokens_a = tokens.select(F.col("node").alias("ga"), F.col("tokens").alias("ha"),
+                             F.col("size").alias("sa"), F.col("gid").alias("key_a"))  # fmt: skip
+    if _broadcastable(tokens):
+        tokens_a = F.broadcast(tokens_a)  # no shuffle of two sets for each candidate pair
     tokens_b = tokens_a.select(F.col("ga").alias("gb"), F.col("ha").alias("hb"),
                                F.col("sa").alias("sb"), F.col("key_a").alias("key_b"))  # fmt: skip
     common = F.size(F.array_intersect("ha", "hb"))
