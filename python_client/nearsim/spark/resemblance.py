@@ -56,6 +56,7 @@ from pyspark.sql.types import (
 )
 
 from ..core.measures import SHORT_SHINGLES
+from .fingerprinting import SHINGLES_COLUMN
 from .shingles import shingle_sets
 
 __all__ = ["exact_resemblance", "resemblance_candidates", "resemblance_pairs", "shingle_hashes"]
@@ -120,8 +121,10 @@ def _sets_and_groups(documents: DataFrame) -> tuple[DataFrame, DataFrame]:
     """``(key, si, hashes)`` of the documents with words, and ``(hashes, gid, n, size,
     members)`` of their distinct sets (``members``: the ``(key, si)`` of each of its
     documents); both made once."""
+    hashes = (F.col(SHINGLES_COLUMN) if SHINGLES_COLUMN in documents.columns
+              else shingle_hashes("text"))  # made with the fingerprints, or here
     sets = (documents.where(F.col("key").isNotNull() & F.col("text").isNotNull())
-            .select("key", "si", shingle_hashes("text").alias("hashes"))
+            .select("key", "si", hashes.alias("hashes"))
             .where(F.size("hashes") > 0)
             .localCheckpoint())  # the shingles are hashed once  # fmt: skip
     groups = (sets.groupBy("hashes")

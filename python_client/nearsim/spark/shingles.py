@@ -26,12 +26,14 @@ from ..core.fingerprint import (
     _MARKER,
     _SPACE,
     SHINGLE_WORDS,
+    _bit_counts_per_text,
     _feature_hashes,
     _separated_utf8,
     _single_spaced,
+    simhash,
 )
 
-__all__ = ["shingle_set", "shingle_sets"]
+__all__ = ["fingerprints_and_sets", "shingle_set", "shingle_sets"]
 
 _MANY_CHARS = 1 << 20
 """Texts are hashed together up to about this many characters at a time."""
@@ -110,3 +112,70 @@ def _sets_together(texts: Sequence[str | None], indexes: list[int],
         keep[0] = True
         np.not_equal(piece[1:], piece[:-1], out=keep[1:])
         results[indexes[number]] = piece[keep].view(np.int64)
+
+
+def fingerprints_and_sets(texts: Sequence[str | None]) -> tuple[list[int | None],
+                                                                 list[Hashes | None]]:  # fmt: skip
+    """The default profile's fingerprint and :func:`shingle_set` of each text, from one
+    tokenising and hashing of the texts (None and None for None)."""
+    fingerprints: list[int | None] = [None] * len(texts)
+    sets: list[Hashes | None] = [None] * len(texts)
+    batch: list[int] = []
+    size = 0
+    for index, text in enumerate(texts):
+        if text is None:
+            continue
+        if len(text) > _text.PIECE_CHARS:
+            fingerprints[index] = simhash(text)  # in pieces, to bound the memory
+            sets[index] = shingle_set(text)
+            continue
+        batch.append(index)
+        size += len(text)
+        if size >= _MANY_CHARS:
+            _both_together(texts, batch, fingerprints, sets)
+            batch, size = [], 0
+    _both_together(texts, batch, fingerprints, sets)
+    return fingerprints, sets
+
+
+def _both_together(texts: Sequence[str | None], indexes: list[int],
+                   fingerprints: list[int | None], sets: list[Hashes | None]) -> None:  # fmt: skip
+    """:func:`_sets_together` and ``simhash_many``'s vote, from the same hashes."""
+    if not indexes:
+        return
+    separator = b" " + bytes([_MARKER]) + b" "
+    buffer = b"".join((b" ", separator.join(_separated_utf8(str(texts[i])) for i in indexes),
+                       _END))  # fmt: skip
+    joined = _single_spaced(np.frombuffer(buffer, dtype=np.uint8))
+    spaces = (joined == _SPACE).nonzero()[0]
+    marker = joined[spaces[:-1] + 1] == _MARKER
+    document = np.cumsum(marker) - marker
+    words = np.bincount(document[~marker], minlength=len(indexes))
+    for number in np.flatnonzero(words == 0).tolist():
+        sets[indexes[number]] = np.array([], dtype=np.int64)
+    for number in np.flatnonzero((words > 0) & (words < SHINGLE_WORDS)).tolist():
+        first = int(np.searchsorted(document, number))
+        last = first + int(words[number])
+        start = spaces[first] + 1
+        feature = xxh64_ranges(joined, np.array([start]), np.array([spaces[last] - start]))
+        sets[indexes[number]] = feature.view(np.int64).copy()
+        fingerprints[indexes[number]] = int(feature.view(np.int64)[0])
+    whole = ~(marker[:-2] | marker[1:-1] | marker[2:])
+    starts = spaces[:-SHINGLE_WORDS][whole] + 1
+    if len(starts) == 0:
+        return
+    hashes = xxh64_ranges(joined, starts, spaces[SHINGLE_WORDS:][whole] - starts)
+    owner = document[: -SHINGLE_WORDS + 1][whole]
+    numbers, first_shingle, shingle_count = np.unique(owner, return_index=True,
+                                                      return_counts=True)  # fmt: skip
+    counts = _bit_counts_per_text(hashes, first_shingle, shingle_count)
+    majority = np.packbits(counts > (shingle_count // 2)[:, None], axis=1, bitorder="little")
+    for number, value in zip(numbers.tolist(), majority.view("<i8").ravel().tolist(),
+                             strict=True):  # fmt: skip
+        fingerprints[indexes[number]] = value
+    for number, piece in zip(numbers.tolist(), np.split(hashes, first_shingle[1:]), strict=True):
+        piece.sort()
+        keep = np.empty(len(piece), dtype=bool)
+        keep[0] = True
+        np.not_equal(piece[1:], piece[:-1], out=keep[1:])
+        sets[indexes[number]] = piece[keep].view(np.int64)
