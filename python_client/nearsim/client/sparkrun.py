@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import signal
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -177,7 +178,7 @@ def spark_session(ctx: click.Context, master: str | None) -> Iterator[SparkSessi
             spark = session(master, config=options.conf, driver_memory=options.driver_memory,
                             executor_memory=options.executor_memory,
                             log_level=options.log_level)  # fmt: skip
-        with ctrl_c.cancelling():
+        with ctrl_c.watching():
             yield spark
     except KeyboardInterrupt:
         with _no_interrupts():
@@ -198,29 +199,51 @@ def spark_session(ctx: click.Context, master: str | None) -> Iterator[SparkSessi
 
 
 class _CtrlC:
-    """SIGINT while jobs run: remember it and raise KeyboardInterrupt.
+    """SIGINT while jobs run: remember it and raise KeyboardInterrupt in the main thread.
 
-    PySpark's own handler cancels the jobs first, through the connection to
-    the JVM that the interrupted call holds (PySpark pins one connection to
-    each thread), which fails with a Py4J error and its traceback instead
-    of the interrupt.  The jobs are cancelled afterwards, from a thread of
-    its own (:func:`nearsim.spark.stop` with ``interrupted``).
+    Python runs a signal's handler in the main thread, when that thread next
+    runs Python code; the kernel gives a process's signal to any thread that
+    does not block it, so one taken by another thread (Py4J's, PySpark's)
+    while the main thread waits for a Spark job would be acted on when the
+    job ends.  So SIGINT is blocked in every thread, and a thread of its own
+    waits for it (``sigwait``) and sends the main thread SIGUSR1, whose
+    handler raises KeyboardInterrupt there at once, in the middle of the wait.
+
+    (PySpark's own handler would cancel the jobs through the connection to
+    the JVM that the interrupted call holds, PySpark pinning one connection
+    to each thread, and fail with a Py4J traceback instead of the interrupt:
+    the jobs are cancelled afterwards, from another thread, by
+    :func:`nearsim.spark.stop` with ``interrupted``.)
     """
 
     def __init__(self) -> None:
         self.pressed = False
 
     @contextmanager
-    def cancelling(self) -> Iterator[None]:
-        def handler(signum: int, frame: object) -> None:
+    def watching(self) -> Iterator[None]:
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+
+        def raise_here(signum: int, frame: object) -> None:
             self.pressed = True
             raise KeyboardInterrupt
 
-        try:
-            previous = signal.signal(signal.SIGINT, handler)
-        except ValueError:  # not the main thread
-            yield
-            return
+        main = threading.get_ident()
+        done = threading.Event()
+
+        def wait() -> None:
+            while True:
+                signal.sigwait({signal.SIGINT})
+                if done.is_set():
+                    return
+                self.pressed = True
+                signal.pthread_kill(main, signal.SIGUSR1)
+
+        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        previous = signal.signal(signal.SIGUSR1, raise_here)
+        waiter = threading.Thread(target=wait, name="nearsim-ctrl-c", daemon=True)
+        waiter.start()  # with SIGINT blocked, as every thread started from here on
         root, py4j = logging.getLogger(), logging.getLogger("py4j")
         root.addFilter(_py4j_interrupted)
         level = py4j.level
@@ -232,7 +255,15 @@ class _CtrlC:
         finally:
             py4j.setLevel(level)
             root.removeFilter(_py4j_interrupted)
-            signal.signal(signal.SIGINT, previous)
+            done.set()
+            if waiter.ident is not None and waiter.is_alive():
+                try:
+                    signal.pthread_kill(waiter.ident, signal.SIGINT)  # ends its wait
+                except ProcessLookupError:
+                    pass  # it ended on a SIGINT of its own meanwhile
+            waiter.join(5)
+            signal.signal(signal.SIGUSR1, previous)
+            signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
 
 
 def _py4j_interrupted(record: logging.LogRecord) -> bool:
