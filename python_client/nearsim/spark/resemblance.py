@@ -27,11 +27,8 @@ Srikant, WWW 2007), distributed as Vernica, Carey and Li do (SIGMOD 2010):
    share) is kept only if the shingles it shares up to its last shared
    prefix shingle, and all those that could follow, can reach ``t`` (the
    positional filter of PPJoin, Xiao, Wang, Lin and Yu, WWW 2008); then its
-   overlap is counted (sets small enough for the driver are broadcast to
-   the tasks, which count by binary search; otherwise each pair is joined
-   with its two sets and counted in the JVM, ``array_intersect``) and it is
-   kept when its resemblance, computed as the server computes it, is at
-   least ``t``.
+   overlap is counted in the JVM (``array_intersect``) and it is kept when
+   its resemblance, computed as the server computes it, is at least ``t``.
 4. The pairs of groups are expanded into pairs of documents
    (:meth:`nearsim.spark.search.GroupPairs.expand`), each with the distance
    of the two documents' own fingerprints (NULL when either has none).
