@@ -302,82 +302,6 @@ def resemblance_candidates(documents: DataFrame, min_similarity: float,
     return _prefix_join(_prefixes(groups, t, max_broadcast)[0], t).select("ga", "gb")
 
 
-def _overlaps_joined(candidates: DataFrame, tokens: DataFrame) -> DataFrame:
-    """``(ga, gb, sa, sb, common)`` (``ga``, ``gb`` the groups' keys), each candidate pair
-    joined with its two sets through shuffles and their overlap counted in the JVM."""
-    tokens_a = tokens.select(F.col("node").alias("ga"), F.col("tokens").alias("ha"),
-                             F.col("size").alias("sa"), F.col("gid").alias("key_a"))  # fmt: skip
-    tokens_b = tokens_a.select(F.col("ga").alias("gb"), F.col("ha").alias("hb"),
-                               F.col("sa").alias("sb"), F.col("key_a").alias("key_b"))  # fmt: skip
-    common = F.size(F.array_intersect("ha", "hb"))
-    return (candidates.join(tokens_a, "ga").join(tokens_b, "gb")
-            .select(F.least("key_a", "key_b").alias("ga"),
-                    F.greatest("key_a", "key_b").alias("gb"),
-                    "sa", "sb", common.alias("common")))  # fmt: skip
-
-
-Sets = tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[Any]]
-
-
-def _overlap_batch(sets: Broadcast[Sets]) -> Callable[[pd.Series, pd.Series], pd.Series]:
-    """The body of the UDF: the overlap of the sets of each pair of groups (by number)."""
-
-    def overlaps(first: pd.Series, second: pd.Series) -> pd.Series:
-        nodes, offsets, values = sets.value
-        a_at = np.searchsorted(nodes, first.to_numpy(dtype=np.int64))
-        b_at = np.searchsorted(nodes, second.to_numpy(dtype=np.int64))
-        counts = np.empty(len(first), dtype=np.int32)
-        for row, (a, b) in enumerate(zip(a_at.tolist(), b_at.tolist(), strict=True)):
-            x = values[offsets[a]:offsets[a + 1]]
-            y = values[offsets[b]:offsets[b + 1]]
-            if len(x) > len(y):
-                x, y = y, x
-            if len(x) == 0:
-                counts[row] = 0
-                continue
-            at = np.minimum(np.searchsorted(y, x), len(y) - 1)  # both ascending
-            counts[row] = int(np.count_nonzero(y[at] == x))
-        return pd.Series(counts, index=first.index)
-
-    return overlaps
-
-
-def _overlaps_broadcast(candidates: DataFrame, tokens: DataFrame) -> DataFrame:
-    """As :func:`_overlaps_joined`, the sets collected once and broadcast to the tasks,
-    which count the overlaps of sorted sets by binary search: no set moves with a pair."""
-    spark = tokens.sparkSession
-    arrow = "spark.sql.execution.arrow.pyspark.enabled"
-    before = spark.conf.get(arrow)
-    spark.conf.set(arrow, "true")
-    try:
-        table: pd.DataFrame = tokens.select("node", "tokens").toPandas()
-    finally:
-        spark.conf.set(arrow, before or "false")
-    element = tokens.schema["tokens"].dataType
-    ranks = isinstance(element, ArrayType) and isinstance(element.elementType, IntegerType)
-    dtype = np.int32 if ranks else np.int64
-    order = np.argsort(table["node"].to_numpy(dtype=np.int64), kind="stable")
-    nodes = table["node"].to_numpy(dtype=np.int64)[order]
-    # (hashes come ascending as unsigned numbers: sorted again, as signed ones)
-    arrays = [np.sort(np.asarray(table["tokens"].iat[i], dtype=dtype)) for i in order.tolist()]
-    lengths = np.array([len(array) for array in arrays], dtype=np.int64)
-    offsets = np.concatenate([np.zeros(1, np.int64), np.cumsum(lengths)])
-    values = np.concatenate(arrays) if arrays else np.array([], dtype)
-    del table, arrays
-    broadcast = spark.sparkContext.broadcast((nodes, offsets, values))
-    udf = pandas_udf(_overlap_batch(broadcast), IntegerType())  # type: ignore[call-overload]
-    keys = tokens.select("node", "size", "gid")
-    side_a = F.broadcast(keys.select(F.col("node").alias("ga"), F.col("size").alias("sa"),
-                                     F.col("gid").alias("key_a")))  # fmt: skip
-    side_b = side_a.select(F.col("ga").alias("gb"), F.col("sa").alias("sb"),
-                           F.col("key_a").alias("key_b"))  # fmt: skip
-    return (candidates.select("ga", "gb", udf("ga", "gb").alias("common"))
-            .join(side_a, "ga").join(side_b, "gb")
-            .select(F.least("key_a", "key_b").alias("ga"),
-                    F.greatest("key_a", "key_b").alias("gb"),
-                    "sa", "sb", "common"))  # fmt: skip
-
-
 def _broadcastable(tokens: DataFrame) -> bool:
     """Whether the sets ``tokens`` take at most 1/:data:`BROADCAST_HEAP_SHARE` of the
     driver JVM's heap (where a broadcast table is built)."""
@@ -411,10 +335,17 @@ def resemblance_pairs(documents: DataFrame, min_similarity: float,
     _, groups = _sets_and_groups(documents)
     prefixes, tokens = _prefixes(groups, t, max_broadcast)
     candidates = _candidates(prefixes, t)
+    tokens_a = tokens.select(F.col("node").alias("ga"), F.col("tokens").alias("ha"),
+                             F.col("size").alias("sa"), F.col("gid").alias("key_a"))  # fmt: skip
     if _broadcastable(tokens):
-        measured = _overlaps_broadcast(candidates, tokens)
-    else:
-        measured = _overlaps_joined(candidates, tokens)
+        tokens_a = F.broadcast(tokens_a)  # no shuffle of two sets for each candidate pair
+    tokens_b = tokens_a.select(F.col("ga").alias("gb"), F.col("ha").alias("hb"),
+                               F.col("sa").alias("sb"), F.col("key_a").alias("key_b"))  # fmt: skip
+    common = F.size(F.array_intersect("ha", "hb"))
+    measured = (candidates.join(tokens_a, "ga").join(tokens_b, "gb")
+                .select(F.least("key_a", "key_b").alias("ga"),
+                        F.greatest("key_a", "key_b").alias("gb"),
+                        "sa", "sb", common.alias("common")))  # fmt: skip
     # As the server: (double) common / (double) (|A| + |B| - common).
     similarity = F.col("common").cast("double") / (
         F.col("sa") + F.col("sb") - F.col("common")).cast("double")
