@@ -142,20 +142,23 @@ bench-defaults: venv
 # nearsim.spark on local[1] and local[2] against PostgreSQL on the same data: all
 # pairs of 1 million synthetic fingerprints (SPARK_SIZES="1000000 10000000" for
 # 10 million as well, SPARK_SIZES= for none), and fingerprints, pairs and
-# verified pairs of the evaluation corpus; benchmarks/results/spark.json, for
-# the Spark section of docs/BENCHMARKS.md.  Not part of `make test`.
+# verified pairs of the evaluation corpus, and nearsim spark dedup against
+# nearsim-load and nearsim_clusters_verified on 150,000 documents of it
+# (SPARK_DEDUP=N for another number, 0 for none); benchmarks/results/spark.json,
+# for the Spark section of docs/BENCHMARKS.md.  Not part of `make test`.
 SPARK_SIZES ?= 1000000
+SPARK_DEDUP ?= 150000
 bench-spark: database
 	mkdir -p $(BENCH_RESULTS)
 	$(VENV_PYTHON) -m benchmarks.spark --dsn "$(DSN)" --sizes $(SPARK_SIZES) \
-		--results $(BENCH_RESULTS)/spark.json
+		--dedup $(SPARK_DEDUP) --results $(BENCH_RESULTS)/spark.json
 
 # 10 million synthetic fingerprints alone, at k = 3 with 128 shuffle
 # partitions (about an hour on 2 cores; k = 6 takes several), added to the
 # results of make bench-spark.
 bench-spark-10m: database
 	NEARSIM_BENCH_SPARK_PARTITIONS=128 $(VENV_PYTHON) -m benchmarks.spark --dsn "$(DSN)" \
-		--sizes 10000000 --radii 3 --corpus none \
+		--sizes 10000000 --radii 3 --corpus none --dedup 0 \
 		--results $(BENCH_RESULTS)/spark-10m.json --add-to $(BENCH_RESULTS)/spark.json
 
 # ruff on every Python file; mypy --strict on the package (core, server and

@@ -74,6 +74,7 @@ from nearsim.core.bands import band_radius, band_width
 
 from .common import BenchError, Connection, connect, cpu_model, prepare_session, print_table, wrap
 from .docsets import TEXT_LIKE, RealFingerprints, make_docset, text_like_fingerprints
+from .spark_dedup import DEDUP_DOCUMENTS, dedup_run, dedup_section
 from .throughput import kjv_corpora
 
 DEFAULT_SIZES = (1_000_000,)
@@ -412,7 +413,7 @@ def corpus_run(conn: Connection, schema: str, size: str,
 
 
 def run(dsn: str, sizes: Sequence[int], radii: Sequence[int],
-        corpus: str = "full") -> dict[str, Any]:  # fmt: skip
+        corpus: str = "full", dedup: int = DEDUP_DOCUMENTS) -> dict[str, Any]:  # fmt: skip
     import pyspark
 
     started = time.perf_counter()
@@ -461,6 +462,7 @@ def run(dsn: str, sizes: Sequence[int], radii: Sequence[int],
             conn.execute(sql.SQL("DROP TABLE {} CASCADE").format(docset.table))
         if corpus != "none":
             report["corpus"] = corpus_run(conn, schema, corpus, radii)
+        report["dedup"] = dedup_run(conn, dsn, schema, dedup)
     finally:
         conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
     measured = (report["sizes"][-1]["distinct"] if report["sizes"]
@@ -505,6 +507,12 @@ def summary(report: dict[str, Any]) -> None:
                     corpus_rows(corpus), "<>>>>>>")  # fmt: skip
         wrap("Every Spark answer equals PostgreSQL's: fingerprints row by row (and the"
              " client's nearsim.simhash), pair counts, verified pairs row by row.")
+    dedup = report.get("dedup")
+    if dedup:
+        print(f"\nnearsim spark dedup, {dedup['documents']:,} documents:"
+              f" {dedup['spark']['seconds']:.1f} s on {dedup['spark']['master']};"
+              f" PostgreSQL (nearsim-load and nearsim_clusters_verified)"
+              f" {dedup['postgresql']['seconds']:.1f} s; ratio {dedup['ratio']:.1f}")
 
 
 def _question(run: dict[str, Any]) -> str:
@@ -777,6 +785,9 @@ equals `nearsim_pairs`'s. Shuffle and candidates are those of `{results["masters
     paper = billion(results)
     if paper:
         parts.append(paper)
+    dedup = dedup_section(results.get("dedup"))
+    if dedup:
+        parts.append(dedup)
     return "\n\n".join(parts)
 
 
@@ -788,13 +799,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--radii", type=int, nargs="+", default=list(DEFAULT_RADII))
     parser.add_argument("--corpus", choices=CORPUS_SIZES, default="full",
                         help="the evaluation corpus's size, or none")
+    parser.add_argument("--dedup", type=int, default=DEDUP_DOCUMENTS, metavar="N",
+                        help="nearsim spark dedup against nearsim-load and"
+                        " nearsim_clusters_verified on N documents of the corpus (0: not)")
     parser.add_argument("--results", help="write the figures as JSON to this file")
     parser.add_argument("--add-to", metavar="FILE",
                         help="put this run's synthetic sizes into the results of an earlier run"
                         " (replacing those of the same size; its corpus and the rest stay)")
     args = parser.parse_args(argv)
     try:
-        report = run(args.dsn, args.sizes, args.radii, args.corpus)
+        report = run(args.dsn, args.sizes, args.radii, args.corpus, args.dedup)
     except BenchError as error:
         print(f"error: {error}", file=sys.stderr)
         return error.status

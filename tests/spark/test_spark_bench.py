@@ -138,3 +138,22 @@ def test_a_run_of_its_own_at_one_radius_says_so() -> None:
     section = " ".join(spark_section(merged).split())
     assert "(`make bench-spark-10m`, 1234 s; 128 shuffle partitions, k = 3 only)" in section
     assert "| 10,000,000 | 3 |" in section and "| 10,000,000 | 6 |" not in section
+
+
+def test_the_section_shows_spark_dedup_against_postgresql_and_their_ratio() -> None:
+    results = run_results(sizes=False)
+    results["dedup"] = {
+        "documents": 150_000, "bytes": 659_000_000, "seed": 3, "originals": 2_829,
+        "grouped": 120_000, "groups": 2_500, "ratio": 4.25,
+        "postgresql": {"load_seconds": 50.0, "clusters_seconds": 30.0, "seconds": 80.0},
+        "spark": {"seconds": 340.0, "master": "local[2]",
+                  "command": "nearsim spark dedup crawl.jsonl --key-column url --text-column"
+                             " body -o groups.parquet --master local[2]"},
+    }  # fmt: skip
+    section = spark_section(results)
+    assert "#### `nearsim spark dedup` against PostgreSQL" in section
+    assert "| PostgreSQL | both | 80.0 |" in section
+    assert ("| Spark `local[2]` | `nearsim spark dedup crawl.jsonl --key-column url"
+            " --text-column body -o groups.parquet --master local[2]` | 340.0 |") in section
+    assert "Spark / PostgreSQL = **4.2**" in " ".join(section.split())
+    assert "`nearsim spark dedup`" not in spark_section(run_results(sizes=False))

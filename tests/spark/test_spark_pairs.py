@@ -7,6 +7,7 @@ from typing import Any
 import psycopg
 import pytest
 from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
 from spark_corpus import Corpus
 
 from nearsim.spark import (
@@ -20,8 +21,10 @@ from nearsim.spark import (
     verified_groups,
     verified_pairs,
 )
+from nearsim.spark import resemblance as spark_resemblance
 from nearsim.spark import search as spark_search
 from nearsim.spark.pivots import group_pivots
+from nearsim.spark.resemblance import resemblance_pairs
 
 
 def query(database: str, text: str, *args: Any) -> list[tuple[Any, ...]]:
@@ -231,3 +234,25 @@ def test_resemblance_pairs_of_texts_without_fingerprints(database: str, spark: A
     uncalibrated = verified_pairs(frame, "id", "body", 0.5, profile="words:2")
     assert as_text(uncalibrated, "a", "b", "similarity") == [row[:2] + row[3:4]
                                                              for row in expected]
+
+
+@pytest.mark.parametrize(("max_broadcast", "sets_broadcast"), [(0, True), (10**9, True),
+                                                               (10**9, False)])
+def test_resemblance_pairs_ranked_on_the_driver_or_by_joins(
+    database: str, corpus: Corpus, fingerprinted: DataFrame, max_broadcast: int,
+    sets_broadcast: bool, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The shingle order broadcast as ranks (the default for a set of this size) and made
+    by joins on the cluster (more shared shingles than max_broadcast), the sets broadcast
+    to the candidate pairs (the default here) or joined to them through shuffles (sets too
+    large for the driver's heap), give the same pairs, those of nearsim_pairs_verified, at
+    a threshold whose prefixes are long."""
+    if not sets_broadcast:
+        monkeypatch.setattr(spark_resemblance, "BROADCAST_HEAP_SHARE", 10**15)
+    expected = sorted(query(database, "SELECT a, b, distance, similarity, short FROM"
+                            " nearsim_pairs_verified(%s, 0.5)", corpus.table))  # fmt: skip
+    documents = fingerprinted.select(F.col("id").alias("key"), "si", F.col("body").alias("text"))
+    members, sizes, found = resemblance_pairs(documents, 0.5, max_broadcast)
+    grouped = spark_search.GroupPairs(members, sizes, found, 0.5, document_distance=True)
+    assert as_text(grouped.expand(), "a", "b", "distance", "similarity", "short") == expected
+    assert len(expected) > 100

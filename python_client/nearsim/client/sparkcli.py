@@ -13,6 +13,7 @@ from ..core.survivors import Keep
 from .clitools import (
     DEFAULT_MAX_DISTANCE,
     SIMILARITY,
+    Commands,
     Fatal,
     ProfileName,
     print_json,
@@ -20,16 +21,20 @@ from .clitools import (
 )
 from .connect import ConnectionFailed, resolve_dsn
 from .dedupcli import KEEP_HELP, KeepPolicy
+from .sparkrun import session_options, spark_session
 
 FORMATS = ("parquet", "jsonl", "csv", "text")
 
 
-@click.group("spark")
+@click.group("spark", cls=Commands)
 def spark_group() -> None:
     """Near-duplicates of collections too large for one machine, on Apache Spark.
 
     The same groups as nearsim clusters, from files instead of a table.
     Needs pip install 'nearsim[spark]' and a Java runtime; see docs/SPARK.md.
+    Only errors are logged (--spark-log-level warn shows Spark's warnings);
+    local masters get a third of this machine's memory (--driver-memory).
+    Ctrl-C cancels the job, stops Spark and ends with status 130.
 
     \b
     Example:
@@ -90,6 +95,7 @@ def spark_group() -> None:
 @click.option("--master", metavar="URL",
               help="Spark master [default: spark-submit's, else local[*]].")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@session_options
 @click.pass_context
 def dedup_command(ctx: click.Context, inputs: tuple[str, ...], input_format: str | None,
                   key_column: str | None, text_column: str | None, min_similarity: float,
@@ -127,7 +133,7 @@ def dedup_command(ctx: click.Context, inputs: tuple[str, ...], input_format: str
     if on_conflict != "error" and into_table is None:
         raise click.UsageError("--on-conflict is for --into-table")
     try:
-        from ..spark import dedup, session
+        from ..spark import dedup
         from ..spark.database import WriteError
         from ..spark.documents import DocumentsError
     except ImportError as error:
@@ -138,20 +144,18 @@ def dedup_command(ctx: click.Context, inputs: tuple[str, ...], input_format: str
             resolved = resolve_dsn(dsn)
         except ConnectionFailed as error:
             raise Fatal(str(error)) from error
-    spark = session(master)
-    try:
-        _, summary = dedup(
-            spark, list(inputs), output, key_column=key_column, text_column=text_column,
-            format=input_format, min_similarity=None if search.hamming else search.min_similarity,
-            max_distance=search.max_distance, measure=search.measure, profile=profile,
-            overwrite=overwrite, method=method, into_table=into_table, dsn=resolved,
-            on_conflict=on_conflict, keep=keep, survivors=survivors, mapping=mapping)  # fmt: skip
-    except (DocumentsError, ValueError, WriteError) as error:
-        raise Fatal(str(error)) from error
-    except Exception as error:  # Spark's own: one line, not a Java stack trace
-        if type(error).__module__.startswith(("pyspark", "py4j")):
-            raise Fatal(str(error).strip().splitlines()[0]) from error
-        raise
+    with spark_session(ctx, master) as spark:
+        try:
+            _, summary = dedup(
+                spark, list(inputs), output, key_column=key_column, text_column=text_column,
+                format=input_format,
+                min_similarity=None if search.hamming else search.min_similarity,
+                max_distance=search.max_distance, measure=search.measure, profile=profile,
+                overwrite=overwrite, method=method, into_table=into_table, dsn=resolved,
+                on_conflict=on_conflict, keep=keep, survivors=survivors,
+                mapping=mapping)  # fmt: skip
+        except (DocumentsError, ValueError, WriteError) as error:
+            raise Fatal(str(error)) from error
     report: dict[str, Any] = summary.as_dict()
     if as_json:
         print_json(report)

@@ -20,7 +20,7 @@ from .fingerprinting import fingerprints, simhash_column
 from .graph import components, group_components, star_components
 from .grouping import METHODS, Summary, clusters, dedup, verified_clusters
 from .pivots import group_pivots, pivots
-from .runtime import session
+from .runtime import session, stop
 from .search import GroupPairs, hamming_groups, pairs, verified_groups, verified_pairs
 
 __all__ = [
@@ -45,6 +45,7 @@ __all__ = [
     "session",
     "simhash_column",
     "star_components",
+    "stop",
     "verified_clusters",
     "verified_groups",
     "verified_pairs",

@@ -8,11 +8,38 @@ import pandas as pd  # type: ignore[import-untyped]
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.functions import pandas_udf
-from pyspark.sql.types import LongType, StringType
+from pyspark.sql.types import ArrayType, LongType, StringType, StructField, StructType
 
 from ..core.profiles import canonical, simhash_many
+from .shingles import fingerprints_and_sets
 
 DEFAULT_PROFILE = "default/1"
+
+SHINGLES_COLUMN = "_shingles"
+"""A column of the distinct shingle hashes of the text, made with the fingerprint
+(:func:`simhash_and_shingles`), which the exact S_R join takes instead of
+hashing the texts again."""
+
+_BOTH = StructType([StructField("si", LongType()),
+                    StructField("shingles", ArrayType(LongType()))])  # fmt: skip
+
+
+def _both_batch(texts: pd.Series) -> pd.DataFrame:
+    """The body of the UDF: each text's default fingerprint and shingle set."""
+    given = [None if text is None else str(text) for text in texts.tolist()]
+    fingerprints, sets = fingerprints_and_sets(given)
+    return pd.DataFrame({"si": pd.Series(fingerprints, dtype="Int64", index=texts.index),
+                         "shingles": pd.Series(sets, dtype=object, index=texts.index)})
+
+
+def simhash_and_shingles(text: Column | str) -> Column:
+    """A struct column ``(si, shingles)``: the fingerprint of ``text`` with the default
+    profile (as :func:`simhash_column`) and its distinct shingle hashes (as
+    :func:`nearsim.spark.resemblance.shingle_hashes`), from one pass over the text."""
+    udf = pandas_udf(_both_batch, _BOTH).asNondeterministic()  # type: ignore[call-overload]
+    column = F.col(text) if isinstance(text, str) else text
+    result: Column = udf(column.cast(StringType()))
+    return result
 
 
 def _simhash_batch(profile: str) -> Callable[[pd.Series], pd.Series]:

@@ -18,6 +18,7 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from ..core.profiles import canonical
 from ..core.survivors import Keep
 from .database import ON_CONFLICT, target_table, write_table
 from .documents import (
@@ -27,9 +28,15 @@ from .documents import (
     read_documents,
     write_parquet,
 )
-from .fingerprinting import DEFAULT_PROFILE, simhash_column
+from .fingerprinting import (
+    DEFAULT_PROFILE,
+    SHINGLES_COLUMN,
+    simhash_and_shingles,
+    simhash_column,
+)
 from .graph import group_components
 from .pivots import group_pivots
+from .resemblance import exact_resemblance
 from .search import GroupPairs, hamming_groups, verified_groups
 from .survivors import check_field, read_records, removed_keys, survivor_rows, write_records
 
@@ -45,6 +52,20 @@ def _grouped(grouped: GroupPairs, method: str, min_size: int, order: str) -> Dat
     if method == "pivot":
         return group_pivots(grouped, min_size, order)
     return group_components(grouped, min_size, order)
+
+
+def _fingerprinted(good: DataFrame, text_name: str, profile: str,
+                   min_similarity: float | None, measure: str,
+                   max_distance: int | None) -> DataFrame:  # fmt: skip
+    """``good`` with the fingerprints ``si``; for the exact S_R join with the default
+    profile, also the shingle sets, made in the same pass over the texts."""
+    if canonical(profile) != DEFAULT_PROFILE or not exact_resemblance(
+            measure, max_distance, min_similarity):  # fmt: skip
+        return good.withColumn("si", simhash_column(text_name, profile))
+    both = simhash_and_shingles(text_name)
+    return good.withColumn("_both", both).select(
+        *good.columns, F.col("_both.si").alias("si"),
+        F.col("_both.shingles").alias(SHINGLES_COLUMN))
 
 
 def clusters(df: DataFrame, key_column: str, max_distance: int = 6,
@@ -209,7 +230,8 @@ def dedup(spark: SparkSession, paths: str | list[str], output: str | None,
             else:
                 summary.bad[str(row["problem"])] = int(row["count"])
         summary.rows = summary.documents + sum(summary.bad.values())
-        good = good_documents(documents).withColumn("si", simhash_column(text_name, profile))
+        good = _fingerprinted(good_documents(documents), text_name, profile, min_similarity,
+                              measure, max_distance)  # fmt: skip
         good = good.persist(StorageLevel.MEMORY_AND_DISK)
         summary.fingerprinted = good.where(F.col("si").isNotNull()).count()
         grouped: GroupPairs

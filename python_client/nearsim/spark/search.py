@@ -52,7 +52,7 @@ from ..core import calibration, measures
 from ..core.bands import band_radius, band_width
 from ..core.bits import BITS
 from ..core.profiles import canonical
-from .fingerprinting import DEFAULT_PROFILE, simhash_column
+from .fingerprinting import DEFAULT_PROFILE, SHINGLES_COLUMN, simhash_column
 from .resemblance import exact_resemblance, resemblance_pairs
 
 __all__ = ["BLOCK_SIZE", "GroupPairs", "band_candidates", "choose_bands", "near_fingerprints",
@@ -423,8 +423,10 @@ def verified_groups(df: DataFrame, key_column: str, text_column: str,
     if exact_resemblance(measure, max_distance, min_similarity):
         # No radius, so no calibration needed (as in the server).
         fingerprint = _fingerprint_of(df, fingerprint_column, text_column, profile)
+        shingles = [SHINGLES_COLUMN] if SHINGLES_COLUMN in df.columns else []
         documents = df.select(F.col(key_column).alias("key"), fingerprint.alias("si"),
-                              F.col(text_column).cast("string").alias("text"))  # fmt: skip
+                              F.col(text_column).cast("string").alias("text"),
+                              *shingles)  # fmt: skip
         members, sizes, found = resemblance_pairs(documents, min_similarity)
         return GroupPairs(members, sizes, found, float(min_similarity), document_distance=True)
     radius = verified_radius(min_similarity, measure, max_distance, profile)

@@ -1,0 +1,181 @@
+"""The shingle sets of many texts at once: the sets of the exact S_R join, quickly.
+
+:func:`shingle_sets` gives, for each text, the distinct 64-bit hashes of its
+word 3-shingles (the features of the default profile, those
+:func:`nearsim.core.fingerprint._feature_hashes` yields), sorted as unsigned
+numbers and viewed as signed ``int64``: what
+``np.unique(np.concatenate(list(_feature_hashes(text))))`` gives, text by
+text.  Like :func:`nearsim.core.fingerprint.simhash_many`, it puts the
+tokens of many texts into one buffer with a marker token between texts, so
+the array work of tokenising, hashing and sorting is paid once per batch
+instead of once per text; texts longer than one piece are hashed piece by
+piece, as the fingerprint does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+from ..core import text as _text
+from ..core._xxh64 import xxh64_ranges
+from ..core.fingerprint import (
+    _END,
+    _MARKER,
+    _SPACE,
+    SHINGLE_WORDS,
+    _bit_counts_per_text,
+    _feature_hashes,
+    _separated_utf8,
+    _single_spaced,
+    simhash,
+)
+
+__all__ = ["fingerprints_and_sets", "shingle_set", "shingle_sets"]
+
+_MANY_CHARS = 1 << 20
+"""Texts are hashed together up to about this many characters at a time."""
+
+Hashes = npt.NDArray[np.int64]
+
+
+def shingle_set(text: str) -> Hashes:
+    """The distinct shingle hashes of one text, ascending as unsigned, as ``int64``."""
+    pieces = list(_feature_hashes(text))
+    if not pieces:
+        return np.array([], dtype=np.int64)
+    unique: Hashes = np.unique(np.concatenate(pieces)).view(np.int64)
+    return unique
+
+
+def shingle_sets(texts: Sequence[str | None]) -> list[Hashes | None]:
+    """:func:`shingle_set` of each text (None for None), many texts at a time."""
+    results: list[Hashes | None] = [None] * len(texts)
+    batch: list[int] = []
+    size = 0
+    for index, text in enumerate(texts):
+        if text is None:
+            continue
+        if len(text) > _text.PIECE_CHARS:
+            results[index] = shingle_set(text)  # in pieces, to bound the memory
+            continue
+        batch.append(index)
+        size += len(text)
+        if size >= _MANY_CHARS:
+            _sets_together(texts, batch, results)
+            batch, size = [], 0
+    _sets_together(texts, batch, results)
+    return results
+
+
+def _sets_together(texts: Sequence[str | None], indexes: list[int],
+                   results: list[Hashes | None]) -> None:  # fmt: skip
+    """Set ``results[i]`` to the shingle set of ``texts[i]`` for ``i`` in ``indexes``.
+
+    The buffer holds each text's tokens as ``_feature_hashes`` would for a
+    text of one piece, with a marker token between texts; shingles that
+    include a marker are left out (as ``simhash_many`` does).
+    """
+    if not indexes:
+        return
+    separator = b" " + bytes([_MARKER]) + b" "
+    buffer = b"".join((b" ", separator.join(_separated_utf8(str(texts[i])) for i in indexes),
+                       _END))  # fmt: skip
+    joined = _single_spaced(np.frombuffer(buffer, dtype=np.uint8))
+    spaces = (joined == _SPACE).nonzero()[0]
+    marker = joined[spaces[:-1] + 1] == _MARKER  # one per token
+    document = np.cumsum(marker) - marker  # of each token: markers before it
+    words = np.bincount(document[~marker], minlength=len(indexes))
+    empty = np.array([], dtype=np.int64)
+    for number in np.flatnonzero(words == 0).tolist():
+        results[indexes[number]] = empty
+    # Texts of one or two tokens have one feature, all of it: its hash.
+    for number in np.flatnonzero((words > 0) & (words < SHINGLE_WORDS)).tolist():
+        first = int(np.searchsorted(document, number))
+        last = first + int(words[number])  # the token after the text's last
+        start = spaces[first] + 1
+        feature = xxh64_ranges(joined, np.array([start]), np.array([spaces[last] - start]))
+        results[indexes[number]] = feature.view(np.int64).copy()
+    whole = ~(marker[:-2] | marker[1:-1] | marker[2:])  # shingles within one text
+    starts = spaces[:-SHINGLE_WORDS][whole] + 1
+    if len(starts) == 0:
+        return
+    hashes = xxh64_ranges(joined, starts, spaces[SHINGLE_WORDS:][whole] - starts)
+    owner = document[: -SHINGLE_WORDS + 1][whole]  # the text of each shingle, ascending
+    numbers, first_hash = np.unique(owner, return_index=True)
+    # One small sort per text: quicker than sorting the batch by text and hash.
+    for number, piece in zip(numbers.tolist(), np.split(hashes, first_hash[1:]), strict=True):
+        piece.sort()
+        keep = np.empty(len(piece), dtype=bool)
+        keep[0] = True
+        np.not_equal(piece[1:], piece[:-1], out=keep[1:])
+        results[indexes[number]] = piece[keep].view(np.int64)
+
+
+def fingerprints_and_sets(texts: Sequence[str | None]) -> tuple[list[int | None],
+                                                                 list[Hashes | None]]:  # fmt: skip
+    """The default profile's fingerprint and :func:`shingle_set` of each text, from one
+    tokenising and hashing of the texts (None and None for None)."""
+    fingerprints: list[int | None] = [None] * len(texts)
+    sets: list[Hashes | None] = [None] * len(texts)
+    batch: list[int] = []
+    size = 0
+    for index, text in enumerate(texts):
+        if text is None:
+            continue
+        if len(text) > _text.PIECE_CHARS:
+            fingerprints[index] = simhash(text)  # in pieces, to bound the memory
+            sets[index] = shingle_set(text)
+            continue
+        batch.append(index)
+        size += len(text)
+        if size >= _MANY_CHARS:
+            _both_together(texts, batch, fingerprints, sets)
+            batch, size = [], 0
+    _both_together(texts, batch, fingerprints, sets)
+    return fingerprints, sets
+
+
+def _both_together(texts: Sequence[str | None], indexes: list[int],
+                   fingerprints: list[int | None], sets: list[Hashes | None]) -> None:  # fmt: skip
+    """:func:`_sets_together` and ``simhash_many``'s vote, from the same hashes."""
+    if not indexes:
+        return
+    separator = b" " + bytes([_MARKER]) + b" "
+    buffer = b"".join((b" ", separator.join(_separated_utf8(str(texts[i])) for i in indexes),
+                       _END))  # fmt: skip
+    joined = _single_spaced(np.frombuffer(buffer, dtype=np.uint8))
+    spaces = (joined == _SPACE).nonzero()[0]
+    marker = joined[spaces[:-1] + 1] == _MARKER
+    document = np.cumsum(marker) - marker
+    words = np.bincount(document[~marker], minlength=len(indexes))
+    for number in np.flatnonzero(words == 0).tolist():
+        sets[indexes[number]] = np.array([], dtype=np.int64)
+    for number in np.flatnonzero((words > 0) & (words < SHINGLE_WORDS)).tolist():
+        first = int(np.searchsorted(document, number))
+        last = first + int(words[number])
+        start = spaces[first] + 1
+        feature = xxh64_ranges(joined, np.array([start]), np.array([spaces[last] - start]))
+        sets[indexes[number]] = feature.view(np.int64).copy()
+        fingerprints[indexes[number]] = int(feature.view(np.int64)[0])
+    whole = ~(marker[:-2] | marker[1:-1] | marker[2:])
+    starts = spaces[:-SHINGLE_WORDS][whole] + 1
+    if len(starts) == 0:
+        return
+    hashes = xxh64_ranges(joined, starts, spaces[SHINGLE_WORDS:][whole] - starts)
+    owner = document[: -SHINGLE_WORDS + 1][whole]
+    numbers, first_shingle, shingle_count = np.unique(owner, return_index=True,
+                                                      return_counts=True)  # fmt: skip
+    counts = _bit_counts_per_text(hashes, first_shingle, shingle_count)
+    majority = np.packbits(counts > (shingle_count // 2)[:, None], axis=1, bitorder="little")
+    for number, value in zip(numbers.tolist(), majority.view("<i8").ravel().tolist(),
+                             strict=True):  # fmt: skip
+        fingerprints[indexes[number]] = value
+    for number, piece in zip(numbers.tolist(), np.split(hashes, first_shingle[1:]), strict=True):
+        piece.sort()
+        keep = np.empty(len(piece), dtype=bool)
+        keep[0] = True
+        np.not_equal(piece[1:], piece[:-1], out=keep[1:])
+        sets[indexes[number]] = piece[keep].view(np.int64)
