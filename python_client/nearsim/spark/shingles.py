@@ -52,27 +52,44 @@ def shingle_set(text: str) -> Hashes:
 
 def shingle_sets(texts: Sequence[str | None]) -> list[Hashes | None]:
     """:func:`shingle_set` of each text (None for None), many texts at a time."""
-    results: list[Hashes | None] = [None] * len(texts)
+    return _shingled(texts, None)
+
+
+def fingerprints_and_sets(texts: Sequence[str | None]) -> tuple[list[int | None],
+                                                                 list[Hashes | None]]:  # fmt: skip
+    """The default profile's fingerprint and :func:`shingle_set` of each text, from one
+    tokenising and hashing of the texts (None and None for None)."""
+    fingerprints: list[int | None] = [None] * len(texts)
+    return fingerprints, _shingled(texts, fingerprints)
+
+
+def _shingled(texts: Sequence[str | None],
+              fingerprints: list[int | None] | None) -> list[Hashes | None]:  # fmt: skip
+    """The shingle sets of the texts, batch by batch; with ``fingerprints``, each
+    text's fingerprint set there too, voted from the same hashes."""
+    sets: list[Hashes | None] = [None] * len(texts)
     batch: list[int] = []
     size = 0
     for index, text in enumerate(texts):
         if text is None:
             continue
-        if len(text) > _text.PIECE_CHARS:
-            results[index] = shingle_set(text)  # in pieces, to bound the memory
+        if len(text) > _text.PIECE_CHARS:  # in pieces, to bound the memory
+            sets[index] = shingle_set(text)
+            if fingerprints is not None:
+                fingerprints[index] = simhash(text)
             continue
         batch.append(index)
         size += len(text)
         if size >= _MANY_CHARS:
-            _sets_together(texts, batch, results)
+            _together(texts, batch, sets, fingerprints)
             batch, size = [], 0
-    _sets_together(texts, batch, results)
-    return results
+    _together(texts, batch, sets, fingerprints)
+    return sets
 
 
-def _sets_together(texts: Sequence[str | None], indexes: list[int],
-                   results: list[Hashes | None]) -> None:  # fmt: skip
-    """Set ``results[i]`` to the shingle set of ``texts[i]`` for ``i`` in ``indexes``.
+def _together(texts: Sequence[str | None], indexes: list[int], sets: list[Hashes | None],
+              fingerprints: list[int | None] | None) -> None:  # fmt: skip
+    """Set ``sets[i]`` (and ``fingerprints[i]``) for ``i`` in ``indexes``.
 
     The buffer holds each text's tokens as ``_feature_hashes`` would for a
     text of one piece, with a marker token between texts; shingles that
@@ -88,91 +105,33 @@ def _sets_together(texts: Sequence[str | None], indexes: list[int],
     marker = joined[spaces[:-1] + 1] == _MARKER  # one per token
     document = np.cumsum(marker) - marker  # of each token: markers before it
     words = np.bincount(document[~marker], minlength=len(indexes))
-    empty = np.array([], dtype=np.int64)
     for number in np.flatnonzero(words == 0).tolist():
-        results[indexes[number]] = empty
+        sets[indexes[number]] = np.array([], dtype=np.int64)
     # Texts of one or two tokens have one feature, all of it: its hash.
     for number in np.flatnonzero((words > 0) & (words < SHINGLE_WORDS)).tolist():
         first = int(np.searchsorted(document, number))
         last = first + int(words[number])  # the token after the text's last
         start = spaces[first] + 1
         feature = xxh64_ranges(joined, np.array([start]), np.array([spaces[last] - start]))
-        results[indexes[number]] = feature.view(np.int64).copy()
+        sets[indexes[number]] = feature.view(np.int64).copy()
+        if fingerprints is not None:
+            fingerprints[indexes[number]] = int(feature.view(np.int64)[0])
     whole = ~(marker[:-2] | marker[1:-1] | marker[2:])  # shingles within one text
     starts = spaces[:-SHINGLE_WORDS][whole] + 1
     if len(starts) == 0:
         return
     hashes = xxh64_ranges(joined, starts, spaces[SHINGLE_WORDS:][whole] - starts)
     owner = document[: -SHINGLE_WORDS + 1][whole]  # the text of each shingle, ascending
-    numbers, first_hash = np.unique(owner, return_index=True)
-    # One small sort per text: quicker than sorting the batch by text and hash.
-    for number, piece in zip(numbers.tolist(), np.split(hashes, first_hash[1:]), strict=True):
-        piece.sort()
-        keep = np.empty(len(piece), dtype=bool)
-        keep[0] = True
-        np.not_equal(piece[1:], piece[:-1], out=keep[1:])
-        results[indexes[number]] = piece[keep].view(np.int64)
-
-
-def fingerprints_and_sets(texts: Sequence[str | None]) -> tuple[list[int | None],
-                                                                 list[Hashes | None]]:  # fmt: skip
-    """The default profile's fingerprint and :func:`shingle_set` of each text, from one
-    tokenising and hashing of the texts (None and None for None)."""
-    fingerprints: list[int | None] = [None] * len(texts)
-    sets: list[Hashes | None] = [None] * len(texts)
-    batch: list[int] = []
-    size = 0
-    for index, text in enumerate(texts):
-        if text is None:
-            continue
-        if len(text) > _text.PIECE_CHARS:
-            fingerprints[index] = simhash(text)  # in pieces, to bound the memory
-            sets[index] = shingle_set(text)
-            continue
-        batch.append(index)
-        size += len(text)
-        if size >= _MANY_CHARS:
-            _both_together(texts, batch, fingerprints, sets)
-            batch, size = [], 0
-    _both_together(texts, batch, fingerprints, sets)
-    return fingerprints, sets
-
-
-def _both_together(texts: Sequence[str | None], indexes: list[int],
-                   fingerprints: list[int | None], sets: list[Hashes | None]) -> None:  # fmt: skip
-    """:func:`_sets_together` and ``simhash_many``'s vote, from the same hashes."""
-    if not indexes:
-        return
-    separator = b" " + bytes([_MARKER]) + b" "
-    buffer = b"".join((b" ", separator.join(_separated_utf8(str(texts[i])) for i in indexes),
-                       _END))  # fmt: skip
-    joined = _single_spaced(np.frombuffer(buffer, dtype=np.uint8))
-    spaces = (joined == _SPACE).nonzero()[0]
-    marker = joined[spaces[:-1] + 1] == _MARKER
-    document = np.cumsum(marker) - marker
-    words = np.bincount(document[~marker], minlength=len(indexes))
-    for number in np.flatnonzero(words == 0).tolist():
-        sets[indexes[number]] = np.array([], dtype=np.int64)
-    for number in np.flatnonzero((words > 0) & (words < SHINGLE_WORDS)).tolist():
-        first = int(np.searchsorted(document, number))
-        last = first + int(words[number])
-        start = spaces[first] + 1
-        feature = xxh64_ranges(joined, np.array([start]), np.array([spaces[last] - start]))
-        sets[indexes[number]] = feature.view(np.int64).copy()
-        fingerprints[indexes[number]] = int(feature.view(np.int64)[0])
-    whole = ~(marker[:-2] | marker[1:-1] | marker[2:])
-    starts = spaces[:-SHINGLE_WORDS][whole] + 1
-    if len(starts) == 0:
-        return
-    hashes = xxh64_ranges(joined, starts, spaces[SHINGLE_WORDS:][whole] - starts)
-    owner = document[: -SHINGLE_WORDS + 1][whole]
     numbers, first_shingle, shingle_count = np.unique(owner, return_index=True,
                                                       return_counts=True)  # fmt: skip
-    counts = _bit_counts_per_text(hashes, first_shingle, shingle_count)
-    majority = np.packbits(counts > (shingle_count // 2)[:, None], axis=1, bitorder="little")
-    for number, value in zip(numbers.tolist(), majority.view("<i8").ravel().tolist(),
-                             strict=True):  # fmt: skip
-        fingerprints[indexes[number]] = value
+    if fingerprints is not None:  # the vote, before the sort below reorders the hashes
+        counts = _bit_counts_per_text(hashes, first_shingle, shingle_count)
+        majority = np.packbits(counts > (shingle_count // 2)[:, None], axis=1,
+                               bitorder="little")  # fmt: skip
+        for number, value in zip(numbers.tolist(), majority.view("<i8").ravel().tolist(),
+                                 strict=True):  # fmt: skip
+            fingerprints[indexes[number]] = value
+    # One small sort per text: quicker than sorting the batch by text and hash.
     for number, piece in zip(numbers.tolist(), np.split(hashes, first_shingle[1:]), strict=True):
         piece.sort()
         keep = np.empty(len(piece), dtype=bool)
