@@ -15,13 +15,18 @@
 #include "miscadmin.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
+#include "catalog/pg_collation.h"
+#include "utils/varlena.h"
 #include "utils/guc.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
 #include "utils/syscache.h"
 
+#include "port/pg_bitutils.h"
+
 #include "nearsim.h"
+#include "rotation.h"
 
 /*
  * The check-in guard (nearsim_guard): a BEFORE ROW trigger that looks for a
@@ -229,6 +234,106 @@ within_radius(const Guard *guard, const char *ext, Relation rel)
 					ext, ext, quote_identifier(guard->hash_column), key, key);
 }
 
+/* Whether two keys as text (NULL: none) differ, as IS DISTINCT FROM */
+static bool
+keys_differ(const char *a, const char *b)
+{
+	if (a == NULL || b == NULL)
+		return (a == NULL) != (b == NULL);
+	return strcmp(a, b) != 0;
+}
+
+/* Order of the guard's ORDER BY distance, key::text (NULL keys last) */
+static bool
+nearer(int distance, const char *key, const NearDuplicate *best)
+{
+	if (best->key == NULL && best->distance < 0)
+		return true;
+	if (distance != best->distance)
+		return distance < best->distance;
+	if (key == NULL || best->key == NULL)
+		return key != NULL;
+	return varstr_cmp(key, strlen(key), best->key, strlen(best->key),
+					  DEFAULT_COLLATION_OID) < 0;
+}
+
+/*
+ * The guard's search by bits alone, read from the table's rotation index
+ * in this backend, as a new statement would read it: a new snapshot at
+ * READ COMMITTED (the transaction's otherwise) that sees the rows this
+ * statement wrote before.  Equal to the SQL of within_radius, without
+ * planning a statement for each row; only the keys of the rows found are
+ * made text, as the table's owner (their output function is the owner's).
+ */
+static bool
+find_near_by_index(const Guard *guard, Relation rel, int64 fingerprint, const char *new_key,
+				   const char *old_key, Oid owner, NearDuplicate *found)
+{
+	AttrNumber	hash_attnum = get_attnum(RelationGetRelid(rel), guard->hash_column);
+	AttrNumber	key_attnum = get_attnum(RelationGetRelid(rel), guard->key_column);
+	RotationBand bands[MAX_BANDS];
+	int			count;
+	RotationSearch *search;
+	TupleTableSlot *slot;
+	int			distance;
+	NearDuplicate best = {NULL, -1, NAN};
+	Oid			output;
+	bool		varlena;
+
+	if (hash_attnum == InvalidAttrNumber || key_attnum == InvalidAttrNumber)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_COLUMN),
+				 errmsg("a column named by the nearsim guard of %s does not exist",
+						RelationGetRelationName(rel)),
+				 errhint("SELECT nearsim_guard(table, ...) makes the guard again.")));
+	getTypeOutputInfo(get_atttype(RelationGetRelid(rel), key_attnum), &output, &varlena);
+	count = nearsim_find_bands(rel, hash_attnum, bands);
+
+	PushActiveSnapshot(GetTransactionSnapshot());
+	CommandCounterIncrement();
+	UpdateActiveSnapshotCommandId();
+	slot = table_slot_create(rel, NULL);
+	search = nearsim_search_begin(rel, bands, count, GetActiveSnapshot());
+	nearsim_search_radius(search, (uint64) fingerprint, guard->max_distance);
+	while (nearsim_search_next(search, slot, &distance))
+	{
+		bool		isnull;
+		Datum		hash = slot_getattr(slot, hash_attnum, &isnull);
+		Datum		key;
+		char	   *key_text = NULL;
+
+		/* checked on the row, as the statement's WHERE does */
+		if (isnull)
+			continue;
+		distance = pg_popcount64((uint64) DatumGetInt64(hash) ^ (uint64) fingerprint);
+		if (distance > guard->max_distance)
+			continue;
+		key = slot_getattr(slot, key_attnum, &isnull);
+		if (!isnull)
+		{
+			NearsimOwnerState saved;
+
+			nearsim_begin_as_owner(owner, &saved);
+			key_text = OidOutputFunctionCall(output, key);
+			nearsim_end_as_owner(&saved);
+		}
+		if (!keys_differ(key_text, new_key) || !keys_differ(key_text, old_key))
+			continue;
+		if (nearer(distance, key_text, &best))
+		{
+			best.key = key_text;
+			best.distance = distance;
+		}
+	}
+	nearsim_search_end(search);
+	ExecDropSingleTupleTableSlot(slot);
+	PopActiveSnapshot();
+	if (best.distance < 0)
+		return false;
+	*found = best;
+	return true;
+}
+
 /*
  * The nearest existing document within the guard's radius (verified: the
  * most similar of those at least min_similarity similar), other than the
@@ -368,6 +473,7 @@ nearsim_guard_check(PG_FUNCTION_ARGS)
 	Oid			writer;
 	NearsimOwnerState saved;
 	bool		near = false;
+	bool		by_index;
 	bool		appeared = false;
 	NearDuplicate found = {NULL, 0, NAN};
 	MemoryContext caller = CurrentMemoryContext;
@@ -416,11 +522,26 @@ nearsim_guard_check(PG_FUNCTION_ARGS)
 	/* guarded writers of this table, one after the other, until commit */
 	lock_check_in(rel);
 
+	/*
+	 * By bits alone the rotation index is read here, unless the owner is
+	 * under row-level security (FORCE), which only a statement applies.
+	 */
+	by_index = isnan(guard.min_similarity) &&
+		!(rel->rd_rel->relrowsecurity && rel->rd_rel->relforcerowsecurity);
+	if (by_index)
+	{
+		near = find_near_by_index(&guard, rel, DatumGetInt64(fingerprint), new_key, old_key,
+								  owner, &found);
+		if (!IsolationUsesXactSnapshot() && !(near && strcmp(guard.action, "record") == 0))
+			goto decided;
+	}
+
 	nearsim_begin_as_owner(owner, &saved);
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "nearsim: SPI_connect failed");
-	near = find_near_duplicate(&guard, schema, rel, DatumGetInt64(fingerprint), text, new_key,
-							   old_key, &found);
+	if (!by_index)
+		near = find_near_duplicate(&guard, schema, rel, DatumGetInt64(fingerprint), text,
+								   new_key, old_key, &found);
 	if (!near && IsolationUsesXactSnapshot())
 	{
 		/* a near-duplicate committed after this transaction's snapshot */
@@ -435,7 +556,7 @@ nearsim_guard_check(PG_FUNCTION_ARGS)
 	}
 	if (near && strcmp(guard.action, "record") == 0)
 		record_link(&guard, new_key, &found);
-	if (near)
+	if (near && !by_index)
 	{
 		MemoryContext spi = MemoryContextSwitchTo(caller);
 
@@ -444,6 +565,8 @@ nearsim_guard_check(PG_FUNCTION_ARGS)
 	}
 	SPI_finish();
 	nearsim_end_as_owner(&saved);
+
+decided:
 
 	if (appeared)
 		ereport(ERROR,

@@ -145,6 +145,9 @@ extern void nearsim_keys_end(KeyReader *reader);
  */
 typedef struct RotationSearch RotationSearch;
 
+/* search.c: the complete bands of the rotation index of a column; an error without */
+extern int	nearsim_find_bands(Relation table, AttrNumber attnum, RotationBand *bands);
+
 extern RotationSearch *nearsim_search_begin(Relation table, const RotationBand *bands,
 											int count, Snapshot snapshot);
 extern void nearsim_search_radius(RotationSearch *search, uint64 query, int max_distance);

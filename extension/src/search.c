@@ -70,8 +70,8 @@ nearsim_rotate(PG_FUNCTION_ARGS)
  * The bands of the rotation index of table's column attnum (rotation.c); an
  * error unless they cover the 64 bits.
  */
-static int
-find_bands(Relation table, AttrNumber attnum, RotationBand *bands)
+int
+nearsim_find_bands(Relation table, AttrNumber attnum, RotationBand *bands)
 {
 	List	   *indexes = RelationGetIndexList(table);
 	RotationBand found[MAX_BANDS * 2];
@@ -202,7 +202,7 @@ nearsim_search(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_UNDEFINED_COLUMN),
 				 errmsg("column %s of table %s does not exist", NameStr(*column),
 						RelationGetRelationName(table))));
-	count = find_bands(table, attnum, bands);
+	count = nearsim_find_bands(table, attnum, bands);
 
 	/* the rows within max_distance, each once, as the rotation scan finds them */
 	tids = palloc(sizeof(ItemPointerData) * size);

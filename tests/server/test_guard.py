@@ -294,3 +294,72 @@ def test_the_python_api_guards_and_unguards(database: str) -> None:
         table.unguard()
         conn.execute("INSERT INTO api_docs VALUES (2, %s)", (PSALM_AGAIN,))
         conn.execute("DROP TABLE api_docs CASCADE")
+
+
+def test_the_guard_reading_the_index_decides_as_its_statement(conn: psycopg.Connection) -> None:
+    """A guard by bits reads the rotation index itself; under FORCE ROW LEVEL
+    SECURITY it runs its statement instead.  Both decide every row the same:
+    random and planted fingerprints, rows near earlier rows of the same
+    statement, updates of a row near itself, upserts, deletes and savepoints,
+    with rows of equal distance told apart by key."""
+    rng = random.Random(36)
+    conn.execute("SET nearsim.profile = 'default/1'")  # made-up fingerprints
+    for table in ("by_index", "by_statement"):
+        conn.execute(sql.SQL("CREATE TABLE {} (id bigint PRIMARY KEY, body text, si bigint)")
+                     .format(sql.Identifier(table)))
+        conn.execute("SELECT nearsim_enable(%s, 'body')", (table,))
+        conn.execute("SELECT nearsim_guard(%s, max_distance => 4, action => 'skip')", (table,))
+    conn.execute("ALTER TABLE by_statement ENABLE ROW LEVEL SECURITY")
+    conn.execute("ALTER TABLE by_statement FORCE ROW LEVEL SECURITY")
+    conn.execute("CREATE POLICY everything ON by_statement USING (true) WITH CHECK (true)")
+    planted = [rng.getrandbits(64) - (1 << 63) for _ in range(8)]
+
+    def fingerprint() -> int:
+        if rng.random() < 0.3:
+            return rng.getrandbits(64) - (1 << 63)
+        return flip(rng.choice(planted), rng.sample(range(64), rng.randint(0, 6)))
+
+    steps: list[tuple[str, tuple[object, ...]]] = []
+    key = 0
+    for _ in range(300):
+        roll = rng.random()
+        if roll < 0.55:
+            rows = [(key + i, fingerprint()) for i in range(rng.randint(1, 4))]
+            key += len(rows)
+            steps.append(("INSERT INTO {} VALUES " + ", ".join(["(%s, 'b', %s)"] * len(rows)),
+                          tuple(v for row in rows for v in row)))
+        elif roll < 0.7:
+            steps.append(("UPDATE {} SET si = %s WHERE id = %s",
+                          (fingerprint(), rng.randrange(max(key, 1)))))
+        elif roll < 0.8:
+            steps.append(("INSERT INTO {} VALUES (%s, 'b', %s) ON CONFLICT (id) DO UPDATE"
+                          " SET si = EXCLUDED.si", (rng.randrange(max(key, 1)), fingerprint())))
+        elif roll < 0.88:
+            steps.append(("DELETE FROM {} WHERE id = %s", (rng.randrange(max(key, 1)),)))
+        elif roll < 0.94:
+            steps.append(("SAVEPOINT s", ()))
+        else:
+            steps.append(("ROLLBACK TO SAVEPOINT s", ()))
+    for table in ("by_index", "by_statement"):
+        with conn.transaction():
+            conn.execute("SAVEPOINT s")
+            for statement, args in steps:
+                conn.execute(sql.SQL(statement).format(sql.Identifier(table)), args or None)
+    contents = [conn.execute(sql.SQL("SELECT id, si FROM {} ORDER BY id")
+                             .format(sql.Identifier(table))).fetchall()
+                for table in ("by_index", "by_statement")]
+    assert contents[0] == contents[1]
+    assert 20 < len(contents[0]) < key  # some rows kept, some skipped
+    # refusals name the same document: the nearest, then the least key as text
+    for table in ("by_index", "by_statement"):
+        conn.execute("SELECT nearsim_guard(%s, max_distance => 6)", (table,))
+    messages = []
+    for table in ("by_index", "by_statement"):
+        refused = []
+        for base in planted:
+            error = error_of(conn, sql.SQL("INSERT INTO {} VALUES (%s, 'b', %s)").format(
+                sql.Identifier(table)).as_string(conn), 10**9, flip(base, [0]))
+            refused.append((error.sqlstate, error.diag.message_detail))
+        messages.append(refused)
+    assert messages[0] == messages[1]
+    assert sum(state == NEAR_DUPLICATE for state, _ in messages[0]) >= 4
