@@ -77,6 +77,10 @@ ERRORS: dict[str, str] = {
     "nearsim_search": "22023 for a max_distance outside 0..64, 42501 without SELECT on `tbl`,"
                       " 42703 for a column it lacks, 55000 if its rotation indexes are missing"
                       " or do not cover the 64 bits",
+    "nearsim_check_batch": "22023 for a max_distance outside 0..64, 2202E for keys and"
+                           " fingerprints of different lengths or more than one dimension,"
+                           " 42501 without SELECT on `tbl`, 42703 for a column it lacks, 55000"
+                           " if its rotation indexes are missing or do not cover the 64 bits",
     "nearsim_enable": "42P01 for a missing table, 42809 for one that is not an ordinary table,"
                       " 55000 if already enabled or without a single-column primary key of"
                       " type integer, bigint, text or uuid, 42703/42804 for a missing or"

@@ -158,6 +158,18 @@ CREATE FUNCTION nearsim_search(tbl regclass, fingerprint_column name, query bigi
 COMMENT ON FUNCTION nearsim_search(regclass, name, bigint, integer) IS
 'tuple ids of the rows of tbl whose fingerprint_column is within max_distance bits of query, found through the rotation indexes of that column (exact; each row once; only rows the caller may see); for WHERE ctid = ANY(...)';
 
+CREATE FUNCTION nearsim_check_batch(tbl regclass, key_column name, fingerprint_column name,
+		keys text[], fingerprints bigint[], max_distance integer,
+		written_when_near boolean DEFAULT false)
+	RETURNS TABLE ("position" integer, key text, existing_key text, distance integer,
+		in_batch boolean)
+	AS 'MODULE_PATHNAME', 'nearsim_check_batch'
+	LANGUAGE C STABLE STRICT PARALLEL RESTRICTED COST 10000 ROWS 10
+	SET search_path = pg_catalog, pg_temp;
+
+COMMENT ON FUNCTION nearsim_check_batch(regclass, name, name, text[], bigint[], integer, boolean) IS
+'the documents of a batch (keys[i], fingerprints[i], in order) that the check-in guard, checking them one by one, would find within max_distance bits of a document: a stored one (another key; only rows the caller may see) or an earlier one of the batch that is written (every one with written_when_near, else those not near); the nearest, then the least key';
+
 -- The registry of enabled tables.  Everyone may read it; no role may write
 -- it: nearsim_register and nearsim_unregister (below) write it for a caller
 -- with the privileges of the table's owner, and its trigger links the named

@@ -147,6 +147,8 @@ typedef struct RotationSearch RotationSearch;
 
 /* search.c: the complete bands of the rotation index of a column; an error without */
 extern int	nearsim_find_bands(Relation table, AttrNumber attnum, RotationBand *bands);
+/* search.c: keeps the tuple ids of rows the caller's own query sees (row-level security) */
+extern int	nearsim_visible_to_caller(Relation table, ItemPointerData *tids, int count);
 
 extern RotationSearch *nearsim_search_begin(Relation table, const RotationBand *bands,
 											int count, Snapshot snapshot);

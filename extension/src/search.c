@@ -116,8 +116,8 @@ nearsim_find_bands(Relation table, AttrNumber attnum, RotationBand *bands)
  * the executor applies); a caller to whom they apply gets only what a
  * query of its own would return, not even the existence of other rows.
  */
-static int
-visible_to_caller(Relation table, ItemPointerData *tids, int count)
+int
+nearsim_visible_to_caller(Relation table, ItemPointerData *tids, int count)
 {
 	Datum	   *elements = palloc(sizeof(Datum) * Max(count, 1));
 	ArrayType  *wanted;
@@ -221,7 +221,7 @@ nearsim_search(PG_FUNCTION_ARGS)
 	nearsim_search_end(search);
 	ExecDropSingleTupleTableSlot(slot);
 	if (found > 0 && check_enable_rls(relid, InvalidOid, true) == RLS_ENABLED)
-		found = visible_to_caller(table, tids, found);
+		found = nearsim_visible_to_caller(table, tids, found);
 	table_close(table, AccessShareLock);
 
 	qsort(tids, found, sizeof(ItemPointerData), compare_tids);

@@ -371,6 +371,11 @@ MATRIX: dict[str, Cell] = {
                           "0.8::pg_catalog.float8, 'default/1'::pg_catalog.text")),
     # -- searches over a table
     "function nearsim_search(regclass,name,bigint,integer)": Cell(Kind.READS, search),
+    "function nearsim_check_batch(regclass,name,name,text[],bigint[],integer,boolean)": Cell(
+        Kind.READS, lambda t: [
+            f"SELECT b.position, b.existing_key, b.distance FROM {t.ext}.nearsim_check_batch("
+            f"{t.reg}, {t.key_name}, {t.fp_name}, ARRAY['new']::pg_catalog.text[],"
+            f" ARRAY[{t.ext}.simhash({t.near})], {RADIUS}, false) AS b"]),
     "function nearsim_nearest(regclass,bigint,integer,integer)": Cell(
         Kind.READS, select("nearsim_nearest", "{t.reg}, {t.ext}.simhash({t.near}), 3, 64")),
     "function nearsim_pairs(regclass,integer)": Cell(

@@ -68,6 +68,10 @@ ENTRIES: dict[str, tuple[str, bool]] = {
                                       False),
     "nearsim_search(regclass,name,bigint,integer)":
         ("SELECT cardinality(nearsim_search('docs', 'si', 0, 64))", False),
+    "nearsim_check_batch(regclass,name,name,text[],bigint[],integer,boolean)":
+        ("SELECT count(*) FROM nearsim_check_batch('docs', 'id', 'si',"
+         " array_fill('k'::text, ARRAY[200000]), array_fill(0::bigint, ARRAY[200000]), 64)",
+         True),
     "nearsim_as_owner(regclass,text)": ("SELECT nearsim_as_owner('docs', 'SELECT pg_sleep(60)')",
                                         True),
     "nearsim_link(regclass,regclass[],regprocedure[])":

@@ -1,0 +1,677 @@
+#include "postgres.h"
+
+#include "access/genam.h"
+#include "access/table.h"
+#include "access/tableam.h"
+#include "catalog/pg_collation.h"
+#include "catalog/pg_type.h"
+#include "executor/tuptable.h"
+#include "fmgr.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "port/pg_bitutils.h"
+#include "storage/bufmgr.h"
+#include "utils/acl.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/hsearch.h"
+#include "utils/lsyscache.h"
+#include "utils/rel.h"
+#include "utils/rls.h"
+#include "utils/snapmgr.h"
+#include "utils/varlena.h"
+
+#include "nearsim.h"
+#include "rotation.h"
+
+/*
+ * A batch of new documents checked against a table, as the check-in guard
+ * would check them one by one in their order: each is near a stored
+ * document (another key) or an earlier document of the batch that is
+ * written, the nearest first, then the least key as text.  For the loader
+ * (nearsim-load --on-near-duplicate) and for SQL that screens a batch
+ * before it inserts it.
+ *
+ * One query at a time, each search of the rotation index reads a few dozen
+ * leaf pages scattered over the index.  Here the key ranges of many queries
+ * are sorted and each band's index is read once in key order, so that the
+ * ranges of a leaf are read together while it is in the cache: the
+ * sort-merge form of multi-index hashing.  The batch's own near pairs are
+ * found in memory by the same bands.
+ */
+
+
+/* Values a document of the batch looks up, at most; beyond, it is compared with each */
+#define MAX_BATCH_PROBES 65536
+
+/* A key range of one query in one band */
+typedef struct QueryRange
+{
+	uint64		low;			/* the least rotated fingerprint of the range */
+	int32		query;
+} QueryRange;
+
+/* The batch's arguments */
+typedef struct Batch
+{
+	int			count;
+	char	  **keys;			/* as text, NULL for NULL */
+	uint64	   *fingerprints;
+	bool	   *has_fingerprint;
+	int			max_distance;
+} Batch;
+
+/* The nearest document found for a query so far */
+typedef struct Nearest
+{
+	int32		distance;		/* FINGERPRINT_BITS + 1: none */
+	char	   *key;			/* as text; NULL for a NULL key */
+	int32		position;		/* 0: stored, else the batch's 1-based position */
+} Nearest;
+
+/*
+ * The stored documents within the radius of a query (its own key left out)
+ * that may be its nearest: the nearest of those whose key no document of
+ * the batch has, and the nearer ones whose key one has (a written document
+ * of the batch replaces the row of its key).
+ */
+typedef struct Stored
+{
+	Nearest		best;			/* of keys not in the batch */
+	int			count;			/* of keys in the batch */
+	int			size;
+	int32	   *distances;
+	char	  **keys;
+} Stored;
+
+/* Stored rows under keys of the batch that one query keeps, at most (memory) */
+static int64 kept_stored;
+
+/* A written document of the batch, under one band's value of its first bits */
+typedef struct BandEntry
+{
+	uint64		value;			/* (band << 32) | the band's bits */
+	int32		last;			/* the last document under it, or -1 */
+} BandEntry;
+
+static int
+compare_ranges(const void *a, const void *b)
+{
+	const QueryRange *x = a;
+	const QueryRange *y = b;
+
+	if (x->low != y->low)
+		return x->low < y->low ? -1 : 1;
+	return x->query - y->query;
+}
+
+/* Whether two keys as text (NULL: none) are the same, as NOT DISTINCT FROM */
+static bool
+same_key(const char *a, const char *b)
+{
+	if (a == NULL || b == NULL)
+		return a == b;
+	return strcmp(a, b) == 0;
+}
+
+/* ORDER BY distance, key::text (default collation, NULLs last) */
+static bool
+nearer(int distance, const char *key, const Nearest *best)
+{
+	if (distance != best->distance)
+		return distance < best->distance;
+	if (key == NULL || best->key == NULL)
+		return key != NULL && best->key == NULL;
+	return varstr_cmp(key, strlen(key), best->key, strlen(best->key),
+					  DEFAULT_COLLATION_OID) < 0;
+}
+
+/* The first `width` bits of a fingerprint's band starting at bit shift */
+static inline uint64
+band_bits(uint64 fingerprint, int shift, int width)
+{
+	return width == 0 ? 0 : nearsim_rotate_left(fingerprint, shift) >> (FINGERPRINT_BITS - width);
+}
+
+static int	first_of_key(const Batch *batch, const int32 *by_key, const char *key);
+
+/* Whether a document of the batch has key */
+static bool
+batch_has_key(const Batch *batch, const int32 *by_key, const char *key)
+{
+	int			i;
+
+	if (key == NULL)
+		return false;
+	i = first_of_key(batch, by_key, key);
+	return i < batch->count && batch->keys[by_key[i]] != NULL &&
+		strcmp(batch->keys[by_key[i]], key) == 0;
+}
+
+/*
+ * Keeps a stored document found within a query's radius if it may be the
+ * nearest; false if not kept.  The nearest of the keys not in the batch
+ * replaces the one before.
+ */
+static bool
+add_stored(Stored *stored, const Batch *batch, const int32 *by_key, int distance, char *key)
+{
+	if (!nearer(distance, key, &stored->best))
+		return false;
+	if (!batch_has_key(batch, by_key, key))
+	{
+		if (stored->best.key != NULL)
+			pfree(stored->best.key);
+		stored->best.distance = distance;
+		stored->best.key = key;
+		return true;
+	}
+	if (++kept_stored > (int64) work_mem * 1024 / (int64) (sizeof(int32) + sizeof(char *) + 16))
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("the batch is near more stored documents of its own keys than work_mem holds"),
+				 errhint("Check smaller batches, or raise work_mem.")));
+	if (stored->count == stored->size)
+	{
+		stored->size = Max(stored->size * 2, 4);
+		stored->distances = stored->distances == NULL ?
+			palloc(sizeof(int32) * stored->size) :
+			repalloc(stored->distances, sizeof(int32) * stored->size);
+		stored->keys = stored->keys == NULL ? palloc(sizeof(char *) * stored->size) :
+			repalloc(stored->keys, sizeof(char *) * stored->size);
+	}
+	stored->distances[stored->count] = distance;
+	stored->keys[stored->count++] = key;
+	return true;
+}
+
+/*
+ * The first band whose bits of a fingerprint differ from the query's by at
+ * most the band's radius (`difference`: the two XORed).  Every fingerprint
+ * within the search's radius has one (multi-index hashing), and that band
+ * reads it; the search keeps it from that band only, so each row once.
+ */
+static int
+first_band_within(const RotationBand *bands, int band_count, int max_distance,
+				  uint64 difference)
+{
+	for (int b = 0; b < band_count; b++)
+	{
+		int			radius = nearsim_band_radius(max_distance, band_count, b);
+
+		if (radius >= 0 &&
+			pg_popcount64(band_bits(difference, bands[b].shift, bands[b].width)) <= radius)
+			return b;
+	}
+	return -1;
+}
+
+
+/*
+ * The stored documents within the radius of each query of the batch, other
+ * than one of its own key, under the snapshot: band by band, the ranges of
+ * a chunk of queries sorted and read in key order.  A row found by two
+ * bands is kept once (the first band that can find it).
+ */
+static void
+stored_within(Relation table, AttrNumber hash_attnum, AttrNumber key_attnum,
+			  const RotationBand *bands, int band_count, const Batch *batch,
+			  const int32 *by_key, Stored *stored, Snapshot snapshot, bool caller_rls)
+{
+	IndexFetchTableData *fetch = table_index_fetch_begin(table);
+	TupleTableSlot *slot = table_slot_create(table, NULL);
+	Oid			output;
+	bool		varlena;
+	Size		budget = (Size) work_mem * 1024;
+
+	getTypeOutputInfo(get_atttype(RelationGetRelid(table), key_attnum), &output, &varlena);
+	for (int b = 0; b < band_count; b++)
+	{
+		const RotationBand *band = &bands[b];
+		int			radius = nearsim_band_radius(batch->max_distance, band_count, b);
+		Relation	index;
+		KeyReader	reader;
+		int			bits;
+		int64		ball;
+		uint64		span;
+		uint64	   *values;
+		int			per_chunk;
+
+		if (radius < 0)
+			continue;
+		index = index_open(band->index, AccessShareLock);
+		/* this transaction's entries waiting in memory go in first (btree.c) */
+		nearsim_btree_flush(band->index);
+		nearsim_keys_begin(&reader, index, snapshot);
+		bits = nearsim_probe_bits(band->width, radius,
+								  (double) RelationGetNumberOfBlocks(index) * KEYS_PER_INDEX_PAGE);
+		ball = nearsim_ball_size(bits, radius);
+		span = bits == 0 ? ~UINT64CONST(0) : (UINT64CONST(1) << (FINGERPRINT_BITS - bits)) - 1;
+		values = palloc(sizeof(uint64) * ball);
+		/* as many queries as work_mem holds the ranges of, one at least */
+		per_chunk = (int) Max(Min(budget / (sizeof(QueryRange) * (Size) ball), (Size) batch->count), 1);
+
+		for (int start = 0; start < batch->count; start += per_chunk)
+		{
+			int			end = Min(start + per_chunk, batch->count);
+			QueryRange *ranges = palloc(sizeof(QueryRange) * (Size) (end - start) * (Size) ball);
+			int64		made = 0;
+
+			for (int q = start; q < end; q++)
+			{
+				uint64		prefix;
+
+				if (!batch->has_fingerprint[q])
+					continue;
+				prefix = band_bits(batch->fingerprints[q], band->shift, bits);
+				for (int ring = 0; ring <= radius && ring <= bits; ring++)
+				{
+					int64		n = nearsim_ring_values(prefix, bits, ring, values);
+
+					for (int64 i = 0; i < n; i++)
+					{
+						ranges[made].low = bits == 0 ? 0 : values[i] << (FINGERPRINT_BITS - bits);
+						ranges[made++].query = q;
+					}
+				}
+			}
+			qsort(ranges, made, sizeof(QueryRange), compare_ranges);
+
+			for (int64 r = 0; r < made;)
+			{
+				int64		group_end = r;
+				int64		key;
+				ItemPointerData tid;
+
+				while (group_end < made && ranges[group_end].low == ranges[r].low)
+					group_end++;
+				CHECK_FOR_INTERRUPTS();
+				nearsim_keys_open(&reader, key_of(ranges[r].low), key_of(ranges[r].low | span));
+				while (nearsim_keys_next(&reader, &key, &tid))
+				{
+					for (int64 g = r; g < group_end; g++)
+					{
+						int			q = ranges[g].query;
+						uint64		query_key = (uint64) key_of(nearsim_rotate_left(batch->fingerprints[q],
+																			   band->shift));
+						int			distance = pg_popcount64((uint64) key ^ query_key);
+						bool		call_again = false;
+						bool		all_dead = false;
+						ItemPointerData where = tid;
+						bool		isnull;
+						Datum		value;
+						char	   *key_text = NULL;
+
+						/* no nearer than the nearest kept: never the nearest */
+						if (distance > batch->max_distance || distance > stored[q].best.distance)
+							continue;
+						if (first_band_within(bands, band_count, batch->max_distance,
+											  nearsim_rotate_left((uint64) key ^ query_key,
+																  (FINGERPRINT_BITS - band->shift) %
+																  FINGERPRINT_BITS)) != b)
+							continue;
+						if (!table_index_fetch_tuple(fetch, &where, snapshot, slot, &call_again,
+													 &all_dead))
+							continue;
+						/* the row's own fingerprint, as a statement's WHERE checks it */
+						value = slot_getattr(slot, hash_attnum, &isnull);
+						if (isnull ||
+							pg_popcount64((uint64) DatumGetInt64(value) ^ batch->fingerprints[q]) != distance)
+							continue;
+						if (caller_rls && nearsim_visible_to_caller(table, &slot->tts_tid, 1) == 0)
+							continue;
+						value = slot_getattr(slot, key_attnum, &isnull);
+						if (!isnull)
+							key_text = OidOutputFunctionCall(output, value);
+						if (same_key(key_text, batch->keys[q]) ||
+							!add_stored(&stored[q], batch, by_key, distance, key_text))
+						{
+							if (key_text != NULL)
+								pfree(key_text);
+						}
+					}
+				}
+				r = group_end;
+			}
+			pfree(ranges);
+		}
+		pfree(values);
+		nearsim_keys_end(&reader);
+		index_close(index, AccessShareLock);
+	}
+	ExecDropSingleTupleTableSlot(slot);
+	table_index_fetch_end(fetch);
+}
+
+/* qsort order of batch positions by key (NULLs first), then position */
+static const Batch *sorting;
+
+static int
+compare_positions_by_key(const void *a, const void *b)
+{
+	int32		x = *(const int32 *) a;
+	int32		y = *(const int32 *) b;
+	const char *kx = sorting->keys[x];
+	const char *ky = sorting->keys[y];
+	int			order = kx == NULL || ky == NULL ? (kx != NULL) - (ky != NULL) : strcmp(kx, ky);
+
+	return order != 0 ? order : x - y;
+}
+
+/* The first place in by_key (the batch's positions in key order) of key */
+static int
+first_of_key(const Batch *batch, const int32 *by_key, const char *key)
+{
+	int			lower = 0;
+	int			upper = batch->count;
+
+	while (lower < upper)
+	{
+		int			middle = lower + (upper - lower) / 2;
+		const char *other = batch->keys[by_key[middle]];
+
+		if (other == NULL || strcmp(other, key) < 0)
+			lower = middle + 1;
+		else
+			upper = middle;
+	}
+	return lower;
+}
+
+/*
+ * Whether a document of the batch before `before` that is written has the
+ * key of a stored one: it replaced that row by then.
+ */
+static bool
+replaced_before(const Batch *batch, const int32 *by_key, const bool *written, const char *key,
+				int before)
+{
+	if (key == NULL)
+		return false;
+	for (int i = first_of_key(batch, by_key, key);
+		 i < batch->count && batch->keys[by_key[i]] != NULL &&
+		 strcmp(batch->keys[by_key[i]], key) == 0 && by_key[i] < before; i++)
+		if (written[by_key[i]])
+			return true;
+	return false;
+}
+
+/* Written document `written_now` replaces the earlier written ones of its key */
+static void
+supersede(const Batch *batch, const int32 *by_key, bool *written, int written_now)
+{
+	const char *key = batch->keys[written_now];
+
+	if (key == NULL)
+		return;
+	for (int i = first_of_key(batch, by_key, key);
+		 i < batch->count && batch->keys[by_key[i]] != NULL &&
+		 strcmp(batch->keys[by_key[i]], key) == 0 && by_key[i] < written_now; i++)
+		written[by_key[i]] = false;
+}
+
+/*
+ * Goes through the batch in order, as the guard checks rows one by one: a
+ * document is near the nearest (then least key) of the stored documents
+ * within the radius, other than those an earlier written document of the
+ * batch replaced, and of the earlier written documents of the batch, other
+ * than its own key.  It is written unless near (always, with
+ * written_when_near).  The written ones are kept in memory under each
+ * band's first bits.
+ */
+static void
+nearest_in_batch(const RotationBand *bands, int band_count, const Batch *batch,
+				 const int32 *by_key, const Stored *stored, Nearest *nearest,
+				 bool written_when_near)
+{
+	HASHCTL		control;
+	HTAB	   *under;
+	int32	   *chains = palloc(sizeof(int32) * Max(batch->count, 1) * band_count);
+	bool	   *written = palloc0(sizeof(bool) * Max(batch->count, 1));
+	bool	   *current = palloc0(sizeof(bool) * Max(batch->count, 1));	/* written, not replaced */
+	uint64	   *values = NULL;
+	int64		values_size = 0;
+	int32	   *written_list = palloc(sizeof(int32) * Max(batch->count, 1));
+	int			written_count = 0;
+	double		balls = 0;
+	bool		probing;
+
+	for (int b = 0; b < band_count; b++)
+	{
+		int			radius = nearsim_band_radius(batch->max_distance, band_count, b);
+
+		if (radius >= 0)
+			balls += (double) nearsim_ball_size(bands[b].width, radius);
+	}
+	probing = balls <= MAX_BATCH_PROBES;
+
+	memset(&control, 0, sizeof(control));
+	control.keysize = sizeof(uint64);
+	control.entrysize = sizeof(BandEntry);
+	control.hcxt = CurrentMemoryContext;
+	under = hash_create("nearsim batch bands", 1024, &control,
+						HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	for (int j = 0; j < batch->count; j++)
+	{
+		CHECK_FOR_INTERRUPTS();
+		if (!batch->has_fingerprint[j])
+		{
+			written[j] = true;	/* no fingerprint: nothing is near it */
+			continue;
+		}
+		if (stored[j].best.distance <= batch->max_distance)
+			nearest[j] = stored[j].best;
+		for (int c = 0; c < stored[j].count; c++)
+			if (nearer(stored[j].distances[c], stored[j].keys[c], &nearest[j]) &&
+				!replaced_before(batch, by_key, written, stored[j].keys[c], j))
+			{
+				nearest[j].distance = stored[j].distances[c];
+				nearest[j].key = stored[j].keys[c];
+				nearest[j].position = 0;
+			}
+		/* a radius whose balls are too many values: every written document */
+		for (int w = 0; !probing && w < written_count; w++)
+		{
+			int			i = written_list[w];
+			int			distance = pg_popcount64(batch->fingerprints[i] ^ batch->fingerprints[j]);
+
+			if ((w & 1023) == 0)
+				CHECK_FOR_INTERRUPTS();
+			if (distance > batch->max_distance || !current[i] ||
+				same_key(batch->keys[i], batch->keys[j]) ||
+				!nearer(distance, batch->keys[i], &nearest[j]))
+				continue;
+			nearest[j].distance = distance;
+			nearest[j].key = batch->keys[i];
+			nearest[j].position = i + 1;
+		}
+		for (int b = 0; probing && b < band_count; b++)
+		{
+			const RotationBand *band = &bands[b];
+			int			radius = nearsim_band_radius(batch->max_distance, band_count, b);
+			uint64		prefix;
+			int64		ball;
+
+			if (radius < 0)
+				continue;
+			ball = nearsim_ball_size(band->width, radius);
+			if (ball > values_size)
+			{
+				values_size = ball;
+				values = values == NULL ? palloc(sizeof(uint64) * ball) :
+					repalloc(values, sizeof(uint64) * ball);
+			}
+			prefix = band_bits(batch->fingerprints[j], band->shift, band->width);
+			for (int ring = 0; ring <= radius && ring <= band->width; ring++)
+			{
+				int64		n = nearsim_ring_values(prefix, band->width, ring, values);
+
+				for (int64 v = 0; v < n; v++)
+				{
+					uint64		value = ((uint64) b << 32) | values[v];
+					BandEntry  *entry = hash_search(under, &value, HASH_FIND, NULL);
+
+					for (int32 i = entry ? entry->last : -1; i >= 0;
+						 i = chains[(Size) i * band_count + b])
+					{
+						int			distance = pg_popcount64(batch->fingerprints[i] ^
+															 batch->fingerprints[j]);
+
+						if (distance > batch->max_distance || !current[i] ||
+							first_band_within(bands, band_count, batch->max_distance,
+											  batch->fingerprints[i] ^ batch->fingerprints[j]) != b ||
+							same_key(batch->keys[i], batch->keys[j]) ||
+							!nearer(distance, batch->keys[i], &nearest[j]))
+							continue;
+						nearest[j].distance = distance;
+						nearest[j].key = batch->keys[i];
+						nearest[j].position = i + 1;
+					}
+				}
+			}
+		}
+		written[j] = written_when_near || nearest[j].distance > batch->max_distance;
+		if (!written[j])
+			continue;
+		current[j] = true;
+		supersede(batch, by_key, current, j);
+		written_list[written_count++] = j;
+		/* under each band's value of its first bits */
+		for (int b = 0; probing && b < band_count; b++)
+		{
+			uint64		value = ((uint64) b << 32) |
+				band_bits(batch->fingerprints[j], bands[b].shift, bands[b].width);
+			bool		found;
+			BandEntry  *entry = hash_search(under, &value, HASH_ENTER, &found);
+
+			chains[(Size) j * band_count + b] = found ? entry->last : -1;
+			entry->last = j;
+		}
+	}
+	hash_destroy(under);
+	pfree(chains);
+	pfree(written);
+	pfree(current);
+	pfree(written_list);
+	if (values != NULL)
+		pfree(values);
+}
+
+PG_FUNCTION_INFO_V1(nearsim_check_batch);
+/*
+ * nearsim_check_batch(tbl, key_column, fingerprint_column, keys,
+ * fingerprints, max_distance, written_when_near): each document of the
+ * batch (keys[i], fingerprints[i], in order) that the check-in guard would
+ * find near a document, checked one after the other: its position, its
+ * key, the nearest document's key, their distance and whether that one is
+ * of the batch.  Only rows the caller may read are looked at.
+ */
+Datum
+nearsim_check_batch(PG_FUNCTION_ARGS)
+{
+	Oid			relid = PG_GETARG_OID(0);
+	Name		key_column = PG_GETARG_NAME(1);
+	Name		hash_column = PG_GETARG_NAME(2);
+	ArrayType  *key_array = PG_GETARG_ARRAYTYPE_P(3);
+	ArrayType  *fingerprint_array = PG_GETARG_ARRAYTYPE_P(4);
+	int32		max_distance = PG_GETARG_INT32(5);
+	bool		written_when_near = PG_GETARG_BOOL(6);
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	Relation	table;
+	AttrNumber	key_attnum;
+	AttrNumber	hash_attnum;
+	RotationBand bands[MAX_BANDS];
+	int			band_count;
+	Batch		batch;
+	Datum	   *key_datums;
+	bool	   *key_nulls;
+	Datum	   *fingerprint_datums;
+	bool	   *fingerprint_nulls;
+	int			fingerprint_count;
+	Nearest    *nearest;
+	Stored	   *stored;
+	int32	   *by_key;
+
+	if (max_distance < 0 || max_distance > FINGERPRINT_BITS)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("max_distance must be between 0 and %d, not %d", FINGERPRINT_BITS,
+						max_distance)));
+	if (ARR_NDIM(key_array) > 1 || ARR_NDIM(fingerprint_array) > 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
+				 errmsg("keys and fingerprints must be one-dimensional arrays")));
+	deconstruct_array(key_array, TEXTOID, -1, false, TYPALIGN_INT, &key_datums, &key_nulls,
+					  &batch.count);
+	deconstruct_array(fingerprint_array, INT8OID, sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE,
+					  &fingerprint_datums, &fingerprint_nulls, &fingerprint_count);
+	if (fingerprint_count != batch.count)
+		ereport(ERROR,
+				(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
+				 errmsg("keys has %d elements and fingerprints %d: one fingerprint per key",
+						batch.count, fingerprint_count)));
+
+	/* the caller reads the table, as with nearsim_search */
+	{
+		AclResult	allowed = pg_class_aclcheck(relid, GetUserId(), ACL_SELECT);
+
+		if (allowed != ACLCHECK_OK)
+			aclcheck_error(allowed, OBJECT_TABLE, get_rel_name(relid));
+	}
+	table = table_open(relid, AccessShareLock);
+	key_attnum = get_attnum(relid, NameStr(*key_column));
+	hash_attnum = get_attnum(relid, NameStr(*hash_column));
+	if (key_attnum == InvalidAttrNumber || hash_attnum == InvalidAttrNumber)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_COLUMN),
+				 errmsg("column %s of table %s does not exist",
+						NameStr(*(key_attnum == InvalidAttrNumber ? key_column : hash_column)),
+						RelationGetRelationName(table))));
+	band_count = nearsim_find_bands(table, hash_attnum, bands);
+
+	batch.max_distance = max_distance;
+	batch.keys = palloc(sizeof(char *) * Max(batch.count, 1));
+	batch.fingerprints = palloc(sizeof(uint64) * Max(batch.count, 1));
+	batch.has_fingerprint = palloc(sizeof(bool) * Max(batch.count, 1));
+	nearest = palloc(sizeof(Nearest) * Max(batch.count, 1));
+	for (int i = 0; i < batch.count; i++)
+	{
+		batch.keys[i] = key_nulls[i] ? NULL : TextDatumGetCString(key_datums[i]);
+		batch.has_fingerprint[i] = !fingerprint_nulls[i];
+		batch.fingerprints[i] = fingerprint_nulls[i] ? 0 : (uint64) DatumGetInt64(fingerprint_datums[i]);
+		nearest[i].distance = FINGERPRINT_BITS + 1;
+		nearest[i].key = NULL;
+		nearest[i].position = 0;
+	}
+
+	by_key = palloc(sizeof(int32) * Max(batch.count, 1));
+	for (int i = 0; i < batch.count; i++)
+		by_key[i] = i;
+	sorting = &batch;
+	qsort(by_key, batch.count, sizeof(int32), compare_positions_by_key);
+	stored = palloc0(sizeof(Stored) * Max(batch.count, 1));
+	for (int i = 0; i < batch.count; i++)
+		stored[i].best = nearest[i];
+	kept_stored = 0;
+	stored_within(table, hash_attnum, key_attnum, bands, band_count, &batch, by_key, stored,
+				  GetActiveSnapshot(), check_enable_rls(relid, InvalidOid, true) == RLS_ENABLED);
+	nearest_in_batch(bands, band_count, &batch, by_key, stored, nearest, written_when_near);
+	table_close(table, AccessShareLock);
+
+	InitMaterializedSRF(fcinfo, 0);
+	for (int i = 0; i < batch.count; i++)
+	{
+		Datum		values[5];
+		bool		nulls[5] = {false, batch.keys[i] == NULL, nearest[i].key == NULL, false, false};
+
+		if (nearest[i].distance > max_distance)
+			continue;
+		values[0] = Int32GetDatum(i + 1);
+		values[1] = batch.keys[i] ? CStringGetTextDatum(batch.keys[i]) : (Datum) 0;
+		values[2] = nearest[i].key ? CStringGetTextDatum(nearest[i].key) : (Datum) 0;
+		values[3] = Int32GetDatum(nearest[i].distance);
+		values[4] = BoolGetDatum(nearest[i].position > 0);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	PG_RETURN_NULL();
+}
