@@ -133,7 +133,8 @@ EXEMPT = {
     "nearsim_hamming_support(internal)": "takes internal: hamming()'s planner support function,"
     " called by the planner only (tests/server/test_rotation_scan.py)",
     "nearsim_link_registered()": "trigger of nearsim_tables, fired by nearsim_register (above)",
-    "nearsim_guard_check()": "trigger of a check-in guard; its probe is the rotation search of nearsim_search (above)"
+    "nearsim_guard_check()": "trigger of a check-in guard; its probe is the rotation search"
+    " of nearsim_search (above)"
     " per written row (tests/server/test_guard.py)",
     "nearsim_forget_dropped_tables()": "event trigger on DROP",
     "nearsim_follow_owner()": "event trigger on ALTER TABLE ... OWNER TO",
