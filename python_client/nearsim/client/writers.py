@@ -18,12 +18,10 @@ from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from typing import Any, NamedTuple
 
-import numpy as np
 import psycopg
 from psycopg import sql
 
 from ..core.fingerprint import PROFILE
-from ..core.pairs import all_pairs
 from .documents import (
     FINGERPRINT_COLUMN,
     DocumentTable,
@@ -185,40 +183,24 @@ class BatchWriter:
         action = self.options.on_near_duplicate
         if action is None:
             return Screened({})
-        ext, table = self.table.extension, self.table.identifier
-        key, fp = sql.Identifier(key_column), sql.Identifier(fingerprint_column)
+        ext = self.table.extension
         self.conn.execute(sql.SQL("SELECT {}.nearsim_guard_lock(%s::pg_catalog.regclass)").format(
             ext), [self.table.quoted])
-        # The batch's fingerprints, once: computed here when the server computes them.
+        # The batch's fingerprints in its order, computed here when the server computes them.
         staged = [(key, int(value)) for key, value in self.conn.execute(sql.SQL(
-            "SELECT key, COALESCE(si, {simhash}) FROM {staging}").format(
+            "SELECT key, COALESCE(si, {simhash}) FROM {staging} ORDER BY ctid").format(
                 simhash=self.server_simhash(sql.SQL("body")), staging=staging))
             if value is not None]
         if not staged:
             return Screened({})
-        stored = self.conn.execute(sql.SQL(
-            """SELECT s.key, n.key, n.distance
-               FROM ROWS FROM (pg_catalog.unnest(%s::pg_catalog.text[]),
-                               pg_catalog.unnest(%s::pg_catalog.int8[])) AS s (key, si)
-               CROSS JOIN LATERAL (
-                   SELECT t.{key}::pg_catalog.text AS key, {ext}.hamming(t.{fp}, s.si) AS distance
-                   FROM {table} AS t
-                   WHERE t.ctid = ANY ({ext}.nearsim_search(%s::pg_catalog.regclass, %s, s.si, %s))
-                     AND t.{key}::pg_catalog.text <> s.key
-                   ORDER BY 2, 1 LIMIT 1) AS n""").format(ext=ext, key=key, fp=fp, table=table),
-            [[k for k, _ in staged], [v for _, v in staged], self.table.quoted,
-             fingerprint_column, self.options.near_distance]).fetchall()
-        near = {new: (existing, int(distance)) for new, existing, distance in stored}
-        # within the batch: a later document near an earlier one that is written
-        if len(staged) > 1:
-            values = np.array([value for _, value in staged], dtype=np.int64)
-            first, second, distance = all_pairs(values, self.options.near_distance)
-            for i, j, bits in zip(first.tolist(), second.tolist(), distance.tolist(),
-                                  strict=True):
-                earlier, later = staged[i][0], staged[j][0]
-                if later in near or (action != "record" and earlier in near):
-                    continue  # already one, or the earlier one is not written
-                near[later] = (earlier, int(bits))
+        # As the guard would check them one by one: against the stored documents
+        # and the earlier ones of the batch that are written (all with record).
+        near = {key: (existing, int(distance)) for key, existing, distance in self.conn.execute(
+            sql.SQL("SELECT b.key, b.existing_key, b.distance FROM {}.nearsim_check_batch("
+                    "%s::pg_catalog.regclass, %s, %s, %s::pg_catalog.text[],"
+                    " %s::pg_catalog.int8[], %s, %s) AS b").format(ext),
+            [self.table.quoted, key_column, fingerprint_column, [k for k, _ in staged],
+             [v for _, v in staged], self.options.near_distance, action == "record"])}
         leave_out = list(near) if action in ("error", "skip") else []
         if leave_out:
             self.conn.execute(sql.SQL("DELETE FROM {} WHERE key = ANY (%s)").format(staging),
