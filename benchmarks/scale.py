@@ -54,6 +54,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import psycopg
 from psycopg import sql
 
@@ -117,6 +118,8 @@ GUARD_DISTANCE = 3
 JOIN_ROWS = 10_000  # new documents checked against the table in one statement
 JOIN_DISTANCE = 3
 JOIN_CHECKED = 200  # of them, checked against the nested scan at the smallest size
+BATCH_ROWS = int(os.environ.get("NEARSIM_BENCH_BATCH_ROWS", 1_000_000))  # nearsim_check_batch
+TARGET_BATCH_RATE = 50_000.0  # documents/s checked against 10 million
 LOADER_DOCUMENTS = int(os.environ.get("NEARSIM_BENCH_LOADER_DOCUMENTS", 1_000_000))
 
 
@@ -134,6 +137,8 @@ class SetResult:
     nearest_distance: dict[int, float] = field(default_factory=dict)  # n -> mean of the n-th
     # JOIN ... ON hamming(d.si, n.si) <= JOIN_DISTANCE of JOIN_ROWS new documents: seconds, pairs
     join: tuple[float, int] | None = None
+    # nearsim_check_batch of BATCH_ROWS new documents, the JOIN's first: seconds, near ones
+    batch_check: tuple[float, int] | None = None
     inserts: dict[str, float] = field(default_factory=dict)  # guard or not -> rows/s
     loader: dict[str, float] = field(default_factory=dict)  # empty or full table -> rows/s
     # max_wal_size -> (rows/s, cost) of a million more rows into the full table
@@ -181,15 +186,46 @@ def time_nearest(conn: Connection, result: SetResult) -> None:
         result.nearest_scan[n] = percentile_ms(scan_seconds, 50)
 
 
-def time_join(conn: Connection, result: SetResult, check: bool) -> None:
+def batch_of_new_documents(docset: DocSet, rows: int) -> npt.NDArray[np.int64]:
+    """New documents, half near a stored one (at most 4 bits), half random: the
+    JOIN's batch is the first JOIN_ROWS of them."""
+    rng = np.random.default_rng(SEED + docset.rows)
+    near = docset.fingerprints[rng.integers(0, len(docset.fingerprints), rows // 2)]
+    near = near ^ flip_masks(rng, rng.integers(0, 5, size=len(near)))
+    return np.concatenate([near, random_fingerprints(rng, rows - len(near))])
+
+
+def time_batch_check(conn: Connection, result: SetResult,
+                     joined: list[tuple[int, int]]) -> None:
+    """nearsim_check_batch of BATCH_ROWS new documents (every one written, as with
+    action record); its answer for the first JOIN_ROWS checked against the join's
+    pairs (the stored neighbours) and numpy (the batch's own earlier ones)."""
+    docset = result.docset
+    batch = batch_of_new_documents(docset, max(BATCH_ROWS, JOIN_ROWS))
+    keys = [f"new {n}" for n in range(len(batch))]
+    started = time.perf_counter()
+    near = conn.execute(
+        sql.SQL("SELECT b.position FROM nearsim_check_batch(%s::regclass, 'id', 'si', %s, %s,"
+                " {}, true) AS b").format(sql.Literal(JOIN_DISTANCE)),
+        (docset.qualified, keys, batch.tolist())).fetchall()
+    result.batch_check = (time.perf_counter() - started, len(near))
+    first = batch[:JOIN_ROWS].astype(np.uint64)
+    expected = {n + 1 for n, _ in joined}
+    for j in range(1, len(first)):
+        if (np.bitwise_count(first[:j] ^ first[j]) <= JOIN_DISTANCE).any():
+            expected.add(j + 1)
+    found = {position for (position,) in near if position <= JOIN_ROWS}
+    if found != expected:
+        raise BenchError(f"{docset.label}: nearsim_check_batch differs from the join for"
+                         f" {len(found ^ expected)} of the first {JOIN_ROWS:,} documents")
+
+
+def time_join(conn: Connection, result: SetResult, check: bool) -> list[tuple[int, int]]:
     """JOIN_ROWS new documents (half near a stored one, half random) against the
     table in one statement, ``JOIN ... ON hamming(d.si, n.si) <= k``; with
     ``check``, the first JOIN_CHECKED of them also by the nested scan."""
     docset = result.docset
-    rng = np.random.default_rng(SEED + docset.rows)
-    near = docset.fingerprints[rng.integers(0, len(docset.fingerprints), JOIN_ROWS // 2)]
-    near = near ^ flip_masks(rng, rng.integers(0, 5, size=len(near)))
-    batch = np.concatenate([near, random_fingerprints(rng, JOIN_ROWS - len(near))])
+    batch = batch_of_new_documents(docset, max(BATCH_ROWS, JOIN_ROWS))[:JOIN_ROWS]
     conn.execute("CREATE TEMP TABLE nearsim_bench_new (n integer, si bigint)")
     try:
         with conn.cursor().copy("COPY nearsim_bench_new FROM STDIN") as copy:
@@ -218,6 +254,7 @@ def time_join(conn: Connection, result: SetResult, check: bool) -> None:
                 raise BenchError(f"{docset.label}: the join differs from the nested scan")
     finally:
         conn.execute("DROP TABLE nearsim_bench_new")
+    return pairs
 
 
 def time_guard(conn: Connection, result: SetResult) -> None:
@@ -455,7 +492,8 @@ def run(dsn: str, sizes: Sequence[int], queries: int, scan_queries: int, connect
                 sets, _ = load_docsets(conn, schema, [rows], queries, chapters)
                 for docset in sets:
                     results.append(time_set(conn, schema, docset, queries, scan_queries))
-                    time_join(conn, results[-1], check=rows == sizes[0])
+                    joined = time_join(conn, results[-1], check=rows == sizes[0])
+                    time_batch_check(conn, results[-1], joined)
                     time_nearest(conn, results[-1])
                     if rows == sizes[0]:
                         time_guard(conn, results[-1])
@@ -603,6 +641,17 @@ def report(results: Sequence[SetResult], fresh: tuple[list[float], list[float]] 
                             f"{seconds_joined:.2f}", "-", "-",
                             "-" if limit is None else f"<= {limit:g} s",
                             "-" if limit is None else yes_no(seconds_joined <= limit)])
+        if r.batch_check is not None and r.join is not None:
+            seconds_checked, near_checked = r.batch_check
+            rate, join_rate = BATCH_ROWS / seconds_checked, JOIN_ROWS / r.join[0]
+            limit_rate = TARGET_BATCH_RATE if r.docset.rows >= 10_000_000 else None
+            summary.append([f"nearsim_check_batch of {BATCH_ROWS:,} new documents, k ="
+                            f" {JOIN_DISTANCE}, {r.docset.label} ({near_checked:,} near),"
+                            " documents/s", f"{rate:,.0f}",
+                            f"{join_rate:,.0f} (the JOIN, one search a document)",
+                            f"{rate / join_rate:.1f}",
+                            "-" if limit_rate is None else f">= {limit_rate:,.0f}",
+                            "-" if limit_rate is None else yes_no(rate >= limit_rate)])
         if r.inserts:
             plain, guarded = r.inserts["plain"], r.inserts["guarded"]
             summary.append([f"single-row INSERTs, guard k={GUARD_DISTANCE}, {r.docset.label},"
@@ -631,6 +680,7 @@ def report(results: Sequence[SetResult], fresh: tuple[list[float], list[float]] 
                       "nearest_literal_p50_ms": r.nearest_literal,
                       "nearest_nth_distance": r.nearest_distance,
                       "join_seconds_pairs": r.join,
+                      "batch_check_seconds_near": r.batch_check,
                       "inserts_per_second": r.inserts,
                       "loader_rows_per_second": r.loader,
                       "copy_million_seconds": list(r.docset.million_seconds),

@@ -1,5 +1,7 @@
 #include "postgres.h"
 
+#include <math.h>
+
 #include "access/genam.h"
 #include "access/table.h"
 #include "access/tableam.h"
@@ -43,6 +45,8 @@
 
 /* Values a document of the batch looks up, at most; beyond, it is compared with each */
 #define MAX_BATCH_PROBES 65536
+/* Memory for the key ranges of a chunk of the batch, unless work_mem is more */
+#define BATCH_RANGES_MEMORY ((Size) 64 * 1024 * 1024)
 
 /* A key range of one query in one band */
 typedef struct QueryRange
@@ -94,16 +98,13 @@ typedef struct BandEntry
 	int32		last;			/* the last document under it, or -1 */
 } BandEntry;
 
-static int
-compare_ranges(const void *a, const void *b)
-{
-	const QueryRange *x = a;
-	const QueryRange *y = b;
-
-	if (x->low != y->low)
-		return x->low < y->low ? -1 : 1;
-	return x->query - y->query;
-}
+/* Sorts key ranges by their start, whose bits are a band's first (at most 32) */
+#define RADIX_SORT_NAME sort_ranges
+#define RADIX_SORT_ELEMENT QueryRange
+#define RADIX_SORT_KEY(range) ((uint32) ((range).low >> 32))
+#define RADIX_SORT_BITS 32
+#define RADIX_SORT_CHECK_INTERRUPTS
+#include "radix_sort.h"
 
 /* Whether two keys as text (NULL: none) are the same, as NOT DISTINCT FROM */
 static bool
@@ -207,54 +208,161 @@ first_band_within(const RotationBand *bands, int band_count, int max_distance,
 }
 
 
+/* What the search of the stored documents reads and keeps */
+typedef struct StoredSearch
+{
+	Relation	table;
+	AttrNumber	hash_attnum;
+	AttrNumber	key_attnum;
+	Oid			output;			/* of the key's type */
+	const RotationBand *bands;
+	int			band_count;
+	const Batch *batch;
+	const int32 *by_key;
+	Stored	   *stored;
+	Snapshot	snapshot;
+	bool		caller_rls;
+	IndexFetchTableData *fetch;
+	TupleTableSlot *slot;
+} StoredSearch;
+
+/*
+ * An index entry (key, tid) of band b read for query q: kept when its row,
+ * as the snapshot sees it, is within the radius, and b is the first band
+ * that reads it (each row once), and it may be the query's nearest.
+ */
+static void
+consider(StoredSearch *search, int b, int q, int64 key, ItemPointer tid)
+{
+	const Batch *batch = search->batch;
+	const RotationBand *band = &search->bands[b];
+	uint64		query_key = (uint64) key_of(nearsim_rotate_left(batch->fingerprints[q], band->shift));
+	int			distance = pg_popcount64((uint64) key ^ query_key);
+	bool		call_again = false;
+	bool		all_dead = false;
+	ItemPointerData where = *tid;
+	bool		isnull;
+	Datum		value;
+	char	   *key_text = NULL;
+
+	/* no nearer than the nearest kept: never the nearest */
+	if (distance > batch->max_distance || distance > search->stored[q].best.distance)
+		return;
+	if (first_band_within(search->bands, search->band_count, batch->max_distance,
+						  nearsim_rotate_left((uint64) key ^ query_key,
+											  (FINGERPRINT_BITS - band->shift) %
+											  FINGERPRINT_BITS)) != b)
+		return;
+	if (!table_index_fetch_tuple(search->fetch, &where, search->snapshot, search->slot,
+								 &call_again, &all_dead))
+		return;
+	/* the row's own fingerprint, as a statement's WHERE checks it */
+	value = slot_getattr(search->slot, search->hash_attnum, &isnull);
+	if (isnull || pg_popcount64((uint64) DatumGetInt64(value) ^ batch->fingerprints[q]) != distance)
+		return;
+	if (search->caller_rls &&
+		nearsim_visible_to_caller(search->table, &search->slot->tts_tid, 1) == 0)
+		return;
+	value = slot_getattr(search->slot, search->key_attnum, &isnull);
+	if (!isnull)
+		key_text = OidOutputFunctionCall(search->output, value);
+	if ((same_key(key_text, batch->keys[q]) ||
+		 !add_stored(&search->stored[q], batch, search->by_key, distance, key_text)) &&
+		key_text != NULL)
+		pfree(key_text);
+}
+
+/*
+ * Reads the sorted ranges of band b: range by range (a descent or a step on
+ * the same leaf each), or, when they are many for the index's keys, the
+ * whole index once in key order, merged with them.
+ */
+static void
+read_ranges(StoredSearch *search, int b, KeyReader *reader, const QueryRange *ranges,
+			int64 made, int bits, double keys)
+{
+	uint64		span = bits == 0 ? ~UINT64CONST(0) : (UINT64CONST(1) << (FINGERPRINT_BITS - bits)) - 1;
+	int64		key;
+	ItemPointerData tid;
+
+	if ((double) made * RANGE_COST > keys)
+	{
+		int64		r = 0;
+
+		nearsim_keys_open(reader, PG_INT64_MIN, PG_INT64_MAX);
+		while (r < made && nearsim_keys_next(reader, &key, &tid))
+		{
+			uint64		low = ((uint64) key ^ SIGN_BIT) & ~span;
+
+			while (r < made && ranges[r].low < low)
+				r++;
+			for (int64 g = r; g < made && ranges[g].low == low; g++)
+				consider(search, b, ranges[g].query, key, &tid);
+		}
+		return;
+	}
+	for (int64 r = 0; r < made;)
+	{
+		int64		group_end = r;
+
+		while (group_end < made && ranges[group_end].low == ranges[r].low)
+			group_end++;
+		CHECK_FOR_INTERRUPTS();
+		nearsim_keys_open(reader, key_of(ranges[r].low), key_of(ranges[r].low | span));
+		while (nearsim_keys_next(reader, &key, &tid))
+			for (int64 g = r; g < group_end; g++)
+				consider(search, b, ranges[g].query, key, &tid);
+		r = group_end;
+	}
+}
+
 /*
  * The stored documents within the radius of each query of the batch, other
  * than one of its own key, under the snapshot: band by band, the ranges of
- * a chunk of queries sorted and read in key order.  A row found by two
- * bands is kept once (the first band that can find it).
+ * a chunk of queries sorted and read in key order.  The ranges take at
+ * most max(work_mem, BATCH_RANGES_MEMORY), and one query's at least.
  */
 static void
-stored_within(Relation table, AttrNumber hash_attnum, AttrNumber key_attnum,
-			  const RotationBand *bands, int band_count, const Batch *batch,
-			  const int32 *by_key, Stored *stored, Snapshot snapshot, bool caller_rls)
+stored_within(StoredSearch *search)
 {
-	IndexFetchTableData *fetch = table_index_fetch_begin(table);
-	TupleTableSlot *slot = table_slot_create(table, NULL);
-	Oid			output;
+	const Batch *batch = search->batch;
+	Size		budget = Max((Size) work_mem * 1024, BATCH_RANGES_MEMORY);
 	bool		varlena;
-	Size		budget = (Size) work_mem * 1024;
 
-	getTypeOutputInfo(get_atttype(RelationGetRelid(table), key_attnum), &output, &varlena);
-	for (int b = 0; b < band_count; b++)
+	getTypeOutputInfo(get_atttype(RelationGetRelid(search->table), search->key_attnum),
+					  &search->output, &varlena);
+	search->fetch = table_index_fetch_begin(search->table);
+	search->slot = table_slot_create(search->table, NULL);
+	for (int b = 0; b < search->band_count; b++)
 	{
-		const RotationBand *band = &bands[b];
-		int			radius = nearsim_band_radius(batch->max_distance, band_count, b);
+		const RotationBand *band = &search->bands[b];
+		int			radius = nearsim_band_radius(batch->max_distance, search->band_count, b);
 		Relation	index;
 		KeyReader	reader;
 		int			bits;
 		int64		ball;
-		uint64		span;
 		uint64	   *values;
 		int			per_chunk;
+		double		keys;
 
 		if (radius < 0)
 			continue;
 		index = index_open(band->index, AccessShareLock);
 		/* this transaction's entries waiting in memory go in first (btree.c) */
 		nearsim_btree_flush(band->index);
-		nearsim_keys_begin(&reader, index, snapshot);
-		bits = nearsim_probe_bits(band->width, radius,
-								  (double) RelationGetNumberOfBlocks(index) * KEYS_PER_INDEX_PAGE);
+		nearsim_keys_begin(&reader, index, search->snapshot);
+		keys = (double) RelationGetNumberOfBlocks(index) * KEYS_PER_INDEX_PAGE;
+		bits = nearsim_probe_bits(band->width, radius, keys);
 		ball = nearsim_ball_size(bits, radius);
-		span = bits == 0 ? ~UINT64CONST(0) : (UINT64CONST(1) << (FINGERPRINT_BITS - bits)) - 1;
 		values = palloc(sizeof(uint64) * ball);
-		/* as many queries as work_mem holds the ranges of, one at least */
-		per_chunk = (int) Max(Min(budget / (sizeof(QueryRange) * (Size) ball), (Size) batch->count), 1);
+		per_chunk = (int) Max(Min(budget / (2 * sizeof(QueryRange) * (Size) ball),
+								  (Size) batch->count), 1);
 
 		for (int start = 0; start < batch->count; start += per_chunk)
 		{
 			int			end = Min(start + per_chunk, batch->count);
 			QueryRange *ranges = palloc(sizeof(QueryRange) * (Size) (end - start) * (Size) ball);
+			QueryRange *scratch = palloc(sizeof(QueryRange) * (Size) (end - start) * (Size) ball);
 			int64		made = 0;
 
 			for (int q = start; q < end; q++)
@@ -275,72 +383,18 @@ stored_within(Relation table, AttrNumber hash_attnum, AttrNumber key_attnum,
 					}
 				}
 			}
-			qsort(ranges, made, sizeof(QueryRange), compare_ranges);
-
-			for (int64 r = 0; r < made;)
-			{
-				int64		group_end = r;
-				int64		key;
-				ItemPointerData tid;
-
-				while (group_end < made && ranges[group_end].low == ranges[r].low)
-					group_end++;
-				CHECK_FOR_INTERRUPTS();
-				nearsim_keys_open(&reader, key_of(ranges[r].low), key_of(ranges[r].low | span));
-				while (nearsim_keys_next(&reader, &key, &tid))
-				{
-					for (int64 g = r; g < group_end; g++)
-					{
-						int			q = ranges[g].query;
-						uint64		query_key = (uint64) key_of(nearsim_rotate_left(batch->fingerprints[q],
-																			   band->shift));
-						int			distance = pg_popcount64((uint64) key ^ query_key);
-						bool		call_again = false;
-						bool		all_dead = false;
-						ItemPointerData where = tid;
-						bool		isnull;
-						Datum		value;
-						char	   *key_text = NULL;
-
-						/* no nearer than the nearest kept: never the nearest */
-						if (distance > batch->max_distance || distance > stored[q].best.distance)
-							continue;
-						if (first_band_within(bands, band_count, batch->max_distance,
-											  nearsim_rotate_left((uint64) key ^ query_key,
-																  (FINGERPRINT_BITS - band->shift) %
-																  FINGERPRINT_BITS)) != b)
-							continue;
-						if (!table_index_fetch_tuple(fetch, &where, snapshot, slot, &call_again,
-													 &all_dead))
-							continue;
-						/* the row's own fingerprint, as a statement's WHERE checks it */
-						value = slot_getattr(slot, hash_attnum, &isnull);
-						if (isnull ||
-							pg_popcount64((uint64) DatumGetInt64(value) ^ batch->fingerprints[q]) != distance)
-							continue;
-						if (caller_rls && nearsim_visible_to_caller(table, &slot->tts_tid, 1) == 0)
-							continue;
-						value = slot_getattr(slot, key_attnum, &isnull);
-						if (!isnull)
-							key_text = OidOutputFunctionCall(output, value);
-						if (same_key(key_text, batch->keys[q]) ||
-							!add_stored(&stored[q], batch, by_key, distance, key_text))
-						{
-							if (key_text != NULL)
-								pfree(key_text);
-						}
-					}
-				}
-				r = group_end;
-			}
+			StaticAssertStmt(FINGERPRINT_BITS / MIN_BANDS <= 32, "a band's first bits fit in 32");
+			sort_ranges(ranges, made, scratch);
+			read_ranges(search, b, &reader, ranges, made, bits, keys);
 			pfree(ranges);
+			pfree(scratch);
 		}
 		pfree(values);
 		nearsim_keys_end(&reader);
 		index_close(index, AccessShareLock);
 	}
-	ExecDropSingleTupleTableSlot(slot);
-	table_index_fetch_end(fetch);
+	ExecDropSingleTupleTableSlot(search->slot);
+	table_index_fetch_end(search->fetch);
 }
 
 /* qsort order of batch positions by key (NULLs first), then position */
@@ -426,6 +480,9 @@ nearest_in_batch(const RotationBand *bands, int band_count, const Batch *batch,
 {
 	HASHCTL		control;
 	HTAB	   *under;
+	int32	   *heads[MAX_BANDS] = {NULL};	/* per band: the last document under each value */
+	double		table_values = 0;
+	bool		direct;
 	int32	   *chains = palloc(sizeof(int32) * Max(batch->count, 1) * band_count);
 	bool	   *written = palloc0(sizeof(bool) * Max(batch->count, 1));
 	bool	   *current = palloc0(sizeof(bool) * Max(batch->count, 1));	/* written, not replaced */
@@ -451,6 +508,23 @@ nearest_in_batch(const RotationBand *bands, int band_count, const Batch *batch,
 	control.hcxt = CurrentMemoryContext;
 	under = hash_create("nearsim batch bands", 1024, &control,
 						HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	/*
+	 * A large batch looks its values up in a table of every value of a band's
+	 * first bits (at most 2^22 of them, 16 MB, as bands number 3 at least),
+	 * a small one in a hash table.
+	 */
+	direct = probing;
+	for (int b = 0; b < band_count; b++)
+	{
+		direct &= bands[b].width <= FINGERPRINT_BITS / MIN_BANDS + 1;
+		table_values += ldexp(1.0, bands[b].width);
+	}
+	direct &= (double) batch->count * band_count * 16 >= table_values;
+	for (int b = 0; direct && b < band_count; b++)
+	{
+		heads[b] = palloc(sizeof(int32) * ((Size) 1 << bands[b].width));
+		memset(heads[b], 0xFF, sizeof(int32) * ((Size) 1 << bands[b].width));
+	}
 	for (int j = 0; j < batch->count; j++)
 	{
 		CHECK_FOR_INTERRUPTS();
@@ -509,9 +583,17 @@ nearest_in_batch(const RotationBand *bands, int band_count, const Batch *batch,
 				for (int64 v = 0; v < n; v++)
 				{
 					uint64		value = ((uint64) b << 32) | values[v];
-					BandEntry  *entry = hash_search(under, &value, HASH_FIND, NULL);
+					int32		last;
 
-					for (int32 i = entry ? entry->last : -1; i >= 0;
+					if (direct)
+						last = heads[b][values[v]];
+					else
+					{
+						BandEntry  *entry = hash_search(under, &value, HASH_FIND, NULL);
+
+						last = entry ? entry->last : -1;
+					}
+					for (int32 i = last; i >= 0;
 						 i = chains[(Size) i * band_count + b])
 					{
 						int			distance = pg_popcount64(batch->fingerprints[i] ^
@@ -542,13 +624,25 @@ nearest_in_batch(const RotationBand *bands, int band_count, const Batch *batch,
 			uint64		value = ((uint64) b << 32) |
 				band_bits(batch->fingerprints[j], bands[b].shift, bands[b].width);
 			bool		found;
-			BandEntry  *entry = hash_search(under, &value, HASH_ENTER, &found);
+			BandEntry  *entry;
 
+			if (direct)
+			{
+				int32	   *head = &heads[b][value & ((UINT64CONST(1) << 32) - 1)];
+
+				chains[(Size) j * band_count + b] = *head;
+				*head = j;
+				continue;
+			}
+			entry = hash_search(under, &value, HASH_ENTER, &found);
 			chains[(Size) j * band_count + b] = found ? entry->last : -1;
 			entry->last = j;
 		}
 	}
 	hash_destroy(under);
+	for (int b = 0; b < band_count; b++)
+		if (heads[b] != NULL)
+			pfree(heads[b]);
 	pfree(chains);
 	pfree(written);
 	pfree(current);
@@ -653,8 +747,13 @@ nearsim_check_batch(PG_FUNCTION_ARGS)
 	for (int i = 0; i < batch.count; i++)
 		stored[i].best = nearest[i];
 	kept_stored = 0;
-	stored_within(table, hash_attnum, key_attnum, bands, band_count, &batch, by_key, stored,
-				  GetActiveSnapshot(), check_enable_rls(relid, InvalidOid, true) == RLS_ENABLED);
+	{
+		StoredSearch search = {table, hash_attnum, key_attnum, InvalidOid, bands, band_count,
+			&batch, by_key, stored, GetActiveSnapshot(),
+		check_enable_rls(relid, InvalidOid, true) == RLS_ENABLED, NULL, NULL};
+
+		stored_within(&search);
+	}
 	nearest_in_batch(bands, band_count, &batch, by_key, stored, nearest, written_when_near);
 	table_close(table, AccessShareLock);
 

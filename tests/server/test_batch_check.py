@@ -83,11 +83,12 @@ def one_by_one(conn: psycopg.Connection, table: str, batch: list[tuple[int, int]
     return found
 
 
-@pytest.mark.parametrize(("bands", "k"), [(None, K), (4, K), (None, 20)])
+@pytest.mark.parametrize(("bands", "k"), [(None, K), (4, K), (8, K), (None, 20)])
 def test_a_batch_is_checked_as_the_guard_checks_it_row_by_row(conn: psycopg.Connection,
                                                                bands: int | None, k: int) -> None:
     """Also at a radius whose balls are too many values to look up (k = 20), where each
-    document is compared with every written one."""
+    document is compared with every written one, and with bands narrow enough (8) that
+    the batch's documents are looked up in a table of every value."""
     rng = random.Random(36 + (bands or 0) + k)
     conn.execute("SET nearsim.profile = 'default/1'")  # made-up fingerprints
     stored = [(key, rng.getrandbits(64) - (1 << 63)) for key in range(2_000)]
