@@ -51,7 +51,7 @@
 /* A key range of one query in one band */
 typedef struct QueryRange
 {
-	uint64		low;			/* the least rotated fingerprint of the range */
+	uint32		value;			/* the band's first bits of the range's fingerprints */
 	int32		query;
 } QueryRange;
 
@@ -101,7 +101,7 @@ typedef struct BandEntry
 /* Sorts key ranges by their start, whose bits are a band's first (at most 32) */
 #define RADIX_SORT_NAME sort_ranges
 #define RADIX_SORT_ELEMENT QueryRange
-#define RADIX_SORT_KEY(range) ((uint32) ((range).low >> 32))
+#define RADIX_SORT_KEY(range) ((range).value)
 #define RADIX_SORT_BITS 32
 #define RADIX_SORT_CHECK_INTERRUPTS
 #include "radix_sort.h"
@@ -292,11 +292,12 @@ read_ranges(StoredSearch *search, int b, KeyReader *reader, const QueryRange *ra
 		nearsim_keys_open(reader, PG_INT64_MIN, PG_INT64_MAX);
 		while (r < made && nearsim_keys_next(reader, &key, &tid))
 		{
-			uint64		low = ((uint64) key ^ SIGN_BIT) & ~span;
+			uint32		value = bits == 0 ? 0 :
+				(uint32) (((uint64) key ^ SIGN_BIT) >> (FINGERPRINT_BITS - bits));
 
-			while (r < made && ranges[r].low < low)
+			while (r < made && ranges[r].value < value)
 				r++;
-			for (int64 g = r; g < made && ranges[g].low == low; g++)
+			for (int64 g = r; g < made && ranges[g].value == value; g++)
 				consider(search, b, ranges[g].query, key, &tid);
 		}
 		return;
@@ -304,11 +305,12 @@ read_ranges(StoredSearch *search, int b, KeyReader *reader, const QueryRange *ra
 	for (int64 r = 0; r < made;)
 	{
 		int64		group_end = r;
+		uint64		low = bits == 0 ? 0 : (uint64) ranges[r].value << (FINGERPRINT_BITS - bits);
 
-		while (group_end < made && ranges[group_end].low == ranges[r].low)
+		while (group_end < made && ranges[group_end].value == ranges[r].value)
 			group_end++;
 		CHECK_FOR_INTERRUPTS();
-		nearsim_keys_open(reader, key_of(ranges[r].low), key_of(ranges[r].low | span));
+		nearsim_keys_open(reader, key_of(low), key_of(low | span));
 		while (nearsim_keys_next(reader, &key, &tid))
 			for (int64 g = r; g < group_end; g++)
 				consider(search, b, ranges[g].query, key, &tid);
@@ -378,7 +380,7 @@ stored_within(StoredSearch *search)
 
 					for (int64 i = 0; i < n; i++)
 					{
-						ranges[made].low = bits == 0 ? 0 : values[i] << (FINGERPRINT_BITS - bits);
+						ranges[made].value = (uint32) values[i];
 						ranges[made++].query = q;
 					}
 				}
