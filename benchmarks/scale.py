@@ -266,12 +266,16 @@ def time_join(conn: Connection, result: SetResult, check: bool) -> list[tuple[in
 
 
 def time_guard(conn: Connection, result: SetResult) -> None:
-    """Single-row INSERTs per second into the set's table without and with a guard."""
+    """Single-row INSERTs per second into the set's table without and with a guard.
+
+    The new rows' fingerprints take 64 random bits from two random() calls (one
+    random() has 52, which would leave the low bits of every row the same)."""
     docset = result.docset
     loop = sql.SQL(
         "DO $$BEGIN FOR i IN 1..{count} LOOP INSERT INTO {table} (id, body, si) VALUES"
-        " ({start} + i, 'guarded ' || i, (pg_catalog.random() * 18446744073709551615::numeric"
-        " - 9223372036854775808::numeric)::bigint); END LOOP; END$$")
+        " ({start} + i, 'guarded ' || i, (pg_catalog.floor(pg_catalog.random() * 4294967296)"
+        "::bigint << 32) # pg_catalog.floor(pg_catalog.random() * 4294967296)::bigint);"
+        " END LOOP; END$$")
     row = conn.execute("SELECT current_setting('nearsim.profile', true)").fetchone()
     before = row[0] if row and row[0] is not None else ""
     conn.execute("SELECT set_config('nearsim.profile', 'default/1', false)")
