@@ -467,6 +467,23 @@ supersede(const Batch *batch, const int32 *by_key, bool *written, int written_no
 }
 
 /*
+ * Earlier document i of the batch, `distance` bits from document j: j's
+ * nearest if it is written and not replaced since (current), of another
+ * key, and nearer than the nearest so far
+ */
+static void
+consider_earlier(const Batch *batch, const bool *current, int i, int j, int distance,
+				 Nearest *nearest)
+{
+	if (distance > batch->max_distance || !current[i] ||
+		same_key(batch->keys[i], batch->keys[j]) || !nearer(distance, batch->keys[i], nearest))
+		return;
+	nearest->distance = distance;
+	nearest->key = batch->keys[i];
+	nearest->position = i + 1;
+}
+
+/*
  * Goes through the batch in order, as the guard checks rows one by one: a
  * document is near the nearest (then least key) of the stored documents
  * within the radius, other than those an earlier written document of the
@@ -553,13 +570,7 @@ nearest_in_batch(const RotationBand *bands, int band_count, const Batch *batch,
 
 			if ((w & 1023) == 0)
 				CHECK_FOR_INTERRUPTS();
-			if (distance > batch->max_distance || !current[i] ||
-				same_key(batch->keys[i], batch->keys[j]) ||
-				!nearer(distance, batch->keys[i], &nearest[j]))
-				continue;
-			nearest[j].distance = distance;
-			nearest[j].key = batch->keys[i];
-			nearest[j].position = i + 1;
+			consider_earlier(batch, current, i, j, distance, &nearest[j]);
 		}
 		for (int b = 0; probing && b < band_count; b++)
 		{
@@ -601,15 +612,11 @@ nearest_in_batch(const RotationBand *bands, int band_count, const Batch *batch,
 						int			distance = pg_popcount64(batch->fingerprints[i] ^
 															 batch->fingerprints[j]);
 
-						if (distance > batch->max_distance || !current[i] ||
+						/* found once: by the first band within its radius */
+						if (distance <= batch->max_distance &&
 							first_band_within(bands, band_count, batch->max_distance,
-											  batch->fingerprints[i] ^ batch->fingerprints[j]) != b ||
-							same_key(batch->keys[i], batch->keys[j]) ||
-							!nearer(distance, batch->keys[i], &nearest[j]))
-							continue;
-						nearest[j].distance = distance;
-						nearest[j].key = batch->keys[i];
-						nearest[j].position = i + 1;
+											  batch->fingerprints[i] ^ batch->fingerprints[j]) == b)
+							consider_earlier(batch, current, i, j, distance, &nearest[j]);
 					}
 				}
 			}
