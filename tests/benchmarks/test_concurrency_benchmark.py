@@ -148,4 +148,7 @@ def test_a_small_run_checks_every_answer_and_writes_its_results(database: str,
     assert data["verify"].startswith("ok")
     assert all(r["score"] == 1.0 for r in data["runs"] if r["system"] == "nearsim")
     assert all(0 <= r["score"] <= 1 for r in data["runs"] if r["system"] == "HNSW")
+    # every nearest-first answer is scored, however few a client gets
+    assert all(abs(r["scored"] - r["transactions"]) <= r["clients"] for r in data["runs"]
+               if r["question"] == concurrency.NEAREST_SEARCH)
     assert "--dsn" not in data["command"]
