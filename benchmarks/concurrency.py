@@ -75,6 +75,7 @@ from .common import (
     connect,
     count_rows,
     cpu_model,
+    load_average,
     prepare_session,
     prewarm_table,
     print_table,
@@ -518,6 +519,16 @@ RUN_HEADER = ["search", "clients", "load", "rows", "searches/s", "p50 / p95 ms",
               "answers checked / recall", "writers' rows/s"]
 
 
+def shared(results: dict[str, Any]) -> str:
+    """What else the machine ran: its load average at the start and the end of the run."""
+    before, after = results.get("load_average") or (None, None)
+    if before is None or after is None:
+        return ""
+    return (f", shared with other work (load average {before:.1f} at the start and {after:.1f}"
+            " at the end: the figures are lower than on an idle machine, and a ratio compares"
+            " runs made a few minutes apart)")
+
+
 def concurrency_section(results: dict[str, Any] | None) -> str:
     """The section of docs/BENCHMARKS.md, from ``concurrency.json``."""
     if results is None:
@@ -540,8 +551,8 @@ transactions a second in all (`-R`), whose fingerprints are farther from every q
 its answers, so that the answers stay those numpy computed; "writers' rows/s" is the rate
 they reached, which falls short of the rate asked where inserts are slower than that.
 shared_buffers {results["shared_buffers"]}; nearsim {results["nearsim"]}, PostgreSQL
-{results["postgresql"]}; {results["cpu"]}, {results["cores"]} cores, shared with other work
-while it ran. The table ends `nearsim_verify`-clean: {results["verify"]}.
+{results["postgresql"]}; {results["cpu"]}, {results["cores"]} cores{shared(results)}. The table
+ends `nearsim_verify`-clean: {results["verify"]}.
 
 {table(["measurement", "value", "baseline", "ratio", "target", "met?"], results["summary"])}
 
@@ -552,6 +563,7 @@ def run(dsn: str, rows: int, queries: int, seconds: float, clients: Sequence[int
         writer_rates: Sequence[int], ef_searches: Sequence[int], pgbench: str,
         results_file: str | None, command: str) -> int:
     started = time.perf_counter()
+    load_before = load_average()
     if shutil.which(pgbench) is None:
         raise BenchError(f"pgbench not found at {pgbench}: install PostgreSQL's client"
                          " programs or give --pgbench PATH", status=2)
@@ -628,6 +640,7 @@ def run(dsn: str, rows: int, queries: int, seconds: float, clients: Sequence[int
                    "shared_buffers": buffers,
                    "cpu": cpu_model(), "cores": os.cpu_count(),
                    "python": platform.python_version(), "verify": verify, "summary": summary,
+                   "load_average": [load_before, load_average()],
                    "runs": [asdict(r) for r in bench.runs]}
         with open(results_file, "w", encoding="utf-8") as out:
             json.dump(payload, out, indent=1)

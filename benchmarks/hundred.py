@@ -72,6 +72,7 @@ from .common import (
     connect,
     count_rows,
     cpu_model,
+    load_average,
     ms,
     percentile_ms,
     prepare_session,
@@ -79,6 +80,7 @@ from .common import (
     times,
     wrap,
 )
+from .concurrency import shared
 from .docsets import (
     SEED,
     DocSet,
@@ -493,7 +495,7 @@ hundred a copy of an earlier one with 0 to 3 bits flipped. Every answer below is
 against numpy's brute force over all {r.size:,} fingerprints (an `int64` array); the pairs:
 each pair's distance, all {r.planted_pairs:,} planted pairs found, and every pair of
 {r.pairs_checked} documents against numpy. nearsim {results["nearsim"]}, PostgreSQL
-{results["postgresql"]}; {results["cpu"]}, {results["cores"]} cores.
+{results["postgresql"]}; {results["cpu"]}, {results["cores"]} cores{shared(results)}.
 
 {table(["measurement", "value", "baseline", "ratio", "target", "met?"], results["summary"])}
 
@@ -507,13 +509,14 @@ each pair's distance, all {r.planted_pairs:,} planted pairs found, and every pai
 def run(dsn: str, size: int, batch: int, plain_rows: int, queries: int, checked: int,
         max_wal_size: str | None, results_file: str | None, command: str) -> int:
     started = time.perf_counter()
+    load_before = load_average()
     conn = connect(dsn)
     schema = f"nearsim_hundred_{os.getpid()}_{secrets.token_hex(3)}"
     insert_buffer = f"{-(-batch * ENTRY_BYTES // (1024 * 1024))}MB"
     with conn:
         version = prepare_session(conn)
         check_bucket_api(conn)
-        needed = disk_needed(size, plain_rows)
+        needed = disk_needed(size, min(size, plain_rows))
         check_disk(conn, needed, f"{count_rows(size)} documents")
         if free_disk(conn) is None:
             print("   the data directory is not visible from here: free disk not checked"
@@ -585,6 +588,7 @@ def run(dsn: str, size: int, batch: int, plain_rows: int, queries: int, checked:
         payload = {"command": command, "full_command": FULL_COMMAND, "seconds": total,
                    "nearsim": nearsim.__version__, "postgresql": version, "cpu": cpu_model(),
                    "cores": os.cpu_count(), "python": platform.python_version(),
+                   "load_average": [load_before, load_average()],
                    "scan_ms": scan_ms, "summary": summary, "result": asdict(result)}
         with open(results_file, "w", encoding="utf-8") as out:
             json.dump(payload, out, indent=1)

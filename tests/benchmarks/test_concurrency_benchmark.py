@@ -126,6 +126,14 @@ def test_the_section_shows_every_run_and_the_ratios() -> None:
     assert "| HNSW nearest, ef_search 40 | 4 | 4 writers, 100 rows/s asked |" in page
     assert "| 35 |" in page and "9,000 exact" in page
     assert "No results" in concurrency.concurrency_section(None)
+    assert "shared with other work" not in page  # no load average recorded
+
+
+def test_the_page_says_how_busy_the_machine_was() -> None:
+    text = concurrency.shared({"load_average": [11.04, 13.2]})
+    assert "load average 11.0 at the start and 13.2 at the end" in text
+    assert concurrency.shared({"load_average": [None, None]}) == ""
+    assert concurrency.shared({}) == ""
 
 
 @needs_pgbench
