@@ -137,7 +137,8 @@ bench-concurrency: database
 # loaded by COPY, searched at k = 3 and 6 and nearest-first, all pairs at k = 3,
 # every answer checked against numpy.  It may take an hour or more on 2 cores
 # and needs about 30 GB of disk (it stops with a message when the data
-# directory has less free) and about 3 GB of memory for the client.  On the
+# directory has less free) and about 3 GB of memory for the client; all pairs
+# need about 30 GB in the server and are left out when the machine has less.  On the
 # project's own cluster (no NEARSIM_DSN) it raises max_wal_size while loading
 # (ALTER SYSTEM, reset afterwards).
 bench-100m: database

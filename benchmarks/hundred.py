@@ -32,7 +32,10 @@ answer against. Measured in the same run:
 - what the figures need: shared_buffers, the sizes read, the index blocks
   the searches read from outside shared_buffers, the machine's memory.
 
-It refuses to start when the data directory's file system has less free
+nearsim_pairs reads every key and fingerprint of the table into the server's
+Python: about 300 bytes per document (30 GB at 100 million), so it is left out,
+with a note, when the machine has less memory available than that.  It
+refuses to start when the data directory's file system has less free
 space than the run needs (about 300 bytes a document: 30 GB at 100 million)
 and stops when it falls under 2 GB while loading.
 
@@ -107,6 +110,9 @@ PAIRS_CHECKED = 100
 PLANTED_SHARE = 0.01  # of the documents: copies of an earlier one with 0-3 bits flipped
 PAIR_DISTANCE = 3
 NEAREST = 10
+# the server's memory for nearsim_pairs: the table's keys and fingerprints in
+# PL/Python and numpy (871 MB at 3 million documents)
+PAIRS_BYTES_PER_DOC = 300
 DISK_BYTES_PER_DOC = 300  # heap, primary key, rotation indexes, the plain table, WAL
 DISK_MARGIN = 2_000_000_000  # bytes left free; the load stops below it
 GB = 1_000_000_000
@@ -141,6 +147,7 @@ class Result:
     pairs_peak_resident: int = 0  # VmHWM, bytes (shared buffers it touched included)
     planted_pairs: int = 0
     pairs_checked: int = 0
+    pairs_skipped: str = ""  # why nearsim_pairs did not run, if it did not
 
     @property
     def rotation_per_doc(self) -> float:
@@ -211,15 +218,26 @@ def expected_answers(fingerprints: Fingerprints, query: int) -> tuple[dict[int, 
             [(int(i) + 1, int(distances[i])) for i in order])
 
 
-def memory_total() -> int:
+def memory_total(field: str = "MemTotal") -> int:
+    """Bytes of ``field`` in /proc/meminfo (MemTotal, MemAvailable); 0 where unknown."""
     try:
         with open("/proc/meminfo", encoding="utf-8") as meminfo:
             for line in meminfo:
-                if line.startswith("MemTotal:"):
+                if line.startswith(f"{field}:"):
                     return int(line.split()[1]) * 1024
     except OSError:
         pass
     return 0
+
+
+def pairs_memory_short(size: int, available: int) -> str:
+    """Why nearsim_pairs should not run on this machine, or "" when it may."""
+    needed = PAIRS_BYTES_PER_DOC * size
+    if not available or needed <= available:
+        return ""
+    return (f"not run: nearsim_pairs holds about {PAIRS_BYTES_PER_DOC} bytes per document in"
+            f" the server ({needed / GB:.0f} GB here) and the machine has"
+            f" {available / GB:.0f} GB available")
 
 
 class MemoryWatch:
@@ -430,6 +448,10 @@ def summary_rows(r: Result, scan_ms: float) -> list[list[str]]:
                  f" si column {r.si_per_doc:.1f})", f"{r.added_per_doc:.1f}",
                  f"{plain:.1f} (plain table: heap and primary key)",
                  f"{r.added_per_doc / plain:.2f}", "-", "-"])
+    if r.pairs_skipped:
+        rows.append([f"nearsim_pairs within {PAIR_DISTANCE} bits, {label}", r.pairs_skipped,
+                     "-", "-", "-", "-"])
+        return rows
     rows.append([f"nearsim_pairs within {PAIR_DISTANCE} bits, {label} ({r.pairs:,} pairs), s",
                  f"{r.pairs_seconds:.1f}", "-", "-", "-", "-"])
     rows.append([f"nearsim_pairs within {PAIR_DISTANCE} bits, {label}, backend's peak"
@@ -454,8 +476,12 @@ def needs(r: Result) -> str:
             + f"; they came from the operating system's page cache, on a machine with {memory}."
             " The p50 above therefore need memory for the rotation indexes"
             f" ({size_text(r.rotation_bytes)}) in shared_buffers or the page cache; with less,"
-            " each such block is a read from storage. nearsim_pairs held"
-            f" {r.pairs_peak_anonymous / MB:,.0f} MB of memory of its own at its peak.")
+            " each such block is a read from storage. "
+            + (f"nearsim_pairs was {r.pairs_skipped}." if r.pairs_skipped else
+               f"nearsim_pairs held {r.pairs_peak_anonymous / MB:,.0f} MB of memory of its own"
+               f" at its peak, {r.pairs_peak_anonymous / r.size:.0f} bytes per document: it"
+               " reads every key and fingerprint of the table into the server's Python"
+               " (numpy), so its memory grows with the table, not with the pairs."))
 
 
 def hundred_section(results: dict[str, Any] | None) -> str:
@@ -467,6 +493,9 @@ def hundred_section(results: dict[str, Any] | None) -> str:
 
     r = Result(**{k: v for k, v in results["result"].items() if k != "searches"})
     r.searches = {k: tuple(v) for k, v in results["result"]["searches"].items()}
+    pairs = ("" if r.pairs_skipped else
+             f"; the pairs: each pair's distance, all {r.planted_pairs:,} planted pairs found,"
+             f" and every pair of {r.pairs_checked} documents against numpy")
     full = r.size >= SIZE
     scope = ("" if full else
              f"\n\n**This run is the benchmark's own check at {count_rows(r.size)} documents,"
@@ -492,9 +521,8 @@ with PostgreSQL's defaults but for what docs/OPERATIONS.md and docs/LOADING.md t
 set for such a load: `nearsim.insert_buffer` = {r.insert_buffer} (a transaction's index
 entries, 48 bytes a row) and max_wal_size = {r.max_wal_size}. Random fingerprints, one in a
 hundred a copy of an earlier one with 0 to 3 bits flipped. Every answer below is checked
-against numpy's brute force over all {r.size:,} fingerprints (an `int64` array); the pairs:
-each pair's distance, all {r.planted_pairs:,} planted pairs found, and every pair of
-{r.pairs_checked} documents against numpy. nearsim {results["nearsim"]}, PostgreSQL
+against numpy's brute force over all {r.size:,} fingerprints (an `int64` array){pairs}.
+nearsim {results["nearsim"]}, PostgreSQL
 {results["postgresql"]}; {results["cpu"]}, {results["cores"]} cores{shared(results)}.
 
 {table(["measurement", "value", "baseline", "ratio", "target", "met?"], results["summary"])}
@@ -566,7 +594,11 @@ def run(dsn: str, size: int, batch: int, plain_rows: int, queries: int, checked:
             prewarm_search(conn, schema, docset)
             time_searches(conn, docset, chosen.tolist(), expected, result)
             scan_ms = time_scan(conn, docset, chosen.tolist(), expected)
-            all_pairs(conn, docset, fingerprints, planted, checked, result)
+            result.pairs_skipped = pairs_memory_short(size, memory_total("MemAvailable"))
+            if result.pairs_skipped:
+                print(f"   nearsim_pairs {result.pairs_skipped}")
+            else:
+                all_pairs(conn, docset, fingerprints, planted, checked, result)
         finally:
             try:
                 if max_wal_size:

@@ -57,6 +57,24 @@ def test_it_refuses_to_start_without_the_disk_it_needs(database: str) -> None:
         conn.close()
 
 
+def test_all_pairs_are_left_out_when_the_server_lacks_the_memory_they_take() -> None:
+    short = hundred.pairs_memory_short(100_000_000, 20 * hundred.GB)
+    assert short.startswith("not run: nearsim_pairs holds about 300 bytes per document")
+    assert "(30 GB here) and the machine has 20 GB available" in short
+    assert hundred.pairs_memory_short(3_000_000, 20 * hundred.GB) == ""
+    assert hundred.pairs_memory_short(3_000_000, 0) == ""  # unknown: run it
+    result = hundred.Result(100_000_000, 5_000_000, "229MB", "16GB", "128MB", 25 * hundred.GB,
+                            first_rate=300_000.0, last_rate=120_000.0, heap_bytes=6 * hundred.GB,
+                            rotation_bytes=9 * hundred.GB, plain_rows=10_000_000,
+                            plain_heap_bytes=500_000_000, plain_key_bytes=220_000_000,
+                            pairs_skipped=short)
+    summary = hundred.summary_rows(result, 4000.0)
+    assert summary[-1] == ["nearsim_pairs within 3 bits, 100M", short, "-", "-", "-", "-"]
+    assert summary[0] == ["COPY, last tenth of 100M (10M), rows/s", "120,000",
+                          "300,000 (first tenth)", "0.40", ">= 0.5", "no"]
+    assert f"nearsim_pairs was {short}." in hundred.needs(result)
+
+
 def test_the_disk_needed_grows_with_the_size() -> None:
     assert hundred.disk_needed(100_000_000, 10_000_000) > 30 * hundred.GB
     assert hundred.disk_needed(1_000_000, 1_000_000) < 3 * hundred.GB
