@@ -136,15 +136,16 @@ bench-concurrency: database
 # 100 million documents on one server (benchmarks/hundred.py): enabled empty,
 # loaded by COPY, searched at k = 3 and 6 and nearest-first, all pairs at k = 3,
 # every answer checked against numpy.  It may take an hour or more on 2 cores
-# and needs about 30 GB of disk (it stops with a message when the data
-# directory has less free) and about 3 GB of memory for the client; all pairs
-# need about 30 GB in the server and are left out when the machine has less.  On the
-# project's own cluster (no NEARSIM_DSN) it raises max_wal_size while loading
-# (ALTER SYSTEM, reset afterwards).
+# and needs about 30 GB of disk (20 GB of table and indexes, and the WAL up to
+# max_wal_size): it stops with a message when the data directory has less
+# free.  The client holds about 3 GB; all pairs take about 30 GB in the server
+# and are left out when the machine has less available.  On the project's own
+# cluster (no NEARSIM_DSN) it raises max_wal_size to 8GB while loading (ALTER
+# SYSTEM, reset afterwards).
 bench-100m: database
 	mkdir -p $(BENCH_RESULTS)
 	$(VENV_PYTHON) -m benchmarks.hundred --dsn "$(DSN)" --size 100000000 \
-		$(if $(NEARSIM_DSN),,--max-wal-size 16GB) --results $(BENCH_RESULTS)/hundred.json
+		$(if $(NEARSIM_DSN),,--max-wal-size 8GB) --results $(BENCH_RESULTS)/hundred.json
 	if [ -f $(BENCH_RESULTS)/run.json ]; then \
 		$(VENV_PYTHON) -m benchmarks.docs $(BENCH_RESULTS) docs; fi
 

@@ -76,8 +76,8 @@ def test_all_pairs_are_left_out_when_the_server_lacks_the_memory_they_take() -> 
 
 
 def test_the_disk_needed_grows_with_the_size() -> None:
-    assert hundred.disk_needed(100_000_000, 10_000_000) > 30 * hundred.GB
-    assert hundred.disk_needed(1_000_000, 1_000_000) < 3 * hundred.GB
+    assert hundred.disk_needed(100_000_000, 10_000_000, 8 * hundred.GB) > 30 * hundred.GB
+    assert hundred.disk_needed(1_000_000, 1_000_000, hundred.GB) < 4 * hundred.GB
 
 
 def test_a_batch_that_does_not_divide_a_tenth_is_refused() -> None:
