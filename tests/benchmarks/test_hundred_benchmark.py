@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from benchmarks import common, hundred
+from benchmarks import common, docs, hundred
 from benchmarks.common import BenchError
 from benchmarks.docsets import popcount
 
@@ -114,6 +114,14 @@ def test_a_small_run_checks_every_answer_and_writes_its_results(database: str,
     measured = {row[0].split(",")[0]: row for row in data["summary"]}
     assert measured["COPY"][4] == ">= 0.5"
     assert "No results" in hundred.hundred_section(None)
+    # benchmarks.docs finds the results next to the others, and lists the missed targets
+    section, loaded = docs.hundred_page(tmp_path)
+    assert section == page and loaded == data
+    first = data["summary"][0]
+    missed = docs.missed_section({"summary": []}, hundred={**data, "summary": [
+        [*first[:5], "no"], *data["summary"][1:]]})
+    assert f"- {first[0]}: {first[1]} (target {first[4]}" in missed
+    assert "No results of `make bench-100m`" in docs.hundred_page(tmp_path / "none")[0]
 
 
 def test_max_wal_size_is_raised_for_the_load_and_reset_after(database: str) -> None:
