@@ -123,7 +123,7 @@ bench-hnsw: database
 # into the same table, against pgvector's HNSW over the same fingerprints, every
 # answer checked (benchmarks/concurrency.py).  CONCURRENCY_ROWS documents
 # (10 million by default: hours on 2 cores, most of it building HNSW, and
-# about 5 GB of disk; CONCURRENCY_ROWS=1000000 takes about 20 minutes).
+# about 6 GB of disk; CONCURRENCY_ROWS=1000000 took 26 minutes on a busy machine).
 # Needs pgbench and pgvector.
 CONCURRENCY_ROWS ?= 10000000
 bench-concurrency: database
