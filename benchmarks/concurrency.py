@@ -32,8 +32,8 @@ and more than its 10th nearest), and their ids larger than every old one, so
 that the answers stay what numpy computed before the writers started: a
 search that misses an old row or returns a new one while the index grows is
 caught.  After each such run the new rows of nearsim's table are deleted and
-the table vacuumed (HNSW's table keeps them: a few thousand, since its
-inserts are slow, and its vacuum rebuilds much of the graph).  The run ends
+the table vacuumed (HNSW's table keeps them: a few thousand, as its
+inserts are slow).  The run ends
 with ``nearsim_verify`` of the table (its rotation indexes against its rows).
 
 Ratios are against baselines of the same run: nearsim's searches per second
