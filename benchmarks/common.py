@@ -8,6 +8,7 @@ section prints its tables and numbers the same way.
 
 from __future__ import annotations
 
+import os
 import platform
 import textwrap
 import time
@@ -99,6 +100,14 @@ def cpu_model() -> str:
     except OSError:
         pass
     return platform.processor() or "unknown CPU"
+
+
+def load_average() -> float | None:
+    """The machine's load average over the last minute (None where it is unknown)."""
+    try:
+        return os.getloadavg()[0]
+    except OSError:
+        return None
 
 
 def connect(dsn: str) -> Connection:

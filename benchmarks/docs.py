@@ -8,8 +8,10 @@ its PNG figures) and ``python -m benchmarks.verified --output-dir`` wrote
 (``verified.json``, ``verified.md``, its figure: verified search against
 MinHashLSH on real near-duplicates, at 100,000 documents and along the cost
 curve), ``defaults.md`` (``python -m benchmarks.defaults``: which measure and
-threshold catch lightly edited copies) and ``scale.json`` when ``make
-bench-10m`` ran; DOCS_DIR receives
+threshold catch lightly edited copies), ``scale.json`` when ``make
+bench-10m`` ran, ``concurrency.json`` when ``make bench-concurrency`` ran and
+``hundred.json`` when ``make bench-100m`` (or ``benchmarks.hundred`` at
+another ``--size``) ran; DOCS_DIR receives
 ``BENCHMARKS.md`` and the figures.
 Nothing is measured here: every number comes from those files, so each
 section shows one run.
@@ -162,9 +164,11 @@ def other_sections(run: dict[str, Any]) -> str:
 
 def missed_section(run: dict[str, Any], scale: dict[str, Any] | None = None,
                    verified: dict[str, Any] | None = None,
-                   hnsw: dict[str, Any] | None = None) -> str:
+                   hnsw: dict[str, Any] | None = None,
+                   concurrency: dict[str, Any] | None = None,
+                   hundred: dict[str, Any] | None = None) -> str:
     missed = [r for r in run["summary"] if r["met"] == "no"]
-    for other in (scale, verified, hnsw):
+    for other in (scale, verified, hnsw, concurrency, hundred):
         if other is not None:
             missed += [dict(zip(SCALE_COLUMNS, row, strict=True)) for row in other["summary"]
                        if row[5] == "no"]
@@ -331,6 +335,24 @@ def hnsw_page(results: Path) -> tuple[str, dict[str, Any] | None]:
     return hnsw_section(loaded), loaded
 
 
+def concurrency_page(results: Path) -> tuple[str, dict[str, Any] | None]:
+    """The section of ``make bench-concurrency`` (benchmarks/concurrency.py), and its results."""
+    from .concurrency import concurrency_section
+
+    data = results / "concurrency.json"
+    loaded = json.loads(data.read_text(encoding="utf-8")) if data.exists() else None
+    return concurrency_section(loaded), loaded
+
+
+def hundred_page(results: Path) -> tuple[str, dict[str, Any] | None]:
+    """The section of ``make bench-100m`` (benchmarks/hundred.py), and its results."""
+    from .hundred import hundred_section
+
+    data = results / "hundred.json"
+    loaded = json.loads(data.read_text(encoding="utf-8")) if data.exists() else None
+    return hundred_section(loaded), loaded
+
+
 def write(results: Path, docs: Path) -> Path:
     run = json.loads((results / "run.json").read_text(encoding="utf-8"))
     scale_json = results / "scale.json"
@@ -338,6 +360,8 @@ def write(results: Path, docs: Path) -> Path:
              else None)
     verified_page, verified = verified_section(results)
     hnsw_text, hnsw = hnsw_page(results)
+    concurrency_text, concurrency = concurrency_page(results)
+    hundred_text, hundred = hundred_page(results)
     docs.mkdir(parents=True, exist_ok=True)
     latency_figure(run, docs / LATENCY_FIGURE)
     lookup_figure(run, docs / LOOKUP_FIGURE)
@@ -403,13 +427,21 @@ nearsim {run["nearsim"]}, PostgreSQL {run["postgresql"]}, Python {run["python"]}
 
 {hnsw_text}
 
+### Searches under concurrency, alone and while writers load
+
+{concurrency_text}
+
+### 100 million documents on one server
+
+{hundred_text}
+
 ### Beyond one machine: Apache Spark
 
 {spark_page(results)}
 
 ## Where targets are missed
 
-{missed_section(run, scale, verified, hnsw)}
+{missed_section(run, scale, verified, hnsw, concurrency, hundred)}
 """
     path = docs / "BENCHMARKS.md"
     path.write_text(page, encoding="utf-8")

@@ -371,6 +371,30 @@ def time_loader(dsn: str, conn: Connection, schema: str, result: SetResult,
     conn.execute(sql.SQL("DROP TABLE {}").format(empty))
 
 
+def set_max_wal_size(conn: Connection, value: str | None) -> str:
+    """ALTER SYSTEM SET max_wal_size = ``value`` (RESET with None) and reload; the new value."""
+    statement = ("ALTER SYSTEM RESET max_wal_size" if value is None else
+                 sql.SQL("ALTER SYSTEM SET max_wal_size = {}").format(sql.Literal(value)))
+    conn.execute(statement)
+    conn.execute("SELECT pg_catalog.pg_reload_conf()")
+    # reset: the configuration files' value, else the built-in default (in MB)
+    wanted = conn.execute(
+        "SELECT pg_catalog.pg_size_bytes(CASE WHEN v ~ '^[0-9]+$' THEN v || 'MB' ELSE v END)"
+        " FROM (SELECT coalesce(%s, (SELECT f.setting FROM pg_catalog.pg_file_settings f"
+        "  WHERE f.name = 'max_wal_size' AND f.error IS NULL ORDER BY f.seqno DESC LIMIT 1),"
+        "  (SELECT s.boot_val FROM pg_catalog.pg_settings s WHERE s.name = 'max_wal_size'))"
+        "  AS v) AS x", (value,)).fetchone()
+    for _ in range(100):  # the postmaster signals the reload; this backend sees it soon
+        row = conn.execute("SELECT pg_catalog.pg_size_bytes("
+                           "pg_catalog.current_setting('max_wal_size'))").fetchone()
+        if row == wanted:
+            break
+        time.sleep(0.05)
+    else:
+        raise BenchError(f"max_wal_size is not {value or 'reset'} after pg_reload_conf()")
+    return str(conn.execute("SHOW max_wal_size").fetchone()[0])  # type: ignore[index]
+
+
 def time_max_wal_size(conn: Connection, result: SetResult, size: str) -> None:
     """COPY a million more rows into the full table at the server's max_wal_size,
     then another million with max_wal_size = ``size`` (ALTER SYSTEM, reset after).
@@ -391,30 +415,13 @@ def time_max_wal_size(conn: Connection, result: SetResult, size: str) -> None:
                                   random_fingerprints(rng, 1_000_000).tolist())
         return 1_000_000 / seconds, cost
 
-    def configured(value: str | None) -> str:
-        statement = ("ALTER SYSTEM RESET max_wal_size" if value is None else
-                     sql.SQL("ALTER SYSTEM SET max_wal_size = {}").format(sql.Literal(value)))
-        conn.execute(statement)
-        conn.execute("SELECT pg_catalog.pg_reload_conf()")
-        wanted = None if value is None else conn.execute(
-            "SELECT pg_catalog.pg_size_bytes(%s)", (value,)).fetchone()
-        for _ in range(100):  # the postmaster signals the reload; this backend sees it soon
-            row = conn.execute("SELECT pg_catalog.pg_size_bytes("
-                               "pg_catalog.current_setting('max_wal_size'))").fetchone()
-            if wanted is None or row == wanted:
-                break
-            time.sleep(0.05)
-        else:
-            raise BenchError(f"max_wal_size is not {value} after pg_reload_conf()")
-        return str(conn.execute("SHOW max_wal_size").fetchone()[0])  # type: ignore[index]
-
     default = str(conn.execute("SHOW max_wal_size").fetchone()[0])  # type: ignore[index]
     result.wal_sizes[default] = copied()
     try:
-        raised = configured(size)  # before the COPY (a[k()] = v() calls v first)
+        raised = set_max_wal_size(conn, size)  # before the COPY (a[k()] = v() calls v first)
         result.wal_sizes[raised] = copied()
     finally:
-        configured(None)
+        set_max_wal_size(conn, None)
     print("   a million more rows: " + ", ".join(
         f"{rate:,.0f} rows/s at max_wal_size {name}" for name, (rate, _) in
         result.wal_sizes.items()))
