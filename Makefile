@@ -150,7 +150,7 @@ bench-defaults: venv
 # standalone cluster started on this machine (benchmarks/spark_cluster.py:
 # a master and 2 workers of 1 core and 2 GB, loopback only, executors with
 # an environment of their own made from the package's wheel) against
-# nearsim_pairs, cost per document both ways (about an hour and a half on 2
+# nearsim_pairs, cost per document both ways (an hour or more on 2
 # cores; SPARK_CLUSTER_SIZES=1000000 for a quick look, SPARK_CLUSTER_SIZES=
 # for none): benchmarks/results/spark-cluster.json.
 SPARK_SIZES ?= 1000000

@@ -36,7 +36,6 @@ import json
 import os
 import platform
 import secrets
-import subprocess
 import sys
 import tempfile
 import time
@@ -70,12 +69,9 @@ def partitions_for(rows: int) -> int:
 
 def executor_python(directory: Path) -> Path:
     """A new environment for the executors, from the wheel of python_client."""
-    from nearsim.spark.standalone import make_environment
+    from nearsim.spark.standalone import build_wheel, make_environment
 
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps",
-                    "--disable-pip-version-check", "-w", str(directory),
-                    str(ROOT / "python_client")], check=True)  # fmt: skip
-    (wheel,) = directory.glob("nearsim-*.whl")
+    wheel = build_wheel(ROOT / "python_client", directory)
     python: Path = make_environment(directory / "env", [f"{wheel}[spark-executors]"])
     return python
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import signal
-import subprocess
 import sys
 import tempfile
 import threading
@@ -30,10 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def pack(archive: Path) -> None:
     with tempfile.TemporaryDirectory(prefix="nearsim-pack-") as directory:
-        subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps",
-                        "--disable-pip-version-check", "-w", directory,
-                        str(ROOT / "python_client")], check=True)  # fmt: skip
-        (wheel,) = Path(directory).glob("nearsim-*.whl")
+        wheel = standalone.build_wheel(ROOT / "python_client", directory)
         home = Path(directory) / "env"
         standalone.make_environment(home, [f"{wheel}[spark-executors]"])
         standalone.pack_environment(home, archive)

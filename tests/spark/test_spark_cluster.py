@@ -34,10 +34,8 @@ def executor_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The executors' Python: a new virtual environment with the wheel of python_client and
     its executors' extra, nothing else."""
     directory = tmp_path_factory.mktemp("ship")
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps",
-                    "--disable-pip-version-check", "-w", str(directory),
-                    str(ROOT / "python_client")], check=True)  # fmt: skip
-    (wheel,) = directory.glob("nearsim-*.whl")
+    wheel = standalone.build_wheel(ROOT / "python_client", directory)
+    assert wheel.name.startswith("nearsim-")
     return standalone.make_environment(directory / "nearsim-env",
                                        [f"{wheel}[spark-executors]"])  # fmt: skip
 
@@ -105,6 +103,19 @@ def test_submitted_master_is_read_from_pyspark_submit_args() -> None:
     assert submitted_master("--conf spark.master=local[3] pyspark-shell") == "local[3]"
     assert submitted_master("--driver-memory 2g pyspark-shell") is None
     assert submitted_master("--master 'unclosed pyspark-shell") is None
+
+
+def test_bad_cluster_and_environment_arguments_are_refused_naming_them(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="at least one worker of one core, not 0 of 1"):
+        standalone.start(workers=0)
+    (tmp_path / "env").mkdir()
+    with pytest.raises(ValueError, match=r"not a \.tar\.gz or \.tgz archive: '.*env\.tar'"):
+        standalone.pack_environment(tmp_path / "env", tmp_path / "env.tar")
+    with pytest.raises(ValueError, match=r"not a virtual environment: '.*env' has no pyvenv\.cfg"):
+        standalone.pack_environment(tmp_path / "env", tmp_path / "env.tar.gz")
+    with pytest.raises(ValueError, match="no requirements"):
+        standalone.make_environment(tmp_path / "other", [])
+    assert not (tmp_path / "env.tar.gz").exists() and not (tmp_path / "other").exists()
 
 
 def test_dedup_under_spark_submit_on_a_standalone_cluster_is_nearsim_clusters_verified(

@@ -11,6 +11,7 @@ against, and what ``scripts/spark_cluster.py`` starts for a user; on real
 machines the same processes are started by Spark's ``sbin/start-master.sh``
 and ``sbin/start-worker.sh`` (docs/SPARK.md, "Running on a cluster").
 
+:func:`build_wheel` builds the package's wheel from its source;
 :func:`make_environment` makes the executors' Python: a new virtual
 environment with the given requirements (the nearsim wheel and its
 ``spark-executors`` extra); :func:`pack_environment` packs it as
@@ -38,8 +39,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-__all__ = ["Cluster", "ClusterError", "free_port", "make_environment", "pack_environment",
-           "spark_home", "spark_script", "start"]  # fmt: skip
+__all__ = ["Cluster", "ClusterError", "build_wheel", "free_port", "make_environment",
+           "pack_environment", "spark_home", "spark_script", "start"]  # fmt: skip
 
 LOOPBACK = "127.0.0.1"
 START_SECONDS = 120.0
@@ -56,7 +57,8 @@ _NOT_INHERITED = ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "PYSPARK_PYTHON",
 
 
 class ClusterError(RuntimeError):
-    """The cluster could not be started (a process ended, or the workers did not register)."""
+    """The cluster did not start (a process ended, or the workers did not register), or the
+    executors' wheel or environment could not be made (pip failed)."""
 
 
 def spark_home() -> Path:
@@ -263,6 +265,30 @@ def _wait(cluster: Cluster, ready: Any, what: str, timeout: float) -> None:
             raise ClusterError(f"timed out after {timeout:.0f} s waiting for {what}"
                                f" (logs in {cluster.directory / 'logs'})")
         time.sleep(0.5)
+
+
+def build_wheel(source: str | os.PathLike[str], directory: str | os.PathLike[str]) -> Path:
+    """The wheel of the project in ``source`` (``python_client``), built into ``directory``.
+
+    Built from a copy of the source, so that nothing (``build/``,
+    ``*.egg-info``) is written into the source tree.
+    """
+    target = Path(directory)
+    target.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="nearsim-wheel-") as scratch:
+        copy = Path(scratch) / "source"
+        shutil.copytree(source, copy, ignore=shutil.ignore_patterns(
+            "build", "dist", "*.egg-info", "__pycache__", ".mypy_cache"))  # fmt: skip
+        built = subprocess.run(
+            [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps",
+             "--disable-pip-version-check", "-w", scratch, str(copy)],
+            capture_output=True, text=True, check=False)  # fmt: skip
+        if built.returncode != 0:
+            raise ClusterError(f"pip wheel {source} failed:\n{built.stderr.strip()[-2000:]}")
+        wheels = sorted(Path(scratch).glob("*.whl"))
+        if len(wheels) != 1:
+            raise ClusterError(f"pip wheel {source} made {len(wheels)} wheels, not one")
+        return Path(shutil.copy2(wheels[0], target / wheels[0].name))
 
 
 def make_environment(directory: str | os.PathLike[str], requirements: Sequence[str], *,
