@@ -177,12 +177,22 @@ bench-defaults: venv
 # nearsim-load and nearsim_clusters_verified on 150,000 documents of it
 # (SPARK_DEDUP=N for another number, 0 for none); benchmarks/results/spark.json,
 # for the Spark section of docs/BENCHMARKS.md.  Not part of `make test`.
+# Then all pairs of 10 million synthetic fingerprints at k = 3 on a Spark
+# standalone cluster started on this machine (benchmarks/spark_cluster.py:
+# a master and 2 workers of 1 core and 2 GB, loopback only, executors with
+# an environment of their own made from the package's wheel) against
+# nearsim_pairs, cost per document both ways (an hour or more on 2
+# cores; SPARK_CLUSTER_SIZES=1000000 for a quick look, SPARK_CLUSTER_SIZES=
+# for none): benchmarks/results/spark-cluster.json.
 SPARK_SIZES ?= 1000000
 SPARK_DEDUP ?= 150000
+SPARK_CLUSTER_SIZES ?= 10000000
 bench-spark: database
 	mkdir -p $(BENCH_RESULTS)
 	$(VENV_PYTHON) -m benchmarks.spark --dsn "$(DSN)" --sizes $(SPARK_SIZES) \
 		--dedup $(SPARK_DEDUP) --results $(BENCH_RESULTS)/spark.json
+	$(if $(strip $(SPARK_CLUSTER_SIZES)),$(VENV_PYTHON) -m benchmarks.spark_cluster --dsn "$(DSN)" \
+		--sizes $(SPARK_CLUSTER_SIZES) --results $(BENCH_RESULTS)/spark-cluster.json)
 
 # 10 million synthetic fingerprints alone, at k = 3 with 128 shuffle
 # partitions (about an hour on 2 cores; k = 6 takes several), added to the

@@ -93,7 +93,8 @@ def spark_group() -> None:
               " kept), in the format its suffix names as for --survivors.")
 @click.option("--overwrite", is_flag=True, help="Replace the output if it exists.")
 @click.option("--master", metavar="URL",
-              help="Spark master [default: spark-submit's, else local[*]].")
+              help="Spark master, e.g. spark://host:7077 [default: spark-submit's, else the"
+              " --master of PYSPARK_SUBMIT_ARGS, else local[*]].")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 @session_options
 @click.pass_context

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import subprocess
 import sys
 import threading
@@ -36,7 +37,7 @@ from pyspark import SparkContext
 from pyspark.sql import SparkSession
 
 __all__ = ["LOG_LEVELS", "jvm_running", "local_driver_memory", "memory_size", "parse_conf",
-           "session", "stop"]  # fmt: skip
+           "session", "stop", "submitted_master"]  # fmt: skip
 
 LOG_LEVELS = ("off", "fatal", "error", "warn", "info", "debug", "trace", "all")
 DEFAULT_LOG_LEVEL = "error"
@@ -97,6 +98,30 @@ def _submit_args() -> str:
     return os.environ.get("PYSPARK_SUBMIT_ARGS", "")
 
 
+def submitted_master(arguments: str | None = None) -> str | None:
+    """The master that ``PYSPARK_SUBMIT_ARGS`` (or ``arguments``) names, if any.
+
+    PySpark starts the driver's JVM with spark-submit and these arguments
+    (``--master spark://host:7077 --archives env.tar.gz#env pyspark-shell``),
+    so a master given there is the session's unless another is asked for.
+    """
+    try:
+        words = shlex.split(_submit_args() if arguments is None else arguments)
+    except ValueError:
+        return None
+    found: str | None = None
+    for index, word in enumerate(words):
+        following = words[index + 1] if index + 1 < len(words) else None
+        if word == "--master" and following is not None:
+            found = following
+        elif word.startswith("--master="):
+            found = word.partition("=")[2]
+        elif word == "--conf" and following is not None and following.startswith(
+                "spark.master="):  # fmt: skip
+            found = following.partition("=")[2]
+    return found or None
+
+
 def _java_options(config: Mapping[str, str], level: str) -> str:
     """spark.driver.extraJavaOptions with nearsim's logging and signals (the caller's kept).
 
@@ -119,7 +144,11 @@ def session(master: str | None = None, app_name: str = "nearsim",
             config: Mapping[str, str] | None = None, *, driver_memory: str | None = None,
             executor_memory: str | None = None,
             log_level: str | None = None) -> SparkSession:  # fmt: skip
-    """The active session, or a new one on ``master`` (``local[*]`` unless spark-submit set one).
+    """The active session, or a new one on ``master``.
+
+    Without ``master`` (nor ``spark.master`` in ``config``), the master is
+    spark-submit's when this program runs under spark-submit, else the one
+    ``PYSPARK_SUBMIT_ARGS`` names (``--master URL``), else ``local[*]``.
 
     Python workers run the interpreter this program runs in unless
     ``PYSPARK_PYTHON`` says otherwise, so that a local session finds the
@@ -146,14 +175,16 @@ def session(master: str | None = None, app_name: str = "nearsim",
         settings["spark.executor.memory"] = memory_size(executor_memory)
     starting = not jvm_running()
     under_submit = "PYSPARK_GATEWAY_PORT" in os.environ
+    submitted = None if under_submit else submitted_master()
     if master is None and "spark.master" not in settings and not under_submit:
-        master = "local[*]"  # spark-submit sets the master
-    chosen = master or settings.get("spark.master", "")
+        if submitted is None:
+            master = "local[*]"  # else spark-submit's, or PYSPARK_SUBMIT_ARGS's
+    chosen = master or settings.get("spark.master") or submitted or ""
     if starting:
-        submitted = _submit_args()
+        arguments = _submit_args()
         if (chosen.startswith("local") and "spark.driver.memory" not in settings
-                and "--driver-memory" not in submitted
-                and "spark.driver.memory" not in submitted):  # fmt: skip
+                and "--driver-memory" not in arguments
+                and "spark.driver.memory" not in arguments):  # fmt: skip
             settings["spark.driver.memory"] = local_driver_memory()
         settings["spark.driver.extraJavaOptions"] = _java_options(settings, level)
         settings.setdefault("spark.ui.showConsoleProgress",
