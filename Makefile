@@ -144,11 +144,11 @@ bench-defaults: venv
 # fortunes-zh, manpages-ja, libreoffice-help-km, which `make system` installs) with
 # the edits of the English corpus, the F1 of the client's verified pairs on each
 # against an English set in the same run, and the fingerprint speed of the client
-# and of the server's simhash(text) on each against English (about 10 minutes on 2
+# and of the server's simhash(text) on each against English (about 5 minutes on 2
 # cores); then docs/BENCHMARKS.md again when a make bench run is there to write it with.
 bench-languages: database
 	mkdir -p $(BENCH_RESULTS)
-	$(VENV_PYTHON) -m benchmarks.languages --dsn "$(DSN)" --jobs 2 --output-dir $(BENCH_RESULTS)
+	$(VENV_PYTHON) -m benchmarks.languages --dsn "$(DSN)" --jobs 2 --repeat 7 --output-dir $(BENCH_RESULTS)
 	if [ -f $(BENCH_RESULTS)/run.json ]; then \
 		$(VENV_PYTHON) -m benchmarks.docs $(BENCH_RESULTS) docs; fi
 

@@ -46,6 +46,7 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing
+import os
 import platform
 import random
 import re
@@ -333,7 +334,8 @@ def server_speed(dsn: str, sets: Sequence[Texts],
 
 
 def evaluate(originals: int, documents: int, jobs: int, dsn: str | None,
-             languages: Sequence[str] = tuple(LANGUAGES), seed: int = 3) -> dict[str, Any]:
+             languages: Sequence[str] = tuple(LANGUAGES), seed: int = 3,
+             repeat: int = SPEED_REPEAT) -> dict[str, Any]:
     """Every number of the section."""
     started = time.perf_counter()
     sets = {"en": english_set(originals, documents, seed)}
@@ -360,11 +362,13 @@ def evaluate(originals: int, documents: int, jobs: int, dsn: str | None,
     speed_sets += [Texts(names[code], [d.text for d in sets[code] if d.origin is None])
                    for code in languages]
     log("client speed")
-    client = client_speed(speed_sets)
+    load = [os.getloadavg()[0]]
+    client = client_speed(speed_sets, repeat)
     server = None
     if dsn:
         log("server speed")
-        server = server_speed(dsn, speed_sets)
+        server = server_speed(dsn, speed_sets, repeat)
+    load.append(os.getloadavg()[0])
     return {
         "originals": originals, "documents": documents, "seed": seed, "jobs": jobs,
         "measure": DEFAULT_MEASURE, "min_similarity": DEFAULT_MIN_SIMILARITY,
@@ -376,10 +380,12 @@ def evaluate(originals: int, documents: int, jobs: int, dsn: str | None,
                                       for x in d if x.origin is None)}
                  for code, d in sets.items()},
         "quality": quality, "quality_by_tokens": by_tokens, "prototypes": prototypes,
+        "repeat": repeat,
         "speed": {"texts": {t.name: {"documents": len(t.texts), "bytes": t.nbytes,
                                      "tokens": sum(sum(1 for _ in tokens(x)) for x in t.texts)}
                             for t in speed_sets},
-                  "client": client, "server": server, "python": platform.python_version()},
+                  "client": client, "server": server, "python": platform.python_version(),
+                  "cores": os.cpu_count(), "load": load},
         "seconds": time.perf_counter() - started,
     }
 
@@ -421,7 +427,7 @@ def findings(results: dict[str, Any]) -> list[str]:
         *lines,
         "",
         "S_L and S_R count tokens, and the edits' sizes are counted in characters. A Chinese or"
-        " Japanese character is a token, an English word and its space about six characters;"
+        " Japanese character is a token, an English word and its space five or six characters;"
         " spaces, punctuation and the layout of manual pages are characters but no tokens. So"
         " in Chinese and Japanese texts, and more where they mix with English (the manual"
         " pages), an insertion, a deletion or a block of boilerplate of 10 % of the characters"
@@ -434,6 +440,15 @@ def findings(results: dict[str, Any]) -> list[str]:
         " cut one letter to a token, as ideographs and hiragana are, Khmer scores as English"
         " does (the prototypes above).",
     ]
+
+
+def _load(speed: dict[str, Any]) -> str:
+    """The machine's load while the speed was measured, when it was recorded."""
+    if "load" not in speed:
+        return ""
+    low, high = sorted(speed["load"])
+    return (f" (load average {low:.1f} to {high:.1f} on {speed['cores']} cores: other work"
+            " ran meanwhile, the ratios matter more than the MB/s)" if high >= 1.5 else "")
 
 
 def markdown(results: dict[str, Any], command: str = "") -> str:
@@ -496,9 +511,10 @@ def markdown(results: dict[str, Any], command: str = "") -> str:
     speed = results["speed"]
     baseline = next(iter(speed["client"]))
     lines += ["", f"Fingerprint speed over each set's originals (MB = 10^6 bytes of UTF-8; best"
-              f" of {SPEED_REPEAT} passes), against {baseline} in the same run; the client in"
+              f" of {results.get('repeat', SPEED_REPEAT)} passes), against {baseline} in the"
+              " same run; the client in"
               f" one Python {speed['python']} process, the server's `simhash(text)` in one"
-              " backend:", "",
+              " backend" + _load(speed) + ":", "",
               "| texts | documents | MB | tokens per KB | client MB/s | vs English | server MB/s |"
               " vs English |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
     for name, size in speed["texts"].items():
@@ -519,18 +535,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--originals", type=int, default=400)
     parser.add_argument("--documents", type=int, default=1200)
     parser.add_argument("--jobs", type=int, default=1)
+    parser.add_argument("--repeat", type=int, default=SPEED_REPEAT,
+                        help=f"timed passes of each speed measurement (default {SPEED_REPEAT})")
     parser.add_argument("--languages", nargs="+", choices=sorted(LANGUAGES),
                         default=list(LANGUAGES))
     parser.add_argument("--output-dir", type=Path, default=DEFAULT_OUTPUT)
     args = parser.parse_args(argv)
     try:
-        results = evaluate(args.originals, args.documents, args.jobs, args.dsn, args.languages)
+        results = evaluate(args.originals, args.documents, args.jobs, args.dsn, args.languages,
+                           repeat=args.repeat)
     except (RuntimeError, psycopg.Error) as error:
         print(f"languages: {error}", file=sys.stderr)
         return 1
     command = (f".venv/bin/python -m benchmarks.languages --originals {args.originals}"
-               f" --documents {args.documents} --jobs {args.jobs}"
+               f" --documents {args.documents} --jobs {args.jobs} --repeat {args.repeat}"
                + (" --dsn DSN" if args.dsn else ""))
+    if (args.originals, args.documents, args.jobs, args.repeat) == (400, 1200, 2, 7) and args.dsn:
+        command += "   # make bench-languages"
     args.output_dir.mkdir(parents=True, exist_ok=True)
     (args.output_dir / "languages.json").write_text(json.dumps(results, indent=1))
     page = markdown(results, command)

@@ -16,7 +16,7 @@ import nearsim
 
 # The repository root, the working directory of `python -m pytest tests`,
 # where the benchmarks package is importable.
-from benchmarks import corpus, langcorpus, languages
+from benchmarks import corpus, defaults, docs, langcorpus, languages
 from nearsim.client.cli import cli
 from nearsim.core import measures
 
@@ -151,3 +151,44 @@ def test_verified_search_finds_planted_chinese_and_khmer_copies(
         pairs = {tuple(sorted(Path(k).name for k in (p.a, p.b)))
                  for p in documents.pairs_verified()}
         assert pairs == {("zh-0.txt", "zh-copy.txt"), ("km-0.txt", "km-copy.txt")}
+
+
+def test_edit_sizes_in_tokens_are_shares_of_the_tokens(chinese: list[corpus.Document]) -> None:
+    counted = {d.id: d for d in languages.in_tokens(chinese)}
+    by_id = {d.id: d for d in chinese}
+    seen = set()
+    for copy in chinese:
+        if copy.parent is None:
+            assert counted[copy.id] == copy
+            continue
+        tokens_of = (len(list(nearsim.tokens(by_id[copy.parent].text))),
+                     len(list(nearsim.tokens(copy.text))))
+        before, after = tokens_of
+        amount = counted[copy.id].amount
+        assert counted[copy.id].amounts[:-1] == counted[copy.parent].amounts
+        if copy.kind == "insertion":
+            assert amount == pytest.approx((after - before) / before)
+        elif copy.kind == "deletion":
+            assert amount == pytest.approx((before - after) / before)
+        elif copy.kind in ("reply", "forward", "syndication"):
+            assert amount == pytest.approx((after - before) / after)
+        else:
+            assert amount == copy.amount  # typos and OCR noise change characters in place
+        seen.add(copy.kind)
+    assert seen == set(corpus.EDIT_KINDS)
+
+
+def test_scores_count_the_light_pairs_the_search_finds(chinese: list[corpus.Document]) -> None:
+    scored = languages.score_set(chinese)
+    kinds = [defaults.kind_of(change) for change in defaults.family_pairs(chinese).values()]
+    assert scored.light == kinds.count("light") > 0
+    assert scored.true_positives + scored.false_positives <= scored.predicted
+    assert scored.recall == pytest.approx(scored.true_positives / scored.light)
+    assert 0.8 < scored.f1 <= 1.0
+    assert set(scored.by_edit) <= set(corpus.EDIT_KINDS)
+
+
+def test_the_other_scripts_section_comes_from_its_results(tmp_path: Path) -> None:
+    assert "No results of `make bench-languages`" in docs.languages_page(tmp_path)
+    (tmp_path / "languages.md").write_text("the section\n")
+    assert docs.languages_page(tmp_path) == "the section\n"
