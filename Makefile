@@ -15,7 +15,7 @@ LOCAL_DSN := host=$(abspath $(CLUSTER_DIR))/run port=$(CLUSTER_PORT) user=postgr
 NEARSIM_DSN ?=
 DSN = $(or $(NEARSIM_DSN),$(LOCAL_DSN) dbname=nearsim)
 
-.PHONY: all install uninstall system setup venv cluster database demo test installcheck pytest fuzz bench bench-10m bench-hnsw bench-verified bench-defaults bench-spark bench-spark-10m bench-concurrency bench-100m lint stop clean dist
+.PHONY: all install uninstall system setup venv cluster database demo test installcheck pytest fuzz bench bench-10m bench-hnsw bench-verified bench-defaults bench-languages bench-spark bench-spark-10m bench-concurrency bench-100m lint stop clean dist
 
 # `make` and `make install` build and install the extension alone, as PGXN
 # clients expect (they pass PG_CONFIG); the packages it needs must be there.
@@ -167,6 +167,19 @@ bench-verified: database
 bench-defaults: venv
 	mkdir -p $(BENCH_RESULTS)
 	$(VENV_PYTHON) -m benchmarks.defaults --size full --jobs 2 --output-dir $(BENCH_RESULTS)
+	if [ -f $(BENCH_RESULTS)/run.json ]; then \
+		$(VENV_PYTHON) -m benchmarks.docs $(BENCH_RESULTS) docs; fi
+
+# Near-duplicates in scripts without spaces between words (benchmarks/languages.py):
+# Chinese, Japanese and Khmer sets made from Debian packages (manpages-zh,
+# fortunes-zh, manpages-ja, libreoffice-help-km, which `make system` installs) with
+# the edits of the English corpus, the F1 of the client's verified pairs on each
+# against an English set in the same run, and the fingerprint speed of the client
+# and of the server's simhash(text) on each against English (about 5 minutes on 2
+# cores); then docs/BENCHMARKS.md again when a make bench run is there to write it with.
+bench-languages: database
+	mkdir -p $(BENCH_RESULTS)
+	$(VENV_PYTHON) -m benchmarks.languages --dsn "$(DSN)" --jobs 2 --repeat 7 --output-dir $(BENCH_RESULTS)
 	if [ -f $(BENCH_RESULTS)/run.json ]; then \
 		$(VENV_PYTHON) -m benchmarks.docs $(BENCH_RESULTS) docs; fi
 

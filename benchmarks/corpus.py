@@ -60,7 +60,7 @@ import random
 import re
 import subprocess
 import sys
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from functools import partial
@@ -144,14 +144,19 @@ class Document:
         return self.amounts[-1] if self.amounts else 0.0
 
 
+Edit = Callable[[random.Random, str], tuple[str, float]]
+"""An edit: takes the rng and a text, returns the edited text and its amount."""
+
+
 @dataclass
 class _Builder:
     rng: random.Random
     documents: list[Document] = field(default_factory=list)
     counter: int = 0
+    edits: Mapping[str, Edit] = field(default_factory=dict)
 
     def derive(self, parent: Document, kind: str) -> Document:
-        text, amount = _EDITS[kind](self.rng, parent.text)
+        text, amount = (self.edits or _EDITS)[kind](self.rng, parent.text)
         origin = parent.origin or parent.id
         self.counter += 1
         document = Document(
@@ -171,8 +176,14 @@ class _Builder:
 # Originals
 
 
-def _sections(text: str, limit: int = SECTION_CHARS) -> list[str]:
-    """``text`` cut at blank lines into pieces of at most about ``limit`` characters."""
+def _space_words(text: str) -> int:
+    return len(text.split())
+
+
+def _sections(text: str, limit: int = SECTION_CHARS,
+              words: Callable[[str], int] = _space_words) -> list[str]:
+    """``text`` cut at blank lines into pieces of at most about ``limit`` characters,
+    those of fewer than :data:`MIN_WORDS` ``words`` left out."""
     paragraphs = [p.strip("\n") for p in re.split(r"\n\s*\n", text) if p.strip()]
     pieces: list[str] = []
     current: list[str] = []
@@ -185,7 +196,7 @@ def _sections(text: str, limit: int = SECTION_CHARS) -> list[str]:
         size += len(paragraph) + 2
     if current:
         pieces.append("\n\n".join(current) + "\n")
-    return [p for p in pieces if len(p.split()) >= MIN_WORDS]
+    return [p for p in pieces if words(p) >= MIN_WORDS]
 
 
 def license_sections(directory: Path = LICENSE_DIRECTORY) -> list[tuple[str, str]]:
@@ -343,7 +354,14 @@ _KEYBOARD_NEIGHBOURS = {
 }  # fmt: skip
 
 
-def _typo(rng: random.Random, word: str) -> str:
+def _keyboard_neighbour(rng: random.Random, letter: str) -> str:
+    return rng.choice(_KEYBOARD_NEIGHBOURS.get(letter, "e"))
+
+
+def _typo(rng: random.Random, word: str,
+          neighbour: Callable[[random.Random, str], str] = _keyboard_neighbour) -> str:
+    """One typing error in ``word``: swapped, dropped or doubled letters, or a
+    letter replaced by ``neighbour`` (a neighbouring key)."""
     position = rng.randrange(len(word))
     letter = word[position].lower()
     choice = rng.randrange(4)
@@ -353,13 +371,18 @@ def _typo(rng: random.Random, word: str) -> str:
         return word[:position] + word[position + 1 :]
     if choice == 2:  # doubled letter
         return word[: position + 1] + word[position] + word[position + 1 :]
-    neighbours = _KEYBOARD_NEIGHBOURS.get(letter, "e")  # a neighbouring key
-    return word[:position] + rng.choice(neighbours) + word[position + 1 :]
+    return word[:position] + neighbour(rng, letter) + word[position + 1 :]
 
 
-def _typos(rng: random.Random, text: str) -> tuple[str, float]:
-    """Seed 001's "fixed typos": 1 to 5 words mistyped (the parent is the fixed text)."""
-    words = list(re.finditer(r"[A-Za-z]{3,}", text))
+_ENGLISH_WORD = re.compile(r"[A-Za-z]{3,}")
+
+
+def _typos(rng: random.Random, text: str, word: re.Pattern[str] = _ENGLISH_WORD,
+           typo: Callable[[random.Random, str], str] = _typo) -> tuple[str, float]:
+    """Seed 001's "fixed typos": 1 to 5 words mistyped (the parent is the fixed text).
+
+    ``word`` finds the words that may be mistyped, ``typo`` mistypes one."""
+    words = list(word.finditer(text))
     if not words:
         return text, 0.0
     chosen = sorted(rng.sample(range(len(words)), min(len(words), rng.randint(1, 5))))
@@ -369,9 +392,9 @@ def _typos(rng: random.Random, text: str) -> tuple[str, float]:
     for index in chosen:
         match = words[index]
         pieces.append(text[end : match.start()])
-        typo = _typo(rng, match.group())
-        changed += max(len(typo), len(match.group()))
-        pieces.append(typo)
+        mistyped = typo(rng, match.group())
+        changed += max(len(mistyped), len(match.group()))
+        pieces.append(mistyped)
         end = match.end()
     pieces.append(text[end:])
     return "".join(pieces), changed / len(text)
@@ -490,15 +513,18 @@ _EDITS = {
 
 def build_corpus(size: str = "small", seed: int = 3,
                  originals: Sequence[Document] | None = None,
-                 documents: int | None = None) -> list[Document]:
+                 documents: int | None = None,
+                 edits: Mapping[str, Edit] | None = None) -> list[Document]:
     """The corpus: originals first, then their edited copies, in creation order.
 
     ``originals`` and ``documents`` (the total wanted) override the size's
-    defaults (for tests).
+    defaults (for tests and other languages); ``edits`` replaces the edit of
+    each kind of :data:`EDIT_KINDS` (for other scripts, see
+    ``benchmarks/langcorpus.py``).
     """
     base = list(originals) if originals is not None else original_documents(size)
     target = documents if documents is not None else SIZES[size]
-    builder = _Builder(random.Random(seed), list(base))
+    builder = _Builder(random.Random(seed), list(base), edits=edits or {})
     rng = builder.rng
     # Seed 003: each original is modified with probability 1/2, by an
     # insertion or a deletion with equal probability.

@@ -8,7 +8,8 @@ its PNG figures) and ``python -m benchmarks.verified --output-dir`` wrote
 (``verified.json``, ``verified.md``, its figure: verified search against
 MinHashLSH on real near-duplicates, at 100,000 documents and along the cost
 curve), ``defaults.md`` (``python -m benchmarks.defaults``: which measure and
-threshold catch lightly edited copies), ``scale.json`` when ``make
+threshold catch lightly edited copies), ``languages.md`` (``python -m
+benchmarks.languages``: other scripts), ``scale.json`` when ``make
 bench-10m`` ran, ``concurrency.json`` when ``make bench-concurrency`` ran and
 ``hundred.json`` when ``make bench-100m`` (or ``benchmarks.hundred`` at
 another ``--size``) ran; DOCS_DIR receives
@@ -314,6 +315,15 @@ def defaults_page(results: Path) -> str:
     return page.read_text(encoding="utf-8")
 
 
+def languages_page(results: Path) -> str:
+    """The section of ``make bench-languages`` (benchmarks/languages.py), from its results."""
+    page = results / "languages.md"
+    if not page.exists():
+        return ("No results of `make bench-languages` (benchmarks/languages.py) next to this"
+                " run.")
+    return page.read_text(encoding="utf-8")
+
+
 def spark_page(results: Path) -> str:
     """The section of ``make bench-spark`` (benchmarks/spark.py), from its results."""
     data = results / "spark.json"
@@ -388,6 +398,10 @@ nearsim {run["nearsim"]}, PostgreSQL {run["postgresql"]}, Python {run["python"]}
 ## Which measure and threshold catch light edits
 
 {defaults_page(results)}
+
+## Other scripts: Chinese, Japanese and Khmer
+
+{languages_page(results)}
 
 ## Verified search against MinHashLSH: real near-duplicates, 100,000 documents
 

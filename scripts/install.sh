@@ -50,6 +50,7 @@ if [ "$NEARSIM_PACKAGES" = all ]; then
     chromium                            # the tests look at `nearsim report` pages in a browser
     manpages manpages-dev groff-base     # texts of the evaluation corpus (benchmarks/)
     manpages-de manpages-ru             # German and Russian texts of the fingerprint benchmark
+    manpages-zh fortunes-zh manpages-ja libreoffice-help-km  # Chinese, Japanese and Khmer texts (make bench-languages)
     pgbouncer                           # the tests load through a pooler in transaction mode
     openjdk-17-jre-headless             # Spark (nearsim[spark], tests/spark) runs on Java 17
   )

@@ -240,13 +240,19 @@ def _stable_ranges() -> tuple[list[int], list[int]]:
 
 
 def separated_quickly(text: str) -> str:
-    """``separated(text)``, equal to it on every text; stretches of stable code
-    points take casefold() and a table instead of the steps per character."""
+    """``separated(text)``, equal to it on every text; text that normalisation
+    leaves alone once step 1 and compatibility forms are dealt with takes
+    casefold() and a table whole (:func:`_separated_whole`), other text takes
+    them on its stretches of stable code points, and the steps per character
+    around the rest."""
     if len(text) < _QUICK_CHARS or text.isascii():
         return separated(text)
     points = _code_points(text)
     stable = _tables()[0][np.minimum(points, _SMALL)]
     _check_unstable_runs(points, stable)
+    whole = _separated_whole(points)
+    if whole is not None:
+        return whole
     # A character that is not stable goes with the stable one before it (the
     # cut before that one is safe; composition may join the two) and with
     # those up to the next stable one.
@@ -257,3 +263,72 @@ def separated_quickly(text: str) -> str:
         separated(text[start:end]) if slow[start] else _separated_stable(text[start:end])
         for start, end in pairwise(edges)
     )
+
+
+# -- whole texts that are normalised once step 1 and compatibility forms are done
+# Most text that is not stable throughout is so only because of a few code
+# points: zero-width spaces between Khmer or Thai words (step 1 removes them),
+# marks such as the Khmer coeng that NFKC leaves where they are, and full-width
+# punctuation in Chinese (NFKC maps U+FF0C to ",").  Cutting such text into
+# stretches costs a Python call per stretch.  Instead step 1 is done on the
+# whole text with a table, and so is NFKC of each code point alone; if NFKC
+# then has nothing left to do (unicodedata.is_normalized), steps 2 and 3 are
+# casefold() and a table.  That is exact: replacing code points by their NFKC
+# changes no NFKD (NFKD of a text is the canonical reordering of the NFKD of
+# its code points, and NFKD(NFKC(c)) = NFKD(c)), so it changes no NFKC either,
+# and a text in NFKC is its own.
+
+_KEEP, _REMOVE, _SPACE = 0, 1, 2  # step 1
+_LONGER = 0xFFFFFFFF  # a code point whose NFKC alone is longer: kept until it is put in
+
+
+@cache
+def _whole_tables() -> tuple[npt.NDArray[np.uint8], npt.NDArray[np.uint32], dict[int, str]]:
+    """Step 1 of each code point below U+10000; its NFKC alone when that is another
+    single code point (0: itself, :data:`_LONGER`: longer); the longer ones."""
+    step1 = np.zeros(_SMALL, dtype=np.uint8)
+    for kind, table in ((_REMOVE, _unicode14.IGNORABLE), (_SPACE, _unicode14.UNASSIGNED)):
+        for first, last in zip(*_parse_table(table), strict=True):
+            step1[first : min(last + 1, _SMALL)] = kind
+    single = np.zeros(_SMALL, dtype=np.uint32)
+    longer: dict[int, str] = {}
+    for cp in np.flatnonzero(~_tables()[0][:_SMALL] & (step1 == _KEEP)).tolist():
+        if 0xD800 <= cp < 0xE000:
+            continue
+        nfkc = unicodedata.normalize("NFKC", chr(cp))
+        if len(nfkc) == 1:
+            single[cp] = ord(nfkc) if nfkc != chr(cp) else 0
+        else:
+            single[cp] = _LONGER
+            longer[cp] = nfkc
+    return step1, single, longer
+
+
+def _separated_whole(points: npt.NDArray[np.uint32]) -> str | None:
+    """``separated()`` of the text of ``points`` by tables, or None when the text needs
+    the general steps (see above)."""
+    top = int(points.max())  # code points beyond the tables, and surrogates: not here
+    if top >= _SMALL or (top >= 0xD800 and bool(((points >= 0xD800) & (points < 0xE000)).any())):
+        return None
+    step1, single, longer = _whole_tables()
+    kinds = step1[points]
+    if kinds.any():
+        points = np.where(kinds == _SPACE, np.uint32(ord(" ")), points)[kinds != _REMOVE]
+        if len(points) == 0:
+            return ""
+    forms = single[points]
+    if forms.any():
+        points = np.where((forms != 0) & (forms != _LONGER), forms, points)
+    text = points.astype("<u4").tobytes().decode("utf-32-le")
+    if not unicodedata.is_normalized("NFKC", text):
+        # Longer forms ("…" is "...") are put in where they are, then checked again.
+        at = np.flatnonzero(forms == _LONGER).tolist()
+        if not at:
+            return None
+        parts = [text[: at[0]]]
+        for here, after in zip(at, [*at[1:], len(text)], strict=True):
+            parts += (longer[ord(text[here])], text[here + 1 : after])
+        text = "".join(parts)
+    if not unicodedata.is_normalized("NFKC", text):
+        return None
+    return _separated_stable(text)

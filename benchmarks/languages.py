@@ -1,0 +1,564 @@
+"""Other scripts: verified-pair F1 and fingerprint speed in Chinese, Japanese and Khmer.
+
+    .venv/bin/python -m benchmarks.languages [--dsn DSN] [--originals N] [--documents N]
+        [--output-dir DIR]
+
+**Sets.**  One set per language of benchmarks/langcorpus.py (Chinese,
+Japanese, Khmer: scripts without spaces between words) and, in the same run,
+an English set built the same way from the originals of benchmarks/corpus.py
+(King James Bible, licenses, manual pages): each ``--originals`` originals
+drawn at random and edited copies up to ``--documents`` documents, with the
+same kinds of edits in the same proportions.
+
+**F1 of verified pairs**, as benchmarks/defaults.py scores the defaults:
+the positives are the *light* pairs of each family (edits on their
+family-tree path change at most 15 % of the text), pairs changed by 15 to 30
+% are not scored, heavier pairs and pairs of different families are
+negatives.  The predicted pairs are those the client's verified pairs
+(``Documents.pairs_verified()``, ``nearsim pairs --verified``) return with
+its defaults: S_R at least :data:`~nearsim.core.measures.CANDIDATE_RESEMBLANCE`
+(the server's exact join), then :data:`~nearsim.core.measures.DEFAULT_MEASURE`
+at least :data:`~nearsim.core.measures.DEFAULT_MIN_SIMILARITY`, measured
+here on the texts with the same code.  Each language's F1 is compared with
+the English set's (target: within :data:`F1_TOLERANCE`).  Per edit kind, the
+recall of each document against its parent shows where a language loses.
+
+**Diagnosis.**  Where a language misses, the same scoring runs on the texts
+as other tokenisations would cut them (:data:`PROTOTYPES`; each rewrites
+the text so that the unchanged tokeniser sees the prototype's tokens):
+Khmer letters one token each like Han (the rule nearsim applies to
+ideographs and hiragana), with their combining marks, and every Khmer
+character a token (the marks too: what adding the Khmer block to the
+one-character classes of :mod:`nearsim.core.text` would do).
+
+**Speed.**  ``nearsim.simhash`` in this process, and with ``--dsn`` the
+server's ``simhash(text)`` in one backend, over each set's originals against
+the English King James Bible (ASCII) in the same run: MB/s and the ratio to
+English.
+
+Writes ``languages.json`` and ``languages.md`` (the section "Other scripts"
+of docs/BENCHMARKS.md) into the output directory (default
+benchmarks/results/).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import os
+import platform
+import random
+import re
+import secrets
+import sys
+import time
+import unicodedata
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import psycopg
+from psycopg import sql
+
+import nearsim
+from nearsim.client.samples import kjv_chapters
+from nearsim.core.measures import (
+    CANDIDATE_RESEMBLANCE,
+    DEFAULT_MEASURE,
+    DEFAULT_MIN_SIMILARITY,
+    compare,
+)
+from nearsim.core.text import tokens
+
+from .common import MB, best_of
+from .corpus import Document, build_corpus, original_documents
+from .defaults import LIGHT, UNRELATED, candidates, family_pairs, kind_of
+from .langcorpus import LANGUAGES, fingerprint_of_set, language_corpus
+
+__all__ = ["F1_TOLERANCE", "PROTOTYPES", "Scored", "evaluate", "markdown", "score_set"]
+
+F1_TOLERANCE = 0.02
+"""How far below the English F1 a language may be."""
+DEFAULT_OUTPUT = Path(__file__).resolve().parent / "results"
+SPEED_REPEAT = 3
+
+
+def log(message: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+# --------------------------------------------------------------------------
+# Sets
+
+
+def english_set(originals: int, documents: int, seed: int = 3) -> list[Document]:
+    """The English set: ``originals`` originals of the full corpus drawn at random, edited
+    copies up to ``documents``."""
+    every = original_documents("full")
+    chosen = sorted(random.Random(seed).sample(range(len(every)), min(originals, len(every))))
+    return build_corpus(seed=seed, originals=[every[i] for i in chosen], documents=documents)
+
+
+# --------------------------------------------------------------------------
+# Tokenisation prototypes: each rewrites a text so that nearsim's tokeniser
+# (runs of word characters between separators) sees the prototype's tokens.
+
+
+def _letters_alone(letters: str) -> Callable[[str], str]:
+    """Each letter of the class (with the combining marks after it) a token of its own."""
+    cluster = re.compile(f"[{letters}][\u0300-\u036f\u17b4-\u17d3\u17dd\u0e31\u0e34-\u0e3a"
+                         "\u0e47-\u0e4e\u200b-\u200d]*")
+
+    def rewrite(text: str) -> str:
+        return cluster.sub(lambda m: f" {m.group()} ", unicodedata.normalize("NFC", text))
+
+    return rewrite
+
+
+def _characters_alone(characters: str) -> Callable[[str], str]:
+    """Each character of the class a token of its own (letters and marks alike)."""
+    one = re.compile(f"[{characters}]")
+
+    def rewrite(text: str) -> str:
+        return one.sub(lambda m: f" {m.group()} ", text)
+
+    return rewrite
+
+
+KHMER_LETTERS = "\u1780-\u17b3"
+PROTOTYPES: dict[str, dict[str, Callable[[str], str]]] = {
+    "km": {"Khmer letters one token each": _letters_alone(KHMER_LETTERS),
+           "Khmer characters one token each": _characters_alone("\u1780-\u17dd")},
+}
+"""Per language, named rewrites of the texts standing for another tokenisation."""
+
+
+# --------------------------------------------------------------------------
+# Edit sizes in tokens instead of characters
+
+_SIZE_EDITS = ("insertion", "deletion", "reply", "forward", "syndication")
+"""The edits whose amount is the size of text added or removed (the others change a
+few characters in place)."""
+
+
+def in_tokens(documents: Sequence[Document]) -> list[Document]:
+    """The set with the amount of each edit that adds or removes text counted in tokens
+    (the share of the tokens added or removed) instead of characters."""
+    counts = {d.id: sum(1 for _ in tokens(d.text)) for d in documents}
+    result: dict[str, Document] = {}
+    for document in documents:  # a parent always comes before its copies
+        if document.parent is None:
+            result[document.id] = document
+            continue
+        parent = result[document.parent]
+        amount = document.amount
+        if document.kind in _SIZE_EDITS:
+            before, after = counts[document.parent], counts[document.id]
+            if document.kind == "insertion":
+                amount = (after - before) / before if before else 0.0
+            elif document.kind == "deletion":
+                amount = (before - after) / before if before else 0.0
+            else:
+                amount = (after - before) / after if after else 0.0
+        result[document.id] = replace(document, amounts=(*parent.amounts, max(amount, 0.0)))
+    return list(result.values())
+
+
+# --------------------------------------------------------------------------
+# F1 of the client's verified pairs
+
+
+@dataclass(frozen=True)
+class Scored:
+    """F1 of the verified pairs of one set, and where its light pairs were lost."""
+
+    documents: int
+    light: int
+    between: int
+    predicted: int
+    true_positives: int
+    false_positives: int
+    precision: float
+    recall: float
+    f1: float
+    by_edit: dict[str, dict[str, float]]
+    """Per edit kind: (document, parent) light pairs, their recall, median S_R and S_L."""
+    seconds: float
+
+    def as_json(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+_TEXTS: Sequence[str] = ()
+
+
+def _measure(pair: tuple[int, int]) -> float:
+    found = compare(_TEXTS[pair[0]], _TEXTS[pair[1]])
+    return float(getattr(found, DEFAULT_MEASURE))
+
+
+def _measure_all(texts: Sequence[str], pairs: Sequence[tuple[int, int]], jobs: int) -> list[float]:
+    global _TEXTS
+    _TEXTS = texts
+    try:
+        if jobs > 1:  # fork: the workers see the texts without pickling them
+            with multiprocessing.get_context("fork").Pool(jobs) as pool:
+                return pool.map(_measure, pairs, chunksize=16)
+        return [_measure(pair) for pair in pairs]
+    finally:
+        _TEXTS = ()
+
+
+def score_set(documents: Sequence[Document], jobs: int = 1,
+              rewrite: Callable[[str], str] | None = None,
+              measured: dict[tuple[int, int], float] | None = None) -> Scored:
+    """Precision, recall and F1 of the client's default verified pairs on a set
+    (module docstring); ``rewrite``: the texts as a tokenisation prototype cuts them;
+    ``measured``: the measure of pairs of these texts already known, and filled in."""
+    started = time.perf_counter()
+    texts = [rewrite(d.text) if rewrite else d.text for d in documents]
+    changes = family_pairs(documents)
+    kinds = {pair: kind_of(change) for pair, change in changes.items()}
+    light = {pair for pair, kind in kinds.items() if kind == LIGHT}
+    found = candidates(texts)
+    screened = found.s_r >= CANDIDATE_RESEMBLANCE - 1e-12
+    pairs = list(zip(found.first[screened].tolist(), found.second[screened].tolist(),
+                     strict=True))  # fmt: skip
+    s_r = dict(zip(pairs, found.s_r[screened].tolist(), strict=True))
+    position = {d.id: i for i, d in enumerate(documents)}
+    parent_pairs = {}
+    for i, document in enumerate(documents):
+        if document.parent is not None:
+            j = position[document.parent]
+            parent_pairs[(min(i, j), max(i, j))] = document.kind or ""
+    wanted = sorted(set(pairs) | {p for p in parent_pairs if kinds.get(p) == LIGHT})
+    values = {} if measured is None else measured
+    missing = [pair for pair in wanted if pair not in values]
+    values.update(zip(missing, _measure_all(texts, missing, jobs), strict=True))
+    predicted = {p for p in pairs if values[p] >= DEFAULT_MIN_SIMILARITY - 1e-12}
+    true_positives = len(predicted & light)
+    false_positives = sum(kinds.get(p, UNRELATED) not in (LIGHT, "between") for p in predicted)
+    scored = true_positives + false_positives
+    precision = true_positives / scored if scored else 1.0
+    recall = true_positives / len(light) if light else 1.0
+    f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+    groups: dict[str, list[tuple[int, int]]] = defaultdict(list)
+    for pair, kind in parent_pairs.items():
+        if kinds[pair] == LIGHT:
+            groups[kind].append(pair)
+    by_edit = {}
+    for kind, members in sorted(groups.items()):
+        by_edit[kind] = {
+            "pairs": len(members),
+            "recall": sum(p in predicted for p in members) / len(members),
+            "s_r_median": float(np.median([s_r.get(p, 0.0) for p in members])),
+            "s_l_median": float(np.median([values[p] for p in members])),
+        }
+    return Scored(len(documents), len(light), sum(k == "between" for k in kinds.values()),
+                  len(predicted), true_positives, false_positives, precision, recall, f1,
+                  by_edit, time.perf_counter() - started)
+
+
+# --------------------------------------------------------------------------
+# Speed
+
+
+@dataclass(frozen=True)
+class Texts:
+    name: str
+    texts: list[str]
+
+    @property
+    def nbytes(self) -> int:
+        return sum(len(t.encode("utf-8")) for t in self.texts)
+
+
+def client_speed(sets: Sequence[Texts], repeat: int = SPEED_REPEAT) -> dict[str, float]:
+    """MB/s of ``nearsim.simhash`` over each set's texts in this process (best of ``repeat``)."""
+    result = {}
+    for texts in sets:
+        for text in texts.texts:  # warm-up
+            nearsim.simhash(text)
+
+        def run(items: list[str] = texts.texts) -> None:
+            for text in items:
+                nearsim.simhash(text)
+
+        result[texts.name] = texts.nbytes / MB / min(best_of(repeat, run))
+    return result
+
+
+def server_speed(dsn: str, sets: Sequence[Texts],
+                 repeat: int = SPEED_REPEAT) -> dict[str, float]:  # fmt: skip
+    """MB/s of the server's ``simhash(text)`` over each set's texts in one backend, after a
+    check that it gives the client's fingerprints (best of ``repeat``)."""
+    schema = f"nearsim_languages_{secrets.token_hex(4)}"
+    result = {}
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("CREATE EXTENSION IF NOT EXISTS nearsim CASCADE")
+        conn.execute("SET max_parallel_workers_per_gather = 0")
+        conn.execute("SET jit = off")
+        conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
+        try:
+            for number, texts in enumerate(sets):
+                table = sql.Identifier(schema, f"set_{number}")
+                conn.execute(sql.SQL("CREATE UNLOGGED TABLE {} (id int PRIMARY KEY,"
+                                     " body text NOT NULL)").format(table))
+                with conn.cursor() as cursor, cursor.copy(
+                        sql.SQL("COPY {} (id, body) FROM STDIN").format(table)) as copy:
+                    for key, text in enumerate(texts.texts):
+                        copy.write_row((key, text))
+                conn.execute(sql.SQL("VACUUM ANALYZE {}").format(table))
+                query = sql.SQL("SELECT count(*), sum(simhash(body)) FROM {}").format(table)
+                row = conn.execute(query).fetchone()
+                expected = sum(p or 0 for p in nearsim.simhash_many(texts.texts))
+                if row is None or int(row[1] or 0) != expected:
+                    raise RuntimeError(f"{texts.name}: the server's fingerprints are not the"
+                                       " client's")
+
+                def run(statement: sql.Composed = query) -> None:
+                    conn.execute(statement).fetchone()
+
+                result[texts.name] = texts.nbytes / MB / min(best_of(repeat, run))
+        finally:
+            conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
+    return result
+
+
+# --------------------------------------------------------------------------
+# The run
+
+
+def evaluate(originals: int, documents: int, jobs: int, dsn: str | None,
+             languages: Sequence[str] = tuple(LANGUAGES), seed: int = 3,
+             repeat: int = SPEED_REPEAT) -> dict[str, Any]:
+    """Every number of the section."""
+    started = time.perf_counter()
+    sets = {"en": english_set(originals, documents, seed)}
+    for code in languages:
+        log(f"building the {LANGUAGES[code].name} set")
+        sets[code] = language_corpus(LANGUAGES[code], originals, documents, seed)
+    names = {"en": "English", **{code: LANGUAGES[code].name for code in languages}}
+    quality, by_tokens = {}, {}
+    for code, documents_of in sets.items():
+        log(f"{names[code]}: {len(documents_of)} documents, scoring")
+        measured: dict[tuple[int, int], float] = {}
+        quality[code] = score_set(documents_of, jobs, measured=measured).as_json()
+        by_tokens[code] = score_set(in_tokens(documents_of), jobs,
+                                    measured=measured).as_json()
+        log(f"{names[code]}: F1 {quality[code]['f1']:.3f}, with edit sizes in tokens"
+            f" {by_tokens[code]['f1']:.3f}")
+    prototypes: dict[str, dict[str, Any]] = {}
+    for code in languages:
+        for name, rewrite in PROTOTYPES.get(code, {}).items():
+            log(f"{names[code]}: prototype {name}")
+            prototypes.setdefault(code, {})[name] = score_set(sets[code], jobs,
+                                                              rewrite).as_json()
+    speed_sets = [Texts("English (KJV, ASCII)", [c.text for c in kjv_chapters()])]
+    speed_sets += [Texts(names[code], [d.text for d in sets[code] if d.origin is None])
+                   for code in languages]
+    log("client speed")
+    load = [os.getloadavg()[0]]
+    client = client_speed(speed_sets, repeat)
+    server = None
+    if dsn:
+        log("server speed")
+        server = server_speed(dsn, speed_sets, repeat)
+    load.append(os.getloadavg()[0])
+    return {
+        "originals": originals, "documents": documents, "seed": seed, "jobs": jobs,
+        "measure": DEFAULT_MEASURE, "min_similarity": DEFAULT_MIN_SIMILARITY,
+        "candidate_resemblance": CANDIDATE_RESEMBLANCE, "tolerance": F1_TOLERANCE,
+        "names": names,
+        "sets": {code: {"documents": len(d), "hash": fingerprint_of_set(d),
+                        "characters": sum(len(x.text) for x in d if x.origin is None),
+                        "tokens": sum(sum(1 for _ in tokens(x.text))
+                                      for x in d if x.origin is None)}
+                 for code, d in sets.items()},
+        "quality": quality, "quality_by_tokens": by_tokens, "prototypes": prototypes,
+        "repeat": repeat,
+        "speed": {"texts": {t.name: {"documents": len(t.texts), "bytes": t.nbytes,
+                                     "tokens": sum(sum(1 for _ in tokens(x)) for x in t.texts)}
+                            for t in speed_sets},
+                  "client": client, "server": server, "python": platform.python_version(),
+                  "cores": os.cpu_count(), "load": load},
+        "seconds": time.perf_counter() - started,
+    }
+
+
+# --------------------------------------------------------------------------
+# Markdown
+
+
+def _characters_per_token(results: dict[str, Any], code: str) -> str:
+    counts = results["sets"].get(code)
+    return f"{counts['characters'] / counts['tokens']:.0f}" if counts else "?"
+
+
+def findings(results: dict[str, Any]) -> list[str]:
+    """What the F1 tables say, a language at a time."""
+    names, tolerance = results["names"], results["tolerance"]
+    english = results["quality"]["en"]["f1"]
+    english_tokens = results["quality_by_tokens"]["en"]["f1"]
+    lines = []
+    for code, scored in results["quality"].items():
+        if code == "en":
+            continue
+        by_characters = scored["f1"] - english
+        by_tokens = results["quality_by_tokens"][code]["f1"] - english_tokens
+        line = f"* {names[code]}: F1 {by_characters:+.3f} against English"
+        if by_characters >= -tolerance:
+            line += f", within {tolerance}."
+        elif by_tokens >= -tolerance:
+            line += (f"; with edit sizes in tokens {by_tokens:+.3f}, within {tolerance}: the"
+                     " miss is in how much text an edit is, not in what the search finds"
+                     " (below).")
+        else:
+            line += f", and {by_tokens:+.3f} with edit sizes in tokens: a miss."
+        for name, prototype in results["prototypes"].get(code, {}).items():
+            line += (f" {name}: F1 {prototype['f1']:.3f} ({prototype['f1'] - english:+.3f}"
+                     " against English).")
+        lines.append(line)
+    return [
+        *lines,
+        "",
+        "S_L and S_R count tokens, and the edits' sizes are counted in characters. A Chinese or"
+        " Japanese character is a token, an English word and its space five or six characters;"
+        " spaces, punctuation and the layout of manual pages are characters but no tokens. So"
+        " in Chinese and Japanese texts, and more where they mix with English (the manual"
+        " pages), an insertion, a deletion or a block of boilerplate of 10 % of the characters"
+        " can be 15 to 25 % of the tokens, and S_L falls below the threshold for a pair that"
+        " is light by characters. Khmer (like Thai, Lao and Burmese) is another matter: its"
+        " words are not separated, so a token is a whole phrase between spaces (about"
+        f" {_characters_per_token(results, 'km')} characters here),"
+        " a typo or an added space changes the whole phrase and the three phrases of each"
+        " shingle around it, and a reply or header line glued to a phrase changes it too;"
+        " cut one letter to a token, as ideographs and hiragana are, Khmer scores as English"
+        " does (the prototypes above).",
+    ]
+
+
+def _load(speed: dict[str, Any]) -> str:
+    """The machine's load while the speed was measured, when it was recorded."""
+    if "load" not in speed:
+        return ""
+    low, high = sorted(speed["load"])
+    return (f" (load average {low:.1f} to {high:.1f} on {speed['cores']} cores: other work"
+            " ran meanwhile, the ratios matter more than the MB/s)" if high >= 1.5 else "")
+
+
+def markdown(results: dict[str, Any], command: str = "") -> str:
+    names = results["names"]
+    quality = results["quality"]
+    english = quality["en"]["f1"]
+    lines = [
+        f"Each set: {results['originals']} originals drawn at random, edited copies up to"
+        f" {results['documents']} documents, with the edits of the English evaluation corpus"
+        " (benchmarks/langcorpus.py says how each is made for a script without spaces)."
+        " Scored as the defaults are: positives are the light pairs (at most 15 % of the"
+        " text changed), predicted the pairs the client's verified pairs return with its"
+        f" defaults (S_R >= {results['candidate_resemblance']}, then"
+        f" {results['measure'].upper()} >= {results['min_similarity']}).",
+    ]
+    if command:
+        lines += ["", f"    {command}"]
+    lines += ["", "| set | documents | light pairs | predicted | precision | recall | F1 |"
+              " F1 - English |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for code, scored in quality.items():
+        difference = scored["f1"] - english
+        mark = "" if code == "en" else (
+            f"{difference:+.3f}" + ("" if difference >= -results["tolerance"] else " (missed)"))
+        lines.append(f"| {names[code]} | {scored['documents']:,} | {scored['light']:,} |"
+                     f" {scored['predicted']:,} | {scored['precision']:.3f} |"
+                     f" {scored['recall']:.3f} | {scored['f1']:.3f} | {mark} |")
+    tokens_english = results["quality_by_tokens"]["en"]["f1"]
+    lines += ["", "The same pairs scored with each edit's size counted in tokens (the share of"
+              " the tokens it adds or removes) instead of characters, which decides which"
+              " pairs are light:", "",
+              "| set | light pairs | precision | recall | F1 | F1 - English |",
+              "|---|---:|---:|---:|---:|---:|"]
+    for code, scored in results["quality_by_tokens"].items():
+        difference = scored["f1"] - tokens_english
+        mark = "" if code == "en" else f"{difference:+.3f}"
+        lines.append(f"| {names[code]} | {scored['light']:,} | {scored['precision']:.3f} |"
+                     f" {scored['recall']:.3f} | {scored['f1']:.3f} | {mark} |")
+    kinds = sorted({k for s in quality.values() for k in s["by_edit"]})
+    lines += ["", "Recall of each light copy against its parent, by edit (median S_L of"
+              " those pairs in brackets):", "",
+              "| edit | " + " | ".join(names[c] for c in quality) + " |",
+              "|---|" + "---:|" * len(quality)]
+    for kind in kinds:
+        cells = []
+        for scored in quality.values():
+            row = scored["by_edit"].get(kind)
+            cells.append(f"{row['recall']:.3f} ({row['s_l_median']:.2f})" if row else "")
+        lines.append(f"| {kind} | " + " | ".join(cells) + " |")
+    if results["prototypes"]:
+        lines += ["", "The same sets as another tokenisation would cut them (a Python prototype:"
+                  " the texts rewritten so that the tokeniser sees the prototype's tokens):", "",
+                  "| set | tokenisation | precision | recall | F1 | F1 - English |",
+                  "|---|---|---:|---:|---:|---:|"]
+        for code, variants in results["prototypes"].items():
+            for name, scored in variants.items():
+                lines.append(f"| {names[code]} | {name} | {scored['precision']:.3f} |"
+                             f" {scored['recall']:.3f} | {scored['f1']:.3f} |"
+                             f" {scored['f1'] - english:+.3f} |")
+    lines += ["", *findings(results)]
+    speed = results["speed"]
+    baseline = next(iter(speed["client"]))
+    lines += ["", f"Fingerprint speed over each set's originals (MB = 10^6 bytes of UTF-8; best"
+              f" of {results.get('repeat', SPEED_REPEAT)} passes), against {baseline} in the"
+              " same run; the client in"
+              f" one Python {speed['python']} process, the server's `simhash(text)` in one"
+              " backend" + _load(speed) + ":", "",
+              "| texts | documents | MB | tokens per KB | client MB/s | vs English | server MB/s |"
+              " vs English |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for name, size in speed["texts"].items():
+        client = speed["client"][name]
+        server = speed["server"][name] if speed["server"] else None
+        server_cells = (f"{server:.1f} | {server / speed['server'][baseline]:.2f}" if server
+                        else "not measured (no --dsn) |")
+        lines.append(f"| {name} | {size['documents']:,} | {size['bytes'] / MB:.2f} |"
+                     f" {1000 * size['tokens'] / size['bytes']:.0f} | {client:.1f} |"
+                     f" {client / speed['client'][baseline]:.2f} |"
+                     f" {server_cells} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--dsn", help="a database with nearsim, for the server's speed")
+    parser.add_argument("--originals", type=int, default=400)
+    parser.add_argument("--documents", type=int, default=1200)
+    parser.add_argument("--jobs", type=int, default=1)
+    parser.add_argument("--repeat", type=int, default=SPEED_REPEAT,
+                        help=f"timed passes of each speed measurement (default {SPEED_REPEAT})")
+    parser.add_argument("--languages", nargs="+", choices=sorted(LANGUAGES),
+                        default=list(LANGUAGES))
+    parser.add_argument("--output-dir", type=Path, default=DEFAULT_OUTPUT)
+    args = parser.parse_args(argv)
+    try:
+        results = evaluate(args.originals, args.documents, args.jobs, args.dsn, args.languages,
+                           repeat=args.repeat)
+    except (RuntimeError, psycopg.Error) as error:
+        print(f"languages: {error}", file=sys.stderr)
+        return 1
+    command = (f".venv/bin/python -m benchmarks.languages --originals {args.originals}"
+               f" --documents {args.documents} --jobs {args.jobs} --repeat {args.repeat}"
+               + (" --dsn DSN" if args.dsn else ""))
+    if (args.originals, args.documents, args.jobs, args.repeat) == (400, 1200, 2, 7) and args.dsn:
+        command += "   # make bench-languages"
+    args.output_dir.mkdir(parents=True, exist_ok=True)
+    (args.output_dir / "languages.json").write_text(json.dumps(results, indent=1))
+    page = markdown(results, command)
+    (args.output_dir / "languages.md").write_text(page)
+    print(page)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
