@@ -1,0 +1,169 @@
+"""The section of docs/BENCHMARKS.md that benchmarks/minhash.py writes (``minhash.md``)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+__all__ = ["markdown", "rows_of", "targets"]
+
+NAMES = {"nearsim": "nearsim_pairs_verified", "rensa": "Rensa LSH + estimate",
+         "datasketch": "datasketch MinHashLSH + estimate"}
+TARGET_SIZE = 100_000
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> list[str]:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return lines
+
+
+def _gb(value: float | None) -> str:
+    return "-" if value is None else f"{value / 1e9:.2f} GB"
+
+
+def minhash_seconds(run: dict[str, Any], threshold: str,
+                    shingles: bool = True) -> float:
+    """Everything a MinHash method does for one threshold (its signatures counted once)."""
+    signatures = dict(run["signature_seconds"])
+    if not shingles:
+        signatures.pop("shingles", None)
+    return float(sum(signatures.values()) + sum(run["thresholds"][threshold]["seconds"].values()))
+
+
+def minhash_peak(run: dict[str, Any], threshold: str) -> float:
+    return float(max(run["signatures_peak"], run["thresholds"][threshold]["peak_above_baseline"]))
+
+
+def rows_of(size: dict[str, Any], thresholds: Sequence[float]) -> list[list[str]]:
+    """One row per method and threshold of one size."""
+    rows = []
+    for t in (str(t) for t in thresholds):
+        nearsim = size["methods"]["nearsim"][t]
+        rensa = size["methods"].get("rensa", {})
+        rensa_seconds = (minhash_seconds(rensa, t) if "thresholds" in rensa else None)
+        phases = nearsim.get("server_phases", {})
+        steps = "; ".join(f"{k} {v:.1f}" for k, v in phases.items())
+        rows.append([f"{size['documents']:,}", t, NAMES["nearsim"], f"{nearsim['seconds']:.1f}",
+                     "query and rows to the client" + (f" (server alone: {steps})" if steps
+                                                       else ""),
+                     _gb(nearsim["peak_above_start"]) + " (backend)", f"{nearsim['pairs']:,}",
+                     "1.0000", "1.0000",
+                     f"{nearsim['seconds'] / rensa_seconds:.2f}" if rensa_seconds else "-"])
+        for library in ("rensa", "datasketch"):
+            run = size["methods"].get(library)
+            if run is None:
+                continue
+            if "thresholds" not in run:
+                rows.append([f"{size['documents']:,}", t, NAMES[library], "not run", run.get(
+                    "skipped", ""), "-", "-", "-", "-", "-"])
+                continue
+            spent = run["thresholds"][t]
+            stages = {**run["signature_seconds"], **spent["seconds"]}
+            scores = size["scores"][library][t]
+            seconds = minhash_seconds(run, t)
+            rows.append([f"{size['documents']:,}", t, NAMES[library], f"{seconds:.1f}",
+                         " + ".join(f"{k} {v:.1f}" for k, v in stages.items())
+                         + f" ({spent['bands']} bands of {spent['rows']};"
+                           f" {spent['candidates']:,} candidates)",
+                         _gb(minhash_peak(run, t)) + " (process)", f"{spent['found']:,}",
+                         f"{scores['precision']:.4f}", f"{scores['recall']:.4f}",
+                         f"{seconds / rensa_seconds:.2f}" if rensa_seconds else "-"])
+    return rows
+
+
+def targets(results: dict[str, Any]) -> list[list[str]]:
+    """nearsim exact, and no slower than Rensa at 100,000 documents."""
+    rows = []
+    sizes = [s["documents"] for s in results["sizes"]]
+    chosen = TARGET_SIZE if TARGET_SIZE in sizes else max(sizes)
+    for size in results["sizes"]:
+        if size["documents"] != chosen:
+            continue
+        for t in (str(t) for t in results["thresholds"]):
+            nearsim = size["methods"]["nearsim"][t]
+            check = size["checks"][t]
+            exact = size.get("truth", {}).get("nearsim_equal", {}).get(t)
+            sound = check["nearsim_below"] == 0 and check["minhash_only_at_or_above"] == 0
+            rows.append([f"nearsim exact, {size['documents']:,} documents, S_R >= {t}",
+                         ("equal to the exact truth" if exact else
+                          "NOT equal to the exact truth" if exact is not None else
+                          "no exact truth at this size")
+                         + f"; {check['nearsim_below']} of {check['nearsim_sampled']:,} sampled"
+                           f" pairs below; {check['minhash_only_at_or_above']} of the"
+                           f" {check['minhash_only_checked']:,} MinHash-only pairs checked"
+                           " at or above", "recall 1.0",
+                         "yes" if sound and exact is not False else "no"])
+            rensa = size["methods"].get("rensa", {})
+            if "thresholds" in rensa:
+                full, lean = minhash_seconds(rensa, t), minhash_seconds(rensa, t, False)
+                rows.append([f"nearsim time / Rensa time, {size['documents']:,} documents,"
+                             f" S_R >= {t}",
+                             f"{nearsim['seconds']:.1f} s / {full:.1f} s ="
+                             f" {nearsim['seconds'] / full:.2f}x (Rensa without the Python"
+                             f" shingles: {lean:.1f} s, {nearsim['seconds'] / lean:.2f}x)",
+                             "<= 1.0x", "yes" if nearsim["seconds"] <= full else "no"])
+    return rows
+
+
+def markdown(results: dict[str, Any]) -> str:
+    thresholds = results["thresholds"]
+    lines = [
+        f"Written by `{results['command']}` (`make bench-minhash`; {results['mode']} run,"
+        f" {results.get('seconds', 0):.0f} s, started {results['started']}): nearsim"
+        f" {results['nearsim']} (extension {results['nearsim_extension']}), PostgreSQL"
+        f" {results['server_version']} (shared_buffers {results['shared_buffers']}, work_mem"
+        f" {results['work_mem']}, no parallel workers), Rensa {results['rensa']}, datasketch"
+        f" {results['datasketch']}, Python {results['python']}; {results['cpu']}."
+        " benchmarks/minhash.py and benchmarks/sketches.py say how each number is measured."
+        " All pairs with S_R >= s on the first N documents of the evaluation corpus; nearsim ="
+        " `nearsim_pairs_verified(tbl, min_similarity => s)` on a table loaded beforehand, its"
+        " rows sent to the client (binary COPY); Rensa and datasketch = MinHash of the same"
+        " word 3-shingles (128 permutations), LSH with bands chosen for s as datasketch"
+        " chooses them (Rensa: among the divisors of 128), the candidates kept when the"
+        f" estimate is >= s, each in its own process, Rensa on"
+        f" {results['options']['rensa_threads']} thread(s). Seconds of a MinHash method"
+        " count its shingles and signatures, made once for both thresholds, in full at each."
+        " Memory: nearsim's is the backend's peak resident set above its resident set before"
+        " the query (shared buffers it touches included); a MinHash method's the process's"
+        " peak above its resident set after its imports. Precision and recall are against"
+        " nearsim's pairs, which the checks below show to be the exact truth.",
+        "",
+        "### Targets",
+        "",
+        *_table(["measurement", "value", "target", "met?"], targets(results)),
+        "",
+        "### Seconds, memory, precision and recall",
+        "",
+        *_table(["documents", "S_R >=", "method", "seconds", "steps (s)", "peak memory",
+                 "pairs", "precision", "recall", "seconds / Rensa's"],
+                [row for size in results["sizes"] for row in rows_of(size, thresholds)]),
+        "",
+        "### Loading and the checks",
+        "",
+    ]
+    for size in results["sizes"]:
+        load = size["load"]
+        lines.append(
+            f"- {size['documents']:,} documents ({load['copy_megabytes']:,.0f} MB sent by COPY,"
+            f" table with its indexes {load['table_megabytes']:,.0f} MB): loading took "
+            + " + ".join(f"{k} {v:.1f}" for k, v in load["seconds"].items()) + " s.")
+        truth = size.get("truth")
+        if truth:
+            lines.append(
+                f"  The exact truth in Python ({truth['seconds']:.0f} s,"
+                f" {truth['shared_pairs']:,} pairs sharing a shingle): "
+                + "; ".join(f"S_R >= {t}: {n:,} pairs, nearsim's "
+                            + ("the same" if truth["nearsim_equal"][t] else "NOT the same")
+                            for t, n in truth["positives"].items()) + ".")
+        for t, check in size["checks"].items():
+            lines.append(
+                f"  S_R >= {t}: of {check['nearsim_sampled']:,} of nearsim's pairs drawn at"
+                f" random, {check['nearsim_below']} below in Python (lowest"
+                f" {check['nearsim_min_s_r']:.4f}); of the {check['minhash_only']:,} pairs only"
+                f" MinHash found, {check['minhash_only_checked']:,} checked,"
+                f" {check['minhash_only_at_or_above']} at or above"
+                + (f" (highest {check['minhash_only_max_s_r']:.4f})."
+                   if check["minhash_only_max_s_r"] is not None else "."))
+    lines.append("")
+    return "\n".join(lines)
