@@ -53,6 +53,7 @@ import argparse
 import gc
 import importlib.metadata
 import json
+import os
 import platform
 import sys
 import time
@@ -172,6 +173,7 @@ def nearsim_pairs(conn: psycopg.Connection, qualified: str, threshold: float,
     pid = int(row[0]) if row else 0
     reset = reset_peak(pid)
     before = memory(pid)
+    cpu = backend_cpu(pid), time.process_time()
     query = sql.SQL("COPY (SELECT a::integer, b::integer FROM nearsim_pairs_verified({}::regclass,"
                     " min_similarity => {})) TO STDOUT (FORMAT binary)").format(
         sql.Literal(qualified), sql.Literal(threshold))
@@ -181,22 +183,42 @@ def nearsim_pairs(conn: psycopg.Connection, qualified: str, threshold: float,
     after = memory(pid)
     peak = after.get("VmHWM", 0) - before.get("VmRSS", 0) if reset else None
     return codes, {"seconds": seconds, "pairs": len(codes), "peak_above_start": peak,
+                   "backend_cpu": backend_cpu(pid) - cpu[0],
+                   "client_cpu": time.process_time() - cpu[1],
                    "rss_before": before.get("VmRSS"), "peak_rss": after.get("VmHWM")}
 
 
-def server_phases(conn: psycopg.Connection, schema: str, name: str,
-                  threshold: float) -> dict[str, float]:
-    """Seconds of the C join alone and through ``nearsim_pairs_verified``, rows counted
-    in the server (nothing sent)."""
+def backend_cpu(pid: int) -> float:
+    """CPU seconds (user and system) a process has used so far; 0.0 if unreadable."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+PHASE_QUERIES = {
+    "C join": "SELECT count(*) FROM nearsim_resemblance_pairs(%s::regclass, 'id', 'body', 'si',"
+              " %s)",
+    "nearsim_pairs_verified": "SELECT count(*) FROM nearsim_pairs_verified(%s::regclass,"
+                              " min_similarity => %s)",
+}
+"""The server's phases: the C join alone (``nearsim_resemblance_pairs``, what
+``nearsim_pairs_verified`` calls for S_R), then the whole function, rows
+counted in the server (nothing sent)."""
+
+
+def server_phases(conn: psycopg.Connection, qualified: str,
+                  threshold: float) -> dict[str, dict[str, float]]:
+    """Wall-clock and backend CPU seconds of each of :data:`PHASE_QUERIES`."""
+    row = conn.execute("SELECT pg_backend_pid()").fetchone()
+    pid = int(row[0]) if row else 0
     phases = {}
-    with timer() as elapsed:
-        conn.execute("SELECT count(*) FROM nearsim_resemblance_pairs(%s::regclass, 'id', 'body',"
-                     " 'si', %s)", (f"{schema}.{name}", threshold)).fetchone()
-    phases["C join (nearsim_resemblance_pairs, count(*))"] = elapsed()
-    with timer() as elapsed:
-        conn.execute("SELECT count(*) FROM nearsim_pairs_verified(%s::regclass,"
-                     " min_similarity => %s)", (f"{schema}.{name}", threshold)).fetchone()
-    phases["nearsim_pairs_verified, count(*)"] = elapsed()
+    for name, query in PHASE_QUERIES.items():
+        started = backend_cpu(pid)
+        with timer() as elapsed:
+            conn.execute(query, (qualified, threshold)).fetchone()
+        phases[name] = {"seconds": elapsed(), "cpu": backend_cpu(pid) - started}
     return phases
 
 
@@ -278,7 +300,7 @@ def measure(conn: psycopg.Connection, schema: str, path: Path, documents: int,
         codes, info = nearsim_pairs(conn, qualified, t, documents)
         log(f"  nearsim {t}: {info['seconds']:.1f} s, {len(codes):,} pairs")
         if documents <= options["phases_max"]:
-            info["server_phases"] = server_phases(conn, schema, name, t)
+            info["server_phases"] = server_phases(conn, qualified, t)
         nearsim[t] = codes
         outcome[str(t)] = info
     result["methods"][NEARSIM] = outcome

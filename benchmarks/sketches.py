@@ -113,16 +113,29 @@ def datasketch_bands(threshold: float, permutations: int = PERMUTATIONS) -> tupl
 
 
 class _Stages:
-    """Seconds and peak memory of each stage, in the worker."""
+    """Wall-clock and CPU seconds of each stage (CPU: of every thread of the process,
+    which a busy shared machine changes less than the wall clock)."""
 
-    def __init__(self, baseline: int) -> None:
+    def __init__(self) -> None:
         self.seconds: dict[str, float] = {}
-        self.baseline = baseline
+        self.cpu: dict[str, float] = {}
+        self._wall = time.perf_counter()
+        self._cpu = time.process_time()
+
+    def lap(self, name: str) -> None:
+        """The time since the last lap (or the start) is ``name``'s."""
+        wall, cpu = time.perf_counter(), time.process_time()
+        self.seconds[name] = self.seconds.get(name, 0.0) + wall - self._wall
+        self.cpu[name] = self.cpu.get(name, 0.0) + cpu - self._cpu
+        self._wall, self._cpu = wall, cpu
+
+    def restart(self) -> None:
+        self._wall, self._cpu = time.perf_counter(), time.process_time()
 
     def timed(self, name: str, action: Callable[[], Any]) -> Any:
-        started = time.perf_counter()
+        self.restart()
         result = action()
-        self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - started
+        self.lap(name)
         return result
 
 
@@ -159,7 +172,7 @@ def _worker(library: str, path: str, documents: int, thresholds: Sequence[float]
     gc.collect()
     baseline = memory()["VmRSS"]
     reset_peak()
-    stages = _Stages(baseline)
+    stages = _Stages()
     present: list[int] = []
     sketches: list[Any] = []
     slot_blocks: list[NDArray[Any]] = []
@@ -205,7 +218,7 @@ def _worker(library: str, path: str, documents: int, thresholds: Sequence[float]
     result: dict[str, Any] = {
         "library": library, "documents": documents, "sketched": len(sketches),
         "threads": threads if library == "rensa" else 1,
-        "signature_seconds": dict(stages.seconds),
+        "signature_seconds": dict(stages.seconds), "signature_cpu": dict(stages.cpu),
         "baseline_rss": baseline, "signatures_peak": signed.get("VmHWM", 0) - baseline,
         "signatures_rss": signed.get("VmRSS", 0) - baseline, "thresholds": {},
     }  # fmt: skip
@@ -214,7 +227,6 @@ def _worker(library: str, path: str, documents: int, thresholds: Sequence[float]
         gc.collect()
         before = memory()
         reset_peak()
-        seconds: dict[str, float] = {}
         firsts: list[Int64s] = []
         seconds_list: list[Int64s] = []
         # The bands before the clock: choosing them imports scipy's integration.
@@ -223,12 +235,11 @@ def _worker(library: str, path: str, documents: int, thresholds: Sequence[float]
             rows = PERMUTATIONS // bands
         else:
             bands, rows = datasketch_bands(t)
-        started = time.perf_counter()
+        clock = _Stages()
         if library == "rensa":
             lsh = rensa.RMinHashLSH(t, PERMUTATIONS, bands)
             lsh.insert_many(sketches)
-            seconds["LSH insert"] = time.perf_counter() - started
-            started = time.perf_counter()
+            clock.lap("LSH insert")
             for first in range(0, count, CHUNK):
                 a, b = _flatten(lsh.query_all(sketches[first : first + CHUNK]), first)
                 firsts.append(a)
@@ -238,8 +249,7 @@ def _worker(library: str, path: str, documents: int, thresholds: Sequence[float]
             with lsh.insertion_session() as session:
                 for index, sketch in enumerate(sketches):
                     session.insert(index, sketch)
-            seconds["LSH insert"] = time.perf_counter() - started
-            started = time.perf_counter()
+            clock.lap("LSH insert")
             for first in range(0, count, CHUNK):
                 answers = [lsh.query(s) for s in sketches[first : first + CHUNK]]
                 a, b = _flatten(answers, first)
@@ -249,20 +259,20 @@ def _worker(library: str, path: str, documents: int, thresholds: Sequence[float]
         second_all = (np.concatenate(seconds_list) if seconds_list
                       else np.empty(0, dtype=np.int64))
         del firsts, seconds_list
-        seconds["LSH query"] = time.perf_counter() - started
-        started = time.perf_counter()
+        clock.lap("LSH query")
         estimate = _estimate(slots, first_all, second_all)
         passed = estimate >= t
         found = np.unique(pair_codes(places[first_all[passed]], places[second_all[passed]],
                                      documents))
-        seconds["estimate"] = time.perf_counter() - started
+        clock.lap("estimate")
         peak = memory().get("VmHWM", 0)
         candidates = len(first_all)
         del lsh, estimate, first_all, second_all, passed
         gc.collect()
         np.save(Path(output) / f"{library}-{documents}-{t}.npy", found)
         result["thresholds"][str(t)] = {
-            "bands": bands, "rows": rows, "seconds": seconds, "candidates": candidates,
+            "bands": bands, "rows": rows, "seconds": clock.seconds, "cpu": clock.cpu,
+            "candidates": candidates,
             "found": len(found), "peak_above_signatures": peak - before.get("VmRSS", 0),
             "peak_above_baseline": peak - baseline,
         }  # fmt: skip
