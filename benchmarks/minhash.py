@@ -71,6 +71,7 @@ from nearsim.core.measures import set_resemblance, word_shingles
 
 from .common import SESSION_SETTINGS, cpu_model
 from .corpusfile import copy_into, corpus_file, read_texts
+from .minhash_report import merge, write
 from .quality import THRESHOLDS, log, score, scratch_schema, timer
 from .sketches import LIBRARIES, found_pairs, memory, reset_peak, run_minhash
 from .truth import pair_codes, similar_pairs
@@ -357,7 +358,11 @@ def measure(conn: psycopg.Connection, schema: str, path: Path, documents: int,
 
 
 def evaluate(dsn: str, sizes: Sequence[int], libraries: Sequence[str], work: Path,
-             output: Path, options: dict[str, int], quick: bool, command: str) -> dict[str, Any]:
+             output: Path, options: dict[str, int], quick: bool, command: str,
+             add_to: Path | None = None) -> dict[str, Any]:
+    """Measure every size; with ``add_to`` (the results of another run, read when
+    this one is done), its sizes not measured now are kept beside the new ones
+    (each says its run)."""
     started = time.perf_counter()
     ordered = sorted(set(sizes))
     log(f"the corpus file of {ordered[-1]:,} documents")
@@ -371,6 +376,7 @@ def evaluate(dsn: str, sizes: Sequence[int], libraries: Sequence[str], work: Pat
         "rensa": importlib.metadata.version("rensa"),
         "datasketch": importlib.metadata.version("datasketch"),
         "python": platform.python_version(), "cpu": cpu_model(),
+        "memory_total": os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"),
         "thresholds": list(THRESHOLDS), "options": options,
         "corpus": {"documents": corpus.documents, "megabytes": corpus.megabytes,
                    "seconds": corpus.seconds, "reused": corpus.reused},
@@ -386,16 +392,22 @@ def evaluate(dsn: str, sizes: Sequence[int], libraries: Sequence[str], work: Pat
                            ).fetchone()
         results["nearsim_extension"] = row[0] if row else "?"
         for documents in ordered:
-            results["sizes"].append(measure(conn, schema, corpus.path, documents, THRESHOLDS,
-                                            libraries, work, options))
+            measured = measure(conn, schema, corpus.path, documents, THRESHOLDS, libraries,
+                               work, options)
+            measured["run"] = {"command": command, "started": results["started"]}
+            results["sizes"].append(measured)
             output.mkdir(parents=True, exist_ok=True)
             (output / "minhash.json").write_text(json.dumps(results, indent=1))
     results["seconds"] = time.perf_counter() - started
-    output.mkdir(parents=True, exist_ok=True)
-    (output / "minhash.json").write_text(json.dumps(results, indent=1))
-    from .minhash_report import markdown
-
-    (output / "minhash.md").write_text(markdown(results))
+    earlier = None
+    if add_to is not None:
+        try:  # read now: the other run may have been going on beside this one
+            earlier = json.loads(add_to.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as error:
+            log(f"--add-to {add_to} not read ({error}): only this run's sizes are written")
+    if earlier is not None:
+        results = merge(results, earlier)
+    write(results, output)
     log(f"wrote {output} ({results['seconds']:.0f} s)")
     return results
 
@@ -418,6 +430,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--work-dir", type=Path, default=DEFAULT_WORK,
                         help="where the corpus file and the found pairs go")
     parser.add_argument("--output-dir", type=Path, default=DEFAULT_OUTPUT)
+    parser.add_argument("--add-to", type=Path, metavar="FILE",
+                        help="a minhash.json of an earlier run: its sizes not measured now"
+                             " are kept, and the page is written from both")
     parser.add_argument("--quick", action="store_true",
                         help=f"the small corpus's originals at {QUICK_SIZES} documents")
     args = parser.parse_args(argv)
@@ -435,7 +450,7 @@ def main(argv: Sequence[str] | None = None) -> int:
              if o != "--dsn" and not (k and (sys.argv[1:] if argv is None else list(argv))[k - 1]
                                       == "--dsn") and not o.startswith("--dsn=")]
     evaluate(args.dsn, sizes, args.libraries, args.work_dir, args.output_dir, options,
-             args.quick, " ".join(["python -m benchmarks.minhash", *shown]))
+             args.quick, " ".join(["python -m benchmarks.minhash", *shown]), args.add_to)
     return 0
 
 

@@ -1,11 +1,23 @@
-"""The section of docs/BENCHMARKS.md that benchmarks/minhash.py writes (``minhash.md``)."""
+"""The section of docs/BENCHMARKS.md that benchmarks/minhash.py writes (``minhash.md``).
+
+    .venv/bin/python -m benchmarks.minhash_report RESULTS.json [EARLIER.json ...] --output-dir DIR
+
+writes ``minhash.json`` and ``minhash.md`` into DIR from the results of
+runs of benchmarks/minhash.py: the first file's sizes, and those of the
+others that it does not have (each size says which run measured it).
+Nothing is measured here.
+"""
 
 from __future__ import annotations
 
+import argparse
+import json
+import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
-__all__ = ["markdown", "rows_of", "targets"]
+__all__ = ["markdown", "merge", "rows_of", "targets", "write"]
 
 NAMES = {"nearsim": "nearsim_pairs_verified", "rensa": "Rensa LSH + estimate",
          "datasketch": "datasketch MinHashLSH + estimate"}
@@ -109,15 +121,56 @@ def targets(results: dict[str, Any]) -> list[list[str]]:
             if "thresholds" in rensa:
                 full, lean = minhash_seconds(rensa, t), minhash_seconds(rensa, t, False)
                 cpu = minhash_seconds(rensa, t, cpu=True)
+                lean_cpu = minhash_seconds(rensa, t, False, cpu=True)
                 rows.append([f"nearsim time / Rensa time, {size['documents']:,} documents,"
                              f" S_R >= {t}",
                              f"{nearsim['seconds']:.1f} s / {full:.1f} s ="
                              f" {nearsim['seconds'] / full:.2f}x; CPU"
                              f" {nearsim_cpu(nearsim):.1f} s / {cpu:.1f} s ="
                              f" {nearsim_cpu(nearsim) / cpu:.2f}x (Rensa without the Python"
-                             f" shingles: {lean:.1f} s, {nearsim['seconds'] / lean:.2f}x)",
+                             f" shingles: {lean:.1f} s, {nearsim['seconds'] / lean:.2f}x; CPU"
+                             f" {lean_cpu:.1f} s, {nearsim_cpu(nearsim) / lean_cpu:.2f}x)",
                              "<= 1.0x", "yes" if nearsim["seconds"] <= full else "no"])
     return rows
+
+
+def growth(results: dict[str, Any], target: int = 1_000_000) -> list[str]:
+    """Seconds and memory per size, and, when ``target`` documents were not measured,
+    what the largest size's per-document memory makes of them."""
+    sizes = results["sizes"]
+    if not sizes:
+        return []
+    lines = []
+    for method in ("nearsim", "rensa", "datasketch"):
+        cells = []
+        for size in sizes:
+            run = size["methods"].get(method, {})
+            for t in (str(t) for t in results["thresholds"]):
+                if method == "nearsim" and t in run:
+                    seconds, cpu = run[t]["seconds"], nearsim_cpu(run[t])
+                    peak = run[t]["peak_above_start"] or 0
+                elif "thresholds" in run:
+                    seconds, cpu = minhash_seconds(run, t), minhash_seconds(run, t, cpu=True)
+                    peak = minhash_peak(run, t)
+                else:
+                    continue
+                cells.append((size["documents"], t, seconds, cpu, peak))
+        if not cells:
+            continue
+        lines.append(f"- {NAMES[method]}: " + "; ".join(
+            f"{n:,} documents at {t}: {seconds:.1f} s (CPU {cpu:.1f}), {_gb(peak)}"
+            for n, t, seconds, cpu, peak in cells) + ".")
+        largest = max(n for n, *_ in cells)
+        if largest < target:
+            peak = max(p for n, _, _, _, p in cells if n == largest)
+            projected = peak * target / largest
+            total = results.get("memory_total")
+            lines.append(
+                f"  At {target:,} documents, in proportion to {largest:,}: about"
+                f" {_gb(projected)}"
+                + (f" ({projected / total:.1f} times this machine's {_gb(total)})"
+                   if total else "") + ".")
+    return lines
 
 
 def markdown(results: dict[str, Any]) -> str:
@@ -156,6 +209,10 @@ def markdown(results: dict[str, Any]) -> str:
                  "pairs", "precision", "recall", "seconds / Rensa's"],
                 [row for size in results["sizes"] for row in rows_of(size, thresholds)]),
         "",
+        "### Growth with the documents",
+        "",
+        *growth(results),
+        "",
         "### Loading and the checks",
         "",
     ]
@@ -182,5 +239,54 @@ def markdown(results: dict[str, Any]) -> str:
                 f" {check['minhash_only_at_or_above']} at or above"
                 + (f" (highest {check['minhash_only_max_s_r']:.4f})."
                    if check["minhash_only_max_s_r"] is not None else "."))
+    for command, started in results.get("earlier_runs", []):
+        lines.append(f"- Sizes kept from an earlier run: `{command}`, started {started}.")
     lines.append("")
     return "\n".join(lines)
+
+
+def merge(results: dict[str, Any], earlier: dict[str, Any]) -> dict[str, Any]:
+    """``results`` with the sizes of ``earlier`` it does not have, in order of size."""
+    have = {s["documents"] for s in results["sizes"]}
+    for size in results["sizes"]:
+        size.setdefault("run", {"command": results.get("command", "?"),
+                                "started": results.get("started", "?")})
+    kept = [s for s in earlier.get("sizes", []) if s["documents"] not in have]
+    for size in kept:
+        size.setdefault("run", {"command": earlier.get("command", "?"),
+                                "started": earlier.get("started", "?")})
+    merged = dict(results)
+    merged["sizes"] = sorted(kept + results["sizes"], key=lambda s: s["documents"])
+    runs = {tuple(r) for r in results.get("earlier_runs", [])}
+    runs |= {(s["run"]["command"], s["run"]["started"]) for s in kept}
+    merged["earlier_runs"] = sorted(runs)
+    return merged
+
+
+def write(results: dict[str, Any], output: Path) -> None:
+    """``minhash.json`` and ``minhash.md`` into ``output``."""
+    output.mkdir(parents=True, exist_ok=True)
+    (output / "minhash.json").write_text(json.dumps(results, indent=1), encoding="utf-8")
+    (output / "minhash.md").write_text(markdown(results), encoding="utf-8")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("results", type=Path, nargs="+", help="minhash.json files")
+    parser.add_argument("--output-dir", type=Path, required=True)
+    args = parser.parse_args(argv)
+    loaded = []
+    for path in args.results:
+        try:
+            loaded.append(json.loads(path.read_text(encoding="utf-8")))
+        except (OSError, ValueError) as error:
+            parser.error(f"{path}: {error}")
+    results = loaded[0]
+    for earlier in loaded[1:]:
+        results = merge(results, earlier)
+    write(results, args.output_dir)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

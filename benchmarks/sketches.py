@@ -52,9 +52,12 @@ Int64s = NDArray[np.int64]
 
 PERMUTATIONS = 128
 SEED = 1
-CHUNK = 10_000
-"""Texts shingled and sketched at a time, and documents queried at a time."""
-ESTIMATE_BLOCK = 1_000_000
+CHUNK = 2_000
+"""Texts shingled and sketched at a time, and documents queried at a time: the
+shingles of a chunk are Python strings, about 100 bytes each (some 150 MB for
+2,000 texts of this corpus), so a larger chunk would be counted as the method's memory."""
+ESTIMATE_BLOCK = 100_000
+"""Candidate pairs whose slots are compared at a time (two 512-byte rows each)."""
 LIBRARIES = ("rensa", "datasketch")
 
 

@@ -12,7 +12,7 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from benchmarks import corpus, corpusfile, minhash, minhash_report, sketches
+from benchmarks import corpus, corpusfile, docs, minhash, minhash_report, sketches
 from benchmarks.truth import pair_codes
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -156,6 +156,30 @@ def test_quick_run_shows_nearsim_exact_and_scores_minhash(database: str,
     page = (output / "minhash.md").read_text()
     assert "nearsim exact, 600 documents, S_R >= 0.8" in page
     assert "| nearsim_pairs_verified |" in page and "Rensa LSH + estimate" in page
+    assert docs.minhash_page(output) == page
+    assert "No results of `make bench-minhash`" in docs.minhash_page(tmp_path)
+    # a run of one size added to the first: the other size kept, the page says from where
+    again = subprocess.run(
+        [sys.executable, "-m", "benchmarks.minhash", "--dsn", database, "--quick",
+         "--sizes", "300", "--libraries", "rensa", "--truth-max", "0", "--phases-max", "0",
+         "--work-dir", str(tmp_path / "work"), "--output-dir", str(tmp_path / "again"),
+         "--add-to", str(output / "minhash.json")],
+        cwd=ROOT, capture_output=True, text=True, timeout=600, check=False)
+    assert again.returncode == 0, again.stderr
+    merged = json.loads((tmp_path / "again" / "minhash.json").read_text())
+    assert [s["documents"] for s in merged["sizes"]] == [300, 600]
+    assert "datasketch" not in merged["sizes"][0]["methods"]
+    assert "truth" not in merged["sizes"][0] and "truth" in merged["sizes"][1]
+    assert merged["sizes"][1]["run"]["command"] == results["command"]
+    assert "Sizes kept from an earlier run" in (tmp_path / "again" / "minhash.md").read_text()
+    # the same page from the two results, nothing measured
+    assert minhash_report.main([str(tmp_path / "again" / "minhash.json"),
+                                str(output / "minhash.json"),
+                                "--output-dir", str(tmp_path / "page")]) == 0
+    rewritten = json.loads((tmp_path / "page" / "minhash.json").read_text())
+    assert rewritten["sizes"] == merged["sizes"]
+    assert (tmp_path / "page" / "minhash.md").read_text() == (
+        tmp_path / "again" / "minhash.md").read_text()
     # the tables are gone, only the schema's name remained in the log
     with psycopg.connect(database) as conn:
         left = conn.execute("SELECT count(*) FROM pg_namespace WHERE nspname LIKE"
@@ -191,6 +215,12 @@ def test_report_compares_with_rensa_and_says_when_datasketch_did_not_run() -> No
     assert rows[0][-1] == "0.50" and rows[1][5] == "2.00 GB (process)"
     assert rows[0][3] == "2.5 (2.0)" and rows[1][3] == "5.0 (4.0)"
     assert rows[2][3] == "not run" and "datasketch-max" in rows[2][4]
+    grown = minhash_report.growth({"sizes": [size], "thresholds": [0.8],
+                                   "memory_total": 24 * 10**9})
+    assert grown[0].startswith("- nearsim_pairs_verified: 100,000 documents at 0.8: 2.5 s")
+    # ten times the documents, ten times the memory: 5 GB of the backend, 20 of Rensa
+    assert "about 5.00 GB (0.2 times this machine's 24.00 GB)" in grown[1]
+    assert "about 20.00 GB" in grown[3]
     targets = minhash_report.targets({"sizes": [size], "thresholds": [0.8]})
     assert targets[0][-1] == "yes" and "equal to the exact truth" in targets[0][1]
     assert targets[1][-1] == "yes" and "0.50x" in targets[1][1] and "1.25x" in targets[1][1]
