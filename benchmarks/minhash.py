@@ -17,8 +17,8 @@ streamed from it), three ways, one after the other on the same documents:
   sent to this client (``COPY (SELECT a, b ...) TO STDOUT`` in binary,
   read into NumPy as they come).  Memory: the backend's peak resident set
   during the query (``VmHWM``, reset before it through
-  ``/proc/<pid>/clear_refs``) above its resident set before; it includes
-  the shared buffers the backend touches (``shared_buffers``, reported).
+  ``/proc/<pid>/clear_refs``); it includes the shared buffers the backend
+  touches (``shared_buffers``, reported) and what a backend holds at rest.
   Where it is at most ``--phases-max`` documents, also the phases of the
   server: ``count(*)`` of the C join ``nearsim_resemblance_pairs`` alone,
   and of ``nearsim_pairs_verified`` (the same join passed through its

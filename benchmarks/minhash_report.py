@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -69,7 +70,7 @@ def rows_of(size: dict[str, Any], thresholds: Sequence[float]) -> list[list[str]
                      f"query and rows to the client, CPU: backend {nearsim['backend_cpu']:.1f}"
                      f" + client {nearsim['client_cpu']:.1f}"
                      + (f"; counted in the server alone: {steps}" if steps else ""),
-                     _gb(nearsim["peak_above_start"]) + " (backend)", f"{nearsim['pairs']:,}",
+                     _gb(nearsim["peak_rss"]) + " (backend)", f"{nearsim['pairs']:,}",
                      "1.0000", "1.0000",
                      f"{nearsim['seconds'] / rensa_seconds:.2f}" if rensa_seconds else "-"])
         for library in ("rensa", "datasketch"):
@@ -127,7 +128,9 @@ def targets(results: dict[str, Any]) -> list[list[str]]:
                              f"{nearsim['seconds']:.1f} s / {full:.1f} s ="
                              f" {nearsim['seconds'] / full:.2f}x; CPU"
                              f" {nearsim_cpu(nearsim):.1f} s / {cpu:.1f} s ="
-                             f" {nearsim_cpu(nearsim) / cpu:.2f}x (Rensa without the Python"
+                             f" {nearsim_cpu(nearsim) / cpu:.2f}x, the backend's alone"
+                             f" {nearsim['backend_cpu']:.1f} s ="
+                             f" {nearsim['backend_cpu'] / cpu:.2f}x (Rensa without the Python"
                              f" shingles: {lean:.1f} s, {nearsim['seconds'] / lean:.2f}x; CPU"
                              f" {lean_cpu:.1f} s, {nearsim_cpu(nearsim) / lean_cpu:.2f}x)",
                              "<= 1.0x", "yes" if nearsim["seconds"] <= full else "no"])
@@ -148,7 +151,7 @@ def growth(results: dict[str, Any], target: int = 1_000_000) -> list[str]:
             for t in (str(t) for t in results["thresholds"]):
                 if method == "nearsim" and t in run:
                     seconds, cpu = run[t]["seconds"], nearsim_cpu(run[t])
-                    peak = run[t]["peak_above_start"] or 0
+                    peak = run[t]["peak_rss"] or 0
                 elif "thresholds" in run:
                     seconds, cpu = minhash_seconds(run, t), minhash_seconds(run, t, cpu=True)
                     peak = minhash_peak(run, t)
@@ -165,11 +168,45 @@ def growth(results: dict[str, Any], target: int = 1_000_000) -> list[str]:
             peak = max(p for n, _, _, _, p in cells if n == largest)
             projected = peak * target / largest
             total = results.get("memory_total")
+            times = []
+            for t in (str(t) for t in results["thresholds"]):
+                points = sorted((n, cpu) for n, at, _, cpu, _ in cells if at == t and cpu > 0)
+                if len(points) >= 2 and points[-1][0] > points[-2][0]:
+                    (n0, c0), (n1, c1) = points[-2], points[-1]
+                    power = math.log(c1 / c0) / math.log(n1 / n0)
+                    times.append(f"at {t} about {c1 * (target / n1) ** power:,.0f} CPU seconds"
+                                 f" (growing as documents^{power:.2f} from {n0:,} to {n1:,})")
             lines.append(
-                f"  At {target:,} documents, in proportion to {largest:,}: about"
-                f" {_gb(projected)}"
+                f"  Not measured at {target:,} documents. Memory in proportion to {largest:,}:"
+                f" about {_gb(projected)}"
                 + (f" ({projected / total:.1f} times this machine's {_gb(total)})"
-                   if total else "") + ".")
+                   if total else "")
+                + (f"; time, the last two sizes' growth carried on: {'; '.join(times)}"
+                   if times else "") + ".")
+    return lines
+
+
+def time_split(results: dict[str, Any]) -> list[str]:
+    """Where nearsim's CPU goes, from the server's phases: the C join, the PL/Python
+    function around it, and sending the rows (backend) and reading them (client)."""
+    lines = []
+    for size in results["sizes"]:
+        for t, outcome in size["methods"]["nearsim"].items():
+            phases = outcome.get("server_phases")
+            if not phases:
+                continue
+            join = phases["C join"]["cpu"]
+            wrapped = phases["nearsim_pairs_verified"]["cpu"]
+            total = nearsim_cpu(outcome)
+            sending = outcome["backend_cpu"] - wrapped
+            lines.append(
+                f"- {size['documents']:,} documents, S_R >= {t}: {total:.1f} CPU seconds ="
+                f" the C join {join:.1f} ({join / total:.0%}) + the PL/Python function"
+                f" around it {wrapped - join:.1f} ({(wrapped - join) / total:.0%}) + sending"
+                f" the rows {sending:.1f} ({sending / total:.0%}) + reading them in the"
+                f" client {outcome['client_cpu']:.1f} ({outcome['client_cpu'] / total:.0%});"
+                f" {outcome['pairs']:,} rows. (From separate runs of the query that count the"
+                " rows in the server, so the parts add up only roughly.)")
     return lines
 
 
@@ -194,8 +231,10 @@ def markdown(results: dict[str, Any]) -> str:
         " CPU seconds (in brackets) are of every thread of the process (for nearsim: the"
         " backend and this client reading its rows): the machine is shared, and the wall"
         " clock counts the others' work too."
-        " Memory: nearsim's is the backend's peak resident set above its resident set before"
-        " the query (shared buffers it touches included); a MinHash method's the process's"
+        " Memory: nearsim's is the backend's peak resident set during the query (its peak"
+        " reset before it; the shared buffers it touches and the 0.2 GB of a backend at rest"
+        " included: what it held before the query, another query's, would hide in a"
+        " difference); a MinHash method's the process's"
         " peak above its resident set after its imports. Precision and recall are against"
         " nearsim's pairs, which the checks below show to be the exact truth.",
         "",
@@ -208,6 +247,10 @@ def markdown(results: dict[str, Any]) -> str:
         *_table(["documents", "S_R >=", "method", "seconds (CPU)", "steps (s)", "peak memory",
                  "pairs", "precision", "recall", "seconds / Rensa's"],
                 [row for size in results["sizes"] for row in rows_of(size, thresholds)]),
+        "",
+        "### Where nearsim's time goes",
+        "",
+        *(time_split(results) or ["The server's phases were not timed in this run."]),
         "",
         "### Growth with the documents",
         "",

@@ -171,6 +171,7 @@ def test_quick_run_shows_nearsim_exact_and_scores_minhash(database: str,
     assert "datasketch" not in merged["sizes"][0]["methods"]
     assert "truth" not in merged["sizes"][0] and "truth" in merged["sizes"][1]
     assert merged["sizes"][1]["run"]["command"] == results["command"]
+    assert "the C join" in (output / "minhash.md").read_text()
     assert "Sizes kept from an earlier run" in (tmp_path / "again" / "minhash.md").read_text()
     # the same page from the two results, nothing measured
     assert minhash_report.main([str(tmp_path / "again" / "minhash.json"),
@@ -200,7 +201,8 @@ def test_report_compares_with_rensa_and_says_when_datasketch_did_not_run() -> No
     size = {"documents": 100_000,
             "methods": {"nearsim": {"0.8": {"seconds": 2.5, "pairs": 11,
                                             "backend_cpu": 1.5, "client_cpu": 0.5,
-                                            "peak_above_start": 5 * 10**8}},
+                                            "peak_above_start": 4 * 10**8,
+                                            "peak_rss": 5 * 10**8}},
                         "rensa": run, "datasketch": {"skipped": "above --datasketch-max 1"}},
             "scores": {"rensa": {"0.8": {"precision": 1.0, "recall": 10 / 11}}},
             "checks": {"0.8": {"nearsim_below": 0, "nearsim_sampled": 11,
@@ -220,7 +222,15 @@ def test_report_compares_with_rensa_and_says_when_datasketch_did_not_run() -> No
     assert grown[0].startswith("- nearsim_pairs_verified: 100,000 documents at 0.8: 2.5 s")
     # ten times the documents, ten times the memory: 5 GB of the backend, 20 of Rensa
     assert "about 5.00 GB (0.2 times this machine's 24.00 GB)" in grown[1]
+    assert grown[1].startswith("  Not measured at 1,000,000 documents") and "CPU" not in grown[1]
     assert "about 20.00 GB" in grown[3]
+    # two sizes: the CPU seconds' growth between them carried on to a million
+    bigger = json.loads(json.dumps(size))
+    bigger["documents"] = 200_000
+    bigger["methods"]["nearsim"]["0.8"]["backend_cpu"] = 7.5  # 4 x the CPU for 2 x documents
+    two = minhash_report.growth({"sizes": [size, bigger], "thresholds": [0.8]})
+    assert "at 0.8 about 200 CPU seconds (growing as documents^2.00 from 100,000 to 200,000)" \
+        in two[1]
     targets = minhash_report.targets({"sizes": [size], "thresholds": [0.8]})
     assert targets[0][-1] == "yes" and "equal to the exact truth" in targets[0][1]
     assert targets[1][-1] == "yes" and "0.50x" in targets[1][1] and "1.25x" in targets[1][1]
