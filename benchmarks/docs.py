@@ -379,7 +379,7 @@ nearsim {run["nearsim"]}, PostgreSQL {run["postgresql"]}, Python {run["python"]}
 
 {verified_page}
 
-## Verified pairs against Rensa and datasketch, 100,000 and 1,000,000 documents
+## Verified pairs against Rensa and datasketch MinHash LSH, up to a million documents
 
 {minhash_page(results)}
 
