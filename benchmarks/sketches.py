@@ -18,7 +18,9 @@ The stages, timed apart:
   ``LeanMinHash``), and their slots as a NumPy matrix for the estimate;
 * per threshold, ``LSH insert`` (every document), ``LSH query`` (every
   document, the candidates kept once per pair) and ``estimate`` (the share
-  of equal slots of each candidate pair, vectorised, kept when >= t).
+  of equal slots of each candidate pair, vectorised, kept when >= t); the
+  query and the estimate go a chunk of documents at a time, so only the
+  pairs that pass are held, not every candidate.
 
 Bands: datasketch's ``MinHashLSH(threshold=t, num_perm=128)`` picks bands b
 and rows r (b * r <= 128) minimising the equally weighted false-positive and
@@ -230,8 +232,6 @@ def _worker(library: str, path: str, documents: int, thresholds: Sequence[float]
         gc.collect()
         before = memory()
         reset_peak()
-        firsts: list[Int64s] = []
-        seconds_list: list[Int64s] = []
         # The bands before the clock: choosing them imports scipy's integration.
         if library == "rensa":
             bands = rensa_bands(t)
@@ -242,35 +242,32 @@ def _worker(library: str, path: str, documents: int, thresholds: Sequence[float]
         if library == "rensa":
             lsh = rensa.RMinHashLSH(t, PERMUTATIONS, bands)
             lsh.insert_many(sketches)
-            clock.lap("LSH insert")
-            for first in range(0, count, CHUNK):
-                a, b = _flatten(lsh.query_all(sketches[first : first + CHUNK]), first)
-                firsts.append(a)
-                seconds_list.append(b)
         else:
             lsh = MinHashLSH(threshold=t, num_perm=PERMUTATIONS)
             with lsh.insertion_session() as session:
                 for index, sketch in enumerate(sketches):
                     session.insert(index, sketch)
-            clock.lap("LSH insert")
-            for first in range(0, count, CHUNK):
-                answers = [lsh.query(s) for s in sketches[first : first + CHUNK]]
-                a, b = _flatten(answers, first)
-                firsts.append(a)
-                seconds_list.append(b)
-        first_all = np.concatenate(firsts) if firsts else np.empty(0, dtype=np.int64)
-        second_all = (np.concatenate(seconds_list) if seconds_list
-                      else np.empty(0, dtype=np.int64))
-        del firsts, seconds_list
-        clock.lap("LSH query")
-        estimate = _estimate(slots, first_all, second_all)
-        passed = estimate >= t
-        found = np.unique(pair_codes(places[first_all[passed]], places[second_all[passed]],
-                                     documents))
+        clock.lap("LSH insert")
+        # Each chunk's candidates are estimated at once and only the pairs that
+        # pass are kept: a million documents have over a hundred million candidates.
+        parts: list[Int64s] = []
+        candidates = 0
+        for first in range(0, count, CHUNK):
+            chunk = sketches[first : first + CHUNK]
+            answers = (lsh.query_all(chunk) if library == "rensa"
+                       else [lsh.query(s) for s in chunk])
+            a, b = _flatten(answers, first)
+            del answers
+            clock.lap("LSH query")
+            passed = _estimate(slots, a, b) >= t
+            parts.append(pair_codes(places[a[passed]], places[b[passed]], documents))
+            candidates += len(a)
+            clock.lap("estimate")
+        found = np.unique(np.concatenate(parts)) if parts else np.empty(0, dtype=np.int64)
+        del parts
         clock.lap("estimate")
         peak = memory().get("VmHWM", 0)
-        candidates = len(first_all)
-        del lsh, estimate, first_all, second_all, passed
+        del lsh
         gc.collect()
         np.save(Path(output) / f"{library}-{documents}-{t}.npy", found)
         result["thresholds"][str(t)] = {
