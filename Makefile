@@ -15,7 +15,7 @@ LOCAL_DSN := host=$(abspath $(CLUSTER_DIR))/run port=$(CLUSTER_PORT) user=postgr
 NEARSIM_DSN ?=
 DSN = $(or $(NEARSIM_DSN),$(LOCAL_DSN) dbname=nearsim)
 
-.PHONY: all install uninstall system setup venv cluster database demo test installcheck pytest fuzz bench bench-10m bench-hnsw bench-verified bench-defaults bench-languages bench-spark bench-spark-10m bench-concurrency bench-100m lint stop clean dist
+.PHONY: all install uninstall system setup venv cluster database demo test installcheck pytest fuzz bench bench-10m bench-hnsw bench-verified bench-minhash bench-defaults bench-languages bench-spark bench-spark-10m bench-concurrency bench-100m lint stop clean dist
 
 # `make` and `make install` build and install the extension alone, as PGXN
 # clients expect (they pass PG_CONFIG); the packages it needs must be there.
@@ -157,6 +157,23 @@ bench-100m: database
 bench-verified: database
 	mkdir -p $(BENCH_RESULTS)
 	$(VENV_PYTHON) -m benchmarks.verified --dsn "$(DSN)" --output-dir $(BENCH_RESULTS)
+	if [ -f $(BENCH_RESULTS)/run.json ]; then \
+		$(VENV_PYTHON) -m benchmarks.docs $(BENCH_RESULTS) docs; fi
+
+# All pairs at S_R >= 0.8 and 0.5 by nearsim_pairs_verified against Rensa's and
+# datasketch's MinHash LSH plus estimate, on 100,000 and 1,000,000 documents of
+# the evaluation corpus (benchmarks/minhash.py): seconds, CPU seconds, peak
+# memory, and recall and precision against the exact truth.  The corpus file
+# of a million documents (4.4 GB, about 7 minutes, 6 GB of memory to build) is
+# kept in benchmarks/.cache/minhash/; the million-document run takes about an
+# hour on 2 cores, most of it datasketch (MINHASH_SIZES=100000 for the first
+# size alone, about 10 minutes); then docs/BENCHMARKS.md again when a make
+# bench run is there to write it with.
+MINHASH_SIZES ?= 100000 1000000
+bench-minhash: database
+	mkdir -p $(BENCH_RESULTS)
+	$(VENV_PYTHON) -m benchmarks.minhash --dsn "$(DSN)" --sizes $(MINHASH_SIZES) \
+		--output-dir $(BENCH_RESULTS)
 	if [ -f $(BENCH_RESULTS)/run.json ]; then \
 		$(VENV_PYTHON) -m benchmarks.docs $(BENCH_RESULTS) docs; fi
 

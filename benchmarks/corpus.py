@@ -101,9 +101,10 @@ SECTION_CHARS = 8000
 MIN_WORDS = 40
 """Shorter sections (a title, a stub page) are left out."""
 
-SIZES = {"small": 400, "full": 20_500, "large": 100_000}
+SIZES = {"small": 400, "full": 20_500, "large": 100_000, "million": 1_000_000}
 """Documents in each corpus size; ``full`` is about seed 003's 20,476 files,
-``large`` the same originals with about five times as many edited copies."""
+``large`` the same originals with about five times as many edited copies,
+``million`` (benchmarks/minhash.py; about 4.3 GB of text) fifty times as many."""
 
 CURVE_SIZES = (10_000, SIZES["full"], 50_000, SIZES["large"])
 """The sizes of the cost curve: prefixes of ``large``, ``full`` among them."""
@@ -318,7 +319,7 @@ def original_documents(size: str) -> list[Document]:
         chapters = chapters[::SMALL_KJV_STEP]
     originals = [Document(f"kjv:{c.ref}", c.text, None, source="kjv") for c in chapters]
     originals += [Document(i, t, None, source="license") for i, t in license_sections()]
-    if size in ("full", "large"):
+    if size != "small":
         originals += [Document(i, t, None, source="man") for i, t in manpage_sections()]
     return originals
 
@@ -522,23 +523,40 @@ def build_corpus(size: str = "small", seed: int = 3,
     each kind of :data:`EDIT_KINDS` (for other scripts, see
     ``benchmarks/langcorpus.py``).
     """
+    return list(iter_corpus(size, seed, originals, documents, edits))
+
+
+def iter_corpus(size: str = "small", seed: int = 3,
+                originals: Sequence[Document] | None = None,
+                documents: int | None = None,
+                edits: Mapping[str, Edit] | None = None) -> Iterator[Document]:
+    """The documents of :func:`build_corpus`, one at a time as they are made.
+
+    The builder keeps every document it made (any copy may be edited again),
+    so the texts are held once, here, and a caller that writes them out as
+    they come holds no second copy: a million documents are about 4 GB of text.
+    """
     base = list(originals) if originals is not None else original_documents(size)
     target = documents if documents is not None else SIZES[size]
     builder = _Builder(random.Random(seed), list(base), edits=edits or {})
     rng = builder.rng
+    yield from base
     # Seed 003: each original is modified with probability 1/2, by an
-    # insertion or a deletion with equal probability.
+    # insertion or a deletion with equal probability.  The originals and this
+    # pass are made whatever the size (so the smallest corpus is larger than
+    # a ``documents`` below their number).
     for original in base:
         if rng.random() < 0.5:
-            builder.derive(original, rng.choice(SEED_003_KINDS))
+            yield builder.derive(original, rng.choice(SEED_003_KINDS))
     derived = builder.documents[len(base) :]
     while len(builder.documents) < target:
         if derived and rng.random() < COPY_OF_COPY_SHARE:
             parent = rng.choice(derived)
         else:
             parent = rng.choice(base)
-        derived.append(builder.derive(parent, rng.choice(EDIT_KINDS)))
-    return builder.documents
+        made = builder.derive(parent, rng.choice(EDIT_KINDS))
+        derived.append(made)
+        yield made
 
 
 def nested_corpus(size: str = "large", sizes: Sequence[int] = CURVE_SIZES,

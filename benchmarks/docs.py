@@ -9,10 +9,12 @@ its PNG figures) and ``python -m benchmarks.verified --output-dir`` wrote
 MinHashLSH on real near-duplicates, at 100,000 documents and along the cost
 curve), ``defaults.md`` (``python -m benchmarks.defaults``: which measure and
 threshold catch lightly edited copies), ``languages.md`` (``python -m
-benchmarks.languages``: other scripts), ``scale.json`` when ``make
-bench-10m`` ran, ``concurrency.json`` when ``make bench-concurrency`` ran and
-``hundred.json`` when ``make bench-100m`` (or ``benchmarks.hundred`` at
-another ``--size``) ran; DOCS_DIR receives
+benchmarks.languages``: other scripts), ``minhash.md`` (``python -m
+benchmarks.minhash``: verified pairs against Rensa and datasketch on 100,000
+and 1,000,000 documents), ``scale.json`` when ``make bench-10m`` ran,
+``concurrency.json`` when ``make bench-concurrency`` ran and ``hundred.json``
+when ``make bench-100m`` (or ``benchmarks.hundred`` at another ``--size``)
+ran; DOCS_DIR receives
 ``BENCHMARKS.md`` and the figures.
 Nothing is measured here: every number comes from those files, so each
 section shows one run.
@@ -324,6 +326,14 @@ def languages_page(results: Path) -> str:
     return page.read_text(encoding="utf-8")
 
 
+def minhash_page(results: Path) -> str:
+    """The section of ``make bench-minhash`` (benchmarks/minhash.py), from its results."""
+    page = results / "minhash.md"
+    if not page.exists():
+        return "No results of `make bench-minhash` (benchmarks/minhash.py) next to this run."
+    return page.read_text(encoding="utf-8")
+
+
 def spark_page(results: Path) -> str:
     """The section of ``make bench-spark`` (benchmarks/spark.py), from its results."""
     data = results / "spark.json"
@@ -406,6 +416,10 @@ nearsim {run["nearsim"]}, PostgreSQL {run["postgresql"]}, Python {run["python"]}
 ## Verified search against MinHashLSH: real near-duplicates, 100,000 documents
 
 {verified_page}
+
+## Verified pairs against Rensa and datasketch MinHash LSH, up to a million documents
+
+{minhash_page(results)}
 
 ## Speed
 
