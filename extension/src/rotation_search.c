@@ -131,8 +131,6 @@ struct RotationSearch
 	int64		held;
 	int64		budget;			/* rows held at most: work_mem's worth */
 	int64		window_budget;	/* rows a window pass holds: a few times those wanted */
-	double		wanted;			/* rows the plan expects to be asked for (nearest first) */
-	int64		given_rows;		/* rows given so far (nearest first) */
 
 	double		ring_work;		/* cost of the rings read (nearest first) */
 
@@ -220,8 +218,6 @@ start(RotationSearch *search, uint64 query, int max_distance, bool nearest, int 
 	search->next_band = 0;
 	search->giving = 0;
 	search->given = 0;
-	search->given_rows = 0;
-	search->wanted = 1;
 	search->ring_work = 0;
 	let_go_found(search);
 	search->budget = Max((int64) work_mem * 1024 / (int64) sizeof(ItemPointerData), 1024);
@@ -261,7 +257,6 @@ nearsim_search_nearest(RotationSearch *search, bool query_is_null, uint64 query,
 	int			expected = nearsim_expected_distance(search->keys, Max(wanted, 1));
 
 	start(search, query, max_distance, true, Min(expected, Max(max_distance, 0)));
-	search->wanted = Max(wanted, 1);
 	search->with_nulls = with_nulls;
 	search->window_budget = (int64) Min((double) search->budget, Max(4 * wanted, 1024));
 	if (query_is_null)
@@ -449,99 +444,11 @@ found_below(const RotationSearch *search)
 	return Min(total, ALL_DISTANCES);
 }
 
-/* Share of a pass's cost that the rings read before the search predicts its rows' distance */
-#define RINGS_BEFORE_PREDICTING 0.05
-
-/* The cost of reading ring `ring` of band `band` */
-static double
-ring_cost(const RotationSearch *search, int band, int ring)
-{
-	const BandScan *scan = &search->bands[band];
-	double		ranges = (double) nearsim_ball_size(scan->bits, ring) -
-		(ring == 0 ? 0 : (double) nearsim_ball_size(scan->bits, ring - 1));
-
-	return ranges * RANGE_COST + ranges * search->keys / ldexp(1.0, scan->bits);
-}
-
-/*
- * The distance within which the rows wanted lie, as far as the search
- * knows: that of the wanted-th row held (with those given), or, while
- * fewer are held, where random fingerprints would put it.
- */
-static int
-wanted_distance(const RotationSearch *search)
-{
-	double		rows = (double) search->given_rows;
-
-	for (int d = search->giving; d <= search->hold_limit && d < ALL_DISTANCES; d++)
-	{
-		rows += search->found[d].count - (d == search->giving ? search->given : 0);
-		if (rows >= search->wanted)
-			return d;
-	}
-	return nearsim_expected_distance(search->keys, search->wanted);
-}
-
-/*
- * The cost of the rings still to read before every row within `distance`
- * is found (the cheapest first), or -1 if more than `limit`
- */
-static double
-rings_to(const RotationSearch *search, int distance, double limit)
-{
-	int			rings[MAX_BANDS];
-	int			total = 0;
-	double		cost = 0;
-
-	for (int i = 0; i < search->count; i++)
-	{
-		if (search->bands[i].rings > search->bands[i].bits)
-			return 0;			/* a band read whole */
-		rings[i] = search->bands[i].rings;
-		total += rings[i];
-	}
-	while (total <= distance)
-	{
-		int			cheapest = -1;
-		double		best = -1;
-
-		for (int i = 0; i < search->count; i++)
-		{
-			double		next = ring_cost(search, i, rings[i]);
-
-			if (best < 0 || next < best)
-			{
-				best = next;
-				cheapest = i;
-			}
-		}
-		cost += best;
-		if (cost > limit)
-			return -1;
-		if (++rings[cheapest] > search->bands[cheapest].bits)
-			break;				/* that band is then read whole */
-		total++;
-	}
-	return cost;
-}
-
 /* The band whose next ring costs least, and whether reading it beats a whole pass */
 static bool
 cheapest_ring(RotationSearch *search, int *cheapest)
 {
 	double		best = -1;
-	double		pass = search->keys * PASS_KEY_COST;
-
-	/*
-	 * A pass from here on when the rings that would find the rows wanted cost
-	 * more: a query whose neighbours lie far (random data) reads few rings
-	 * before the pass, one whose neighbours lie near reads only rings.  The
-	 * first rings, a small share of a pass, are read in any case: they find
-	 * the near neighbours that the estimate for random data knows nothing of.
-	 */
-	if (search->ring_work >= pass * RINGS_BEFORE_PREDICTING &&
-		rings_to(search, wanted_distance(search), pass) < 0)
-		return false;
 
 	for (int i = 0; i < search->count; i++)
 	{
@@ -671,7 +578,6 @@ next_nearest_entry(RotationSearch *search, ItemPointer tid, int *distance)
 			{
 				*tid = found->tids[search->given++];
 				*distance = search->giving;
-				search->given_rows++;
 				return true;
 			}
 			search->held -= found->count;
