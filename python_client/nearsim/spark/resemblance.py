@@ -70,10 +70,11 @@ ranked on the driver and the ranks broadcast to the tasks; more are put in
 order by joins on the cluster."""
 
 BROADCAST_HEAP_SHARE = 8
-"""The sets whose overlaps are counted are broadcast to the join of the
-candidate pairs when they take at most an eighth of the driver JVM's heap;
-else each candidate pair is joined with its two sets through shuffles (two
-sets moved for every candidate pair)."""
+"""The sets whose overlaps are counted are broadcast when they take at most an
+eighth of the driver JVM's heap: sets of ranks to the Python workers, which
+count with numpy (:mod:`nearsim.spark.overlaps`), sets of hashes to the join of
+the candidate pairs in the JVM; else each candidate pair is joined with its two
+sets through shuffles (two sets moved for every candidate pair)."""
 
 ROW_BYTES = 64
 """What a row of a set costs besides its shingles, about."""
@@ -203,19 +204,22 @@ def _prepare_batch(ranking: Broadcast[Ranking]) -> Callable[[pd.Series, pd.Serie
 
     def prepare(hashes: pd.Series, lengths: pd.Series) -> pd.DataFrame:
         tokens, ranks = ranking.value
-        prefixes: list[npt.NDArray[np.int32]] = []
-        shared: list[npt.NDArray[np.int32]] = []
-        alones: list[int] = []
-        for values, length in zip(hashes.tolist(), lengths.tolist(), strict=True):
-            values = np.asarray(values, dtype=np.int64)
-            at = np.minimum(np.searchsorted(tokens, values), max(len(tokens) - 1, 0))
-            found = tokens[at] == values if len(tokens) else np.zeros(len(values), bool)
-            mine = np.sort(ranks[at[found]])
-            alone = len(values) - len(mine)  # first in the order, and pair nothing
-            prefixes.append(mine[: max(0, int(length) - alone)])
-            shared.append(mine)
-            alones.append(alone)
-        return pd.DataFrame({"prefix": prefixes, "shared": shared, "alone": alones},
+        sets = [np.asarray(values, dtype=np.int64) for values in hashes.tolist()]
+        sizes = np.array([len(values) for values in sets], dtype=np.int64)
+        # All the batch's shingles looked up at once, then cut back into sets.
+        values = np.concatenate(sets) if sets else np.zeros(0, dtype=np.int64)
+        at = np.minimum(np.searchsorted(tokens, values), max(len(tokens) - 1, 0))
+        found = tokens[at] == values if len(tokens) else np.zeros(len(values), bool)
+        owner = np.repeat(np.arange(len(sets), dtype=np.int64), sizes)[found]
+        # Ascending by set, then by rank (ranks are below 2**31).
+        order = np.sort((owner << 32) | ranks[at[found]].astype(np.int64))
+        mine = (order & 0xFFFFFFFF).astype(np.int32)
+        counts = np.bincount(owner, minlength=len(sets))
+        shared = np.split(mine, np.cumsum(counts)[:-1]) if len(sets) else []
+        alone = sizes - counts  # first in the order, and pair nothing
+        prefixes = [ranked[: max(0, length - before)] for ranked, length, before in
+                    zip(shared, lengths.tolist(), alone.tolist(), strict=True)]  # fmt: skip
+        return pd.DataFrame({"prefix": prefixes, "shared": shared, "alone": alone.tolist()},
                             index=hashes.index)  # fmt: skip
 
     return prepare
