@@ -152,5 +152,8 @@ def overlaps(pairs: DataFrame, sets: Broadcast[Sets], first: str = "ga",
     and ``second`` (``bigint``, never NULL)."""
     schema = StructType([*pairs.schema.fields, StructField("common", IntegerType(), False)])
     # The pairs of a first set in one task, one after the other: the set is marked once.
-    ordered = pairs.repartition(first).sortWithinPartitions(first)
+    # One task per core: each task loads the broadcast sets, so many small tasks would
+    # spend their time loading them.
+    tasks = max(pairs.sparkSession.sparkContext.defaultParallelism, 1)
+    ordered = pairs.repartition(tasks, first).sortWithinPartitions(first)
     return ordered.mapInArrow(_overlap_batches(sets, first, second), schema)
