@@ -6,7 +6,8 @@ hundreds of shingles each.  When the sets are ranks (small integers, the
 shingles' places in the global order) and fit in memory, they are
 collected once on the driver as one flat array (:class:`Sets`: each set
 ascending, one after the other) and broadcast; the candidate pairs go
-through :func:`overlaps` in Arrow batches, sorted by their first set.  For
+through :func:`overlaps` in Arrow batches, in one task per core (each task
+loads the broadcast sets), sorted by their first set.  For
 each first set ``A`` a boolean array over the ranks marks ``A``'s members,
 and the members of every ``B`` paired with it are looked up in it at once:
 one pass over the shingles of the ``B``s, no hash set per pair (as
