@@ -21,6 +21,7 @@ from nearsim.spark import (
     verified_groups,
     verified_pairs,
 )
+from nearsim.spark import overlaps as spark_overlaps
 from nearsim.spark import resemblance as spark_resemblance
 from nearsim.spark import search as spark_search
 from nearsim.spark.pivots import group_pivots
@@ -236,19 +237,24 @@ def test_resemblance_pairs_of_texts_without_fingerprints(database: str, spark: A
                                                              for row in expected]
 
 
-@pytest.mark.parametrize(("max_broadcast", "sets_broadcast"), [(0, True), (10**9, True),
-                                                               (10**9, False)])
+@pytest.mark.parametrize(("max_broadcast", "sets_broadcast", "chunk"),
+                         [(0, True, None), (10**9, True, None), (10**9, True, 50),
+                          (10**9, False, None)])  # fmt: skip
 def test_resemblance_pairs_ranked_on_the_driver_or_by_joins(
     database: str, corpus: Corpus, fingerprinted: DataFrame, max_broadcast: int,
-    sets_broadcast: bool, monkeypatch: pytest.MonkeyPatch,
+    sets_broadcast: bool, chunk: int | None, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The shingle order broadcast as ranks (the default for a set of this size) and made
-    by joins on the cluster (more shared shingles than max_broadcast), the sets broadcast
-    to the candidate pairs (the default here) or joined to them through shuffles (sets too
-    large for the driver's heap), give the same pairs, those of nearsim_pairs_verified, at
-    a threshold whose prefixes are long."""
+    by joins on the cluster (more shared shingles than max_broadcast), the overlaps counted
+    with numpy on the broadcast sets of ranks (the default here; also in chunks of a few
+    shingles, a pair's set beyond the chunk alone), with array_intersect on the broadcast
+    sets of hashes, or on sets joined to the pairs through shuffles (sets too large for the
+    driver's heap), give the same pairs, those of nearsim_pairs_verified, at a threshold
+    whose prefixes are long."""
     if not sets_broadcast:
         monkeypatch.setattr(spark_resemblance, "BROADCAST_HEAP_SHARE", 10**15)
+    if chunk is not None:
+        monkeypatch.setattr(spark_overlaps, "CHUNK_ELEMENTS", chunk)
     expected = sorted(query(database, "SELECT a, b, distance, similarity, short FROM"
                             " nearsim_pairs_verified(%s, 0.5)", corpus.table))  # fmt: skip
     documents = fingerprinted.select(F.col("id").alias("key"), "si", F.col("body").alias("text"))

@@ -27,8 +27,10 @@ Srikant, WWW 2007), distributed as Vernica, Carey and Li do (SIGMOD 2010):
    share) is kept only if the shingles it shares up to its last shared
    prefix shingle, and all those that could follow, can reach ``t`` (the
    positional filter of PPJoin, Xiao, Wang, Lin and Yu, WWW 2008); then its
-   overlap is counted in the JVM (``array_intersect``) and it is kept when
-   its resemblance, computed as the server computes it, is at least ``t``.
+   overlap is counted and it is kept when its resemblance, computed as the
+   server computes it, is at least ``t``.  Sets of ranks that fit in the
+   driver's memory are broadcast and counted with numpy
+   (:mod:`nearsim.spark.overlaps`); others, in the JVM (``array_intersect``).
 4. The pairs of groups are expanded into pairs of documents
    (:meth:`nearsim.spark.search.GroupPairs.expand`), each with the distance
    of the two documents' own fingerprints (NULL when either has none).
@@ -57,6 +59,7 @@ from pyspark.sql.types import (
 
 from ..core.measures import SHORT_SHINGLES
 from .fingerprinting import SHINGLES_COLUMN
+from .overlaps import collect_sets, overlaps
 from .shingles import shingle_sets
 
 __all__ = ["exact_resemblance", "resemblance_candidates", "resemblance_pairs", "shingle_hashes"]
@@ -67,10 +70,11 @@ ranked on the driver and the ranks broadcast to the tasks; more are put in
 order by joins on the cluster."""
 
 BROADCAST_HEAP_SHARE = 8
-"""The sets whose overlaps are counted are broadcast to the join of the
-candidate pairs when they take at most an eighth of the driver JVM's heap;
-else each candidate pair is joined with its two sets through shuffles (two
-sets moved for every candidate pair)."""
+"""The sets whose overlaps are counted are broadcast when they take at most an
+eighth of the driver JVM's heap: sets of ranks to the Python workers, which
+count with numpy (:mod:`nearsim.spark.overlaps`), sets of hashes to the join of
+the candidate pairs in the JVM; else each candidate pair is joined with its two
+sets through shuffles (two sets moved for every candidate pair)."""
 
 ROW_BYTES = 64
 """What a row of a set costs besides its shingles, about."""
@@ -117,24 +121,22 @@ def _check_threshold(min_similarity: float) -> float:
     return float(min_similarity)
 
 
-def _sets_and_groups(documents: DataFrame) -> tuple[DataFrame, DataFrame]:
-    """``(key, si, hashes)`` of the documents with words, and ``(hashes, gid, n, size,
-    members)`` of their distinct sets (``members``: the ``(key, si)`` of each of its
-    documents); both made once."""
+def _groups(documents: DataFrame) -> DataFrame:
+    """``(hashes, gid, n, size, members, node)``: the distinct sets of the documents with
+    words (``members``: the ``(key, si)`` of each of its documents), made once."""
     hashes = (F.col(SHINGLES_COLUMN) if SHINGLES_COLUMN in documents.columns
               else shingle_hashes("text"))  # made with the fingerprints, or here
     sets = (documents.where(F.col("key").isNotNull() & F.col("text").isNotNull())
             .select("key", "si", hashes.alias("hashes"))
-            .where(F.size("hashes") > 0)
-            .localCheckpoint())  # the shingles are hashed once  # fmt: skip
-    groups = (sets.groupBy("hashes")
-              .agg(F.min("key").alias("gid"), F.count("*").alias("n"),
-                   F.collect_list(F.struct("key", "si")).alias("members"))
-              .withColumn("size", F.size("hashes"))
-              # A number for each group: the joins below compare numbers, not keys.
-              .withColumn("node", F.monotonically_increasing_id())
-              .localCheckpoint())  # fmt: skip
-    return sets, groups
+            .where(F.size("hashes") > 0))  # fmt: skip
+    # Checkpointed: the shingles are hashed (or read) once, before the one shuffle.
+    return (sets.groupBy("hashes")
+            .agg(F.min("key").alias("gid"), F.count("*").alias("n"),
+                 F.collect_list(F.struct("key", "si")).alias("members"))
+            .withColumn("size", F.size("hashes"))
+            # A number for each group: the joins below compare numbers, not keys.
+            .withColumn("node", F.monotonically_increasing_id())
+            .localCheckpoint())  # fmt: skip
 
 
 def _prefix_length(t: float) -> Column:
@@ -202,19 +204,22 @@ def _prepare_batch(ranking: Broadcast[Ranking]) -> Callable[[pd.Series, pd.Serie
 
     def prepare(hashes: pd.Series, lengths: pd.Series) -> pd.DataFrame:
         tokens, ranks = ranking.value
-        prefixes: list[npt.NDArray[np.int32]] = []
-        shared: list[npt.NDArray[np.int32]] = []
-        alones: list[int] = []
-        for values, length in zip(hashes.tolist(), lengths.tolist(), strict=True):
-            values = np.asarray(values, dtype=np.int64)
-            at = np.minimum(np.searchsorted(tokens, values), max(len(tokens) - 1, 0))
-            found = tokens[at] == values if len(tokens) else np.zeros(len(values), bool)
-            mine = np.sort(ranks[at[found]])
-            alone = len(values) - len(mine)  # first in the order, and pair nothing
-            prefixes.append(mine[: max(0, int(length) - alone)])
-            shared.append(mine)
-            alones.append(alone)
-        return pd.DataFrame({"prefix": prefixes, "shared": shared, "alone": alones},
+        sets = [np.asarray(values, dtype=np.int64) for values in hashes.tolist()]
+        sizes = np.array([len(values) for values in sets], dtype=np.int64)
+        # All the batch's shingles looked up at once, then cut back into sets.
+        values = np.concatenate(sets) if sets else np.zeros(0, dtype=np.int64)
+        at = np.minimum(np.searchsorted(tokens, values), max(len(tokens) - 1, 0))
+        found = tokens[at] == values if len(tokens) else np.zeros(len(values), bool)
+        owner = np.repeat(np.arange(len(sets), dtype=np.int64), sizes)[found]
+        # Ascending by set, then by rank (ranks are below 2**31).
+        order = np.sort((owner << 32) | ranks[at[found]].astype(np.int64))
+        mine = (order & 0xFFFFFFFF).astype(np.int32)
+        counts = np.bincount(owner, minlength=len(sets))
+        shared = np.split(mine, np.cumsum(counts)[:-1]) if len(sets) else []
+        alone = sizes - counts  # first in the order, and pair nothing
+        prefixes = [ranked[: max(0, length - before)] for ranked, length, before in
+                    zip(shared, lengths.tolist(), alone.tolist(), strict=True)]  # fmt: skip
+        return pd.DataFrame({"prefix": prefixes, "shared": shared, "alone": alone.tolist()},
                             index=hashes.index)  # fmt: skip
 
     return prepare
@@ -274,7 +279,7 @@ def _prefix_join(prefixes: DataFrame, t: float) -> DataFrame:
 
 
 def _candidates(prefixes: DataFrame, t: float) -> DataFrame:
-    """``(ga, gb)``: each pair of groups of the prefix join once, unless its overlap
+    """``(ga, gb, sa, sb)``: each pair of groups of the prefix join once, unless its overlap
     cannot reach ``t`` (the positional filter of PPJoin, Xiao et al., WWW 2008).
 
     The shingles the two sets share up to their last shared prefix shingle
@@ -286,7 +291,7 @@ def _candidates(prefixes: DataFrame, t: float) -> DataFrame:
         F.count("*").alias("c"), F.max("pa").alias("pa"), F.max("pb").alias("pb"))
     most = F.col("c") + F.least(F.col("sa") - F.col("pa"), F.col("sb") - F.col("pb")) - 1
     needed = F.lit(t / (1 + t)) * (F.col("sa") + F.col("sb")) - F.lit(OVERLAP_SLACK)
-    return pairs.where(most >= needed).select("ga", "gb")
+    return pairs.where(most >= needed).select("ga", "gb", "sa", "sb")
 
 
 def resemblance_candidates(documents: DataFrame, min_similarity: float,
@@ -298,16 +303,20 @@ def resemblance_candidates(documents: DataFrame, min_similarity: float,
     distance search).
     """
     t = _check_threshold(min_similarity)
-    _, groups = _sets_and_groups(documents)
+    groups = _groups(documents)
     return _prefix_join(_prefixes(groups, t, max_broadcast)[0], t).select("ga", "gb")
+
+
+def _ranked(tokens: DataFrame) -> bool:
+    """Whether the sets ``tokens`` are ranks (``array<int>``), not hashes."""
+    element = tokens.schema["tokens"].dataType
+    return isinstance(element, ArrayType) and isinstance(element.elementType, IntegerType)
 
 
 def _broadcastable(tokens: DataFrame) -> bool:
     """Whether the sets ``tokens`` take at most 1/:data:`BROADCAST_HEAP_SHARE` of the
     driver JVM's heap (where a broadcast table is built)."""
-    element = tokens.schema["tokens"].dataType
-    width = 4 if isinstance(element, ArrayType) and isinstance(
-        element.elementType, IntegerType) else 8  # fmt: skip
+    width = 4 if _ranked(tokens) else 8
     try:
         jvm: Any = tokens.sparkSession.sparkContext._jvm
         heap = int(jvm.java.lang.Runtime.getRuntime().maxMemory())
@@ -332,27 +341,35 @@ def resemblance_pairs(documents: DataFrame, min_similarity: float,
     groups or more, else made by joins on the cluster.
     """
     t = _check_threshold(min_similarity)
-    _, groups = _sets_and_groups(documents)
+    groups = _groups(documents)
     prefixes, tokens = _prefixes(groups, t, max_broadcast)
     candidates = _candidates(prefixes, t)
-    tokens_a = tokens.select(F.col("node").alias("ga"), F.col("tokens").alias("ha"),
-                             F.col("size").alias("sa"), F.col("gid").alias("key_a"))  # fmt: skip
-    if _broadcastable(tokens):
-        tokens_a = F.broadcast(tokens_a)  # no shuffle of two sets for each candidate pair
-    tokens_b = tokens_a.select(F.col("ga").alias("gb"), F.col("ha").alias("hb"),
-                               F.col("sa").alias("sb"), F.col("key_a").alias("key_b"))  # fmt: skip
-    common = F.size(F.array_intersect("ha", "hb"))
-    measured = (candidates.join(tokens_a, "ga").join(tokens_b, "gb")
-                .select(F.least("key_a", "key_b").alias("ga"),
-                        F.greatest("key_a", "key_b").alias("gb"),
-                        "sa", "sb", common.alias("common")))  # fmt: skip
+    keys_a = tokens.select(F.col("node").alias("ga"), F.col("gid").alias("key_a"))
+    if _ranked(tokens) and _broadcastable(tokens):
+        # Ranks: counted with numpy on the broadcast sets (:mod:`nearsim.spark.overlaps`).
+        sets = groups.sparkSession.sparkContext.broadcast(collect_sets(tokens))
+        measured = overlaps(candidates, sets)
+        keys_a = F.broadcast(keys_a)
+    else:
+        tokens_a = tokens.select(F.col("node").alias("ga"), F.col("tokens").alias("ha"))
+        if _broadcastable(tokens):
+            tokens_a = F.broadcast(tokens_a)  # no shuffle of two sets for each candidate pair
+            keys_a = F.broadcast(keys_a)
+        tokens_b = tokens_a.select(F.col("ga").alias("gb"), F.col("ha").alias("hb"))
+        measured = (candidates.join(tokens_a, "ga").join(tokens_b, "gb")
+                    .select("ga", "gb", "sa", "sb",
+                            F.size(F.array_intersect("ha", "hb")).alias("common")))  # fmt: skip
     # As the server: (double) common / (double) (|A| + |B| - common).
     similarity = F.col("common").cast("double") / (
         F.col("sa") + F.col("sb") - F.col("common")).cast("double")
-    between = measured.select(
+    passing = measured.select(
         "ga", "gb", similarity.alias("sim"),
         ((F.col("sa") < SHORT_SHINGLES) | (F.col("sb") < SHORT_SHINGLES)).alias("short"),
     ).where(F.col("sim") >= F.lit(t))
+    keys_b = keys_a.select(F.col("ga").alias("gb"), F.col("key_a").alias("key_b"))
+    between = passing.join(keys_a, "ga").join(keys_b, "gb").select(
+        F.least("key_a", "key_b").alias("ga"), F.greatest("key_a", "key_b").alias("gb"),
+        "sim", "short")
     within = groups.where(F.col("n") > 1).select(
         F.col("gid").alias("ga"), F.col("gid").alias("gb"), F.lit(1.0).alias("sim"),
         (F.col("size") < SHORT_SHINGLES).alias("short"))
