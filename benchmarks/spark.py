@@ -143,9 +143,31 @@ def timed_job(spark: Any, group: str, action: Callable[[], Result]) -> tuple[Res
     return result, seconds, shuffle_bytes(spark, group)
 
 
+def timed_pairs(spark: Any, frame: Any, k: int, expected: int,
+                label: str) -> tuple[int, float, int, float, int]:
+    """All pairs of frame within k bits, by pairs() and counted from hamming_groups(),
+    each timed as a job of its own and checked against nearsim_pairs' count: the
+    pairs, seconds and shuffle bytes of the first, seconds and shuffle bytes of the
+    second."""
+    from nearsim.spark import hamming_groups, pairs
+
+    def made() -> int:
+        return int(pairs(frame, "id", k).count())
+
+    def counted_from_groups() -> int:
+        return int(hamming_groups(frame, "id", k).count())
+
+    found, seconds, shuffled = timed_job(spark, f"pairs-{k}", made)
+    collapsed, grouped_seconds, grouped_shuffled = timed_job(spark, f"groups-{k}",
+                                                             counted_from_groups)
+    if found != expected or collapsed != expected:
+        raise BenchError(f"{label} k={k}: {found:,} pairs ({collapsed:,} counted from groups),"
+                         f" nearsim_pairs {expected:,}")
+    return found, seconds, shuffled, grouped_seconds, grouped_shuffled
+
+
 def spark_runs(path: str, rows: int, radii: Sequence[int],
                expected: dict[int, int]) -> list[dict[str, Any]]:  # fmt: skip
-    from nearsim.spark import hamming_groups, pairs
     from nearsim.spark.search import band_candidates
 
     results = []
@@ -155,18 +177,8 @@ def spark_runs(path: str, rows: int, radii: Sequence[int],
             frame = spark.read.parquet(path)
             frame.count()  # the file is listed and read once before timing
             for k in radii:
-                def made(k: int = k, frame: Any = frame) -> int:
-                    return int(pairs(frame, "id", k).count())
-
-                def counted_from_groups(k: int = k, frame: Any = frame) -> int:
-                    return int(hamming_groups(frame, "id", k).count())
-
-                found, seconds, shuffled = timed_job(spark, f"pairs-{k}", made)
-                collapsed, grouped_seconds, grouped_shuffled = timed_job(
-                    spark, f"groups-{k}", counted_from_groups)
-                if found != expected[k] or collapsed != expected[k]:
-                    raise BenchError(f"Spark {master} k={k}: {found:,} pairs ({collapsed:,}"
-                                     f" counted from groups), nearsim_pairs {expected[k]:,}")
+                found, seconds, shuffled, grouped_seconds, grouped_shuffled = timed_pairs(
+                    spark, frame, k, expected[k], f"Spark {master}")
                 distinct = frame.select("si").distinct()
                 candidates, _ = band_candidates(distinct, k)
                 spark.sparkContext.setJobGroup(f"candidates-{k}", "candidates")

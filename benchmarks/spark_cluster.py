@@ -52,7 +52,7 @@ import nearsim
 
 from .common import BenchError, Connection, connect, cpu_model, prepare_session, print_table
 from .docsets import TEXT_LIKE, RealFingerprints, make_docset, text_like_fingerprints
-from .spark import timed_job
+from .spark import timed_pairs
 from .throughput import kjv_corpora
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -79,7 +79,7 @@ def executor_python(directory: Path) -> Path:
 def cluster_runs(cluster: Any, python: Path, path: str, rows: int, radii: Sequence[int],
                  expected: dict[int, int], executor_memory: str,
                  cores: int) -> list[dict[str, Any]]:  # fmt: skip
-    from nearsim.spark import hamming_groups, pairs, session, stop
+    from nearsim.spark import session, stop
 
     os.environ["PYSPARK_PYTHON"] = str(python)
     os.environ["SPARK_LOCAL_IP"] = cluster.host  # the driver, its UI included, on loopback
@@ -97,17 +97,8 @@ def cluster_runs(cluster: Any, python: Path, path: str, rows: int, radii: Sequen
         frame = spark.read.parquet(path)
         frame.count()  # the file is listed and read once before timing
         for k in radii:
-            def made(k: int = k, frame: Any = frame) -> int:
-                return int(pairs(frame, "id", k).count())
-
-            def counted_from_groups(k: int = k, frame: Any = frame) -> int:
-                return int(hamming_groups(frame, "id", k).count())
-
-            found, seconds, shuffled = timed_job(spark, f"pairs-{k}", made)
-            collapsed, grouped_seconds, _ = timed_job(spark, f"groups-{k}", counted_from_groups)
-            if found != expected[k] or collapsed != expected[k]:
-                raise BenchError(f"Spark cluster k={k}: {found:,} pairs ({collapsed:,} counted"
-                                 f" from groups), nearsim_pairs {expected[k]:,}")
+            found, seconds, shuffled, grouped_seconds, _ = timed_pairs(
+                spark, frame, k, expected[k], "Spark cluster")
             results.append({"k": k, "pairs": found, "seconds": seconds, "cores": cores,
                             "shuffle_bytes": shuffled, "shuffle_bytes_per_doc": shuffled / rows,
                             "groups_seconds": grouped_seconds})  # fmt: skip
