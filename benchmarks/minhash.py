@@ -72,7 +72,7 @@ from nearsim.core.measures import set_resemblance, word_shingles
 from .common import SESSION_SETTINGS, cpu_model
 from .corpusfile import copy_into, corpus_file, read_texts
 from .minhash_report import merge, write
-from .quality import THRESHOLDS, log, score, scratch_schema, timer
+from .quality import THRESHOLDS, enable_timed, log, score, scratch_schema, timer
 from .sketches import LIBRARIES, found_pairs, memory, reset_peak, run_minhash
 from .truth import pair_codes, similar_pairs
 
@@ -155,12 +155,7 @@ def load(conn: psycopg.Connection, schema: str, name: str, path: Path,
                      .format(table))
         sent = copy_into(conn, table, path, documents)
     phases["COPY"] = elapsed()
-    with timer() as elapsed:
-        conn.execute("SELECT nearsim_enable(%s::regclass, 'body')", (f"{schema}.{name}",))
-    phases["nearsim_enable"] = elapsed()
-    with timer() as elapsed:
-        conn.execute(sql.SQL("ANALYZE {}").format(table))
-    phases["ANALYZE"] = elapsed()
+    enable_timed(conn, schema, name, phases)
     row = conn.execute("SELECT pg_total_relation_size(%s::regclass)",
                        (f"{schema}.{name}",)).fetchone()
     return {"seconds": phases, "copy_megabytes": sent / 1e6,

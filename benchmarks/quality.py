@@ -158,6 +158,16 @@ def timer() -> Iterator[Callable[[], float]]:
     finished.append(time.perf_counter() - started)
 
 
+def enable_timed(conn: Any, schema: str, name: str, phases: dict[str, float]) -> None:
+    """nearsim_enable of a loaded table, then ANALYZE, each timed into phases."""
+    with timer() as elapsed:
+        conn.execute("SELECT nearsim_enable(%s::regclass, 'body')", (f"{schema}.{name}",))
+    phases["nearsim_enable"] = elapsed()
+    with timer() as elapsed:
+        conn.execute(sql.SQL("ANALYZE {}").format(sql.Identifier(schema, name)))
+    phases["ANALYZE"] = elapsed()
+
+
 def log(message: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 

@@ -100,6 +100,7 @@ from .quality import (
     SEED_RADIUS,
     THRESHOLDS,
     Scores,
+    enable_timed,
     fingerprints,
     hamming_of_codes,
     log,
@@ -231,12 +232,7 @@ def load_table(conn: psycopg.Connection, schema: str, name: str,
             for position, text in enumerate(texts):
                 copy.write_row((position, text))
     phases["COPY"] = elapsed()
-    with timer() as elapsed:
-        conn.execute("SELECT nearsim_enable(%s::regclass, 'body')", (f"{schema}.{name}",))
-    phases["nearsim_enable"] = elapsed()
-    with timer() as elapsed:
-        conn.execute(sql.SQL("ANALYZE {}").format(table))
-    phases["ANALYZE"] = elapsed()
+    enable_timed(conn, schema, name, phases)
     return phases
 
 
