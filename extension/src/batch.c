@@ -107,24 +107,34 @@ typedef struct BandEntry
 #include "radix_sort.h"
 
 /* Whether two keys as text (NULL: none) are the same, as NOT DISTINCT FROM */
-static bool
-same_key(const char *a, const char *b)
+bool
+nearsim_same_key(const char *a, const char *b)
 {
 	if (a == NULL || b == NULL)
 		return a == b;
 	return strcmp(a, b) == 0;
 }
 
-/* ORDER BY distance, key::text (default collation, NULLs last) */
-static bool
+/*
+ * Whether a document at distance with key comes before the one at
+ * best_distance with best_key in ORDER BY distance, key::text (default
+ * collation, NULL keys last): the guard's order of near documents
+ */
+bool
+nearsim_nearer(int distance, const char *key, int best_distance, const char *best_key)
+{
+	if (distance != best_distance)
+		return distance < best_distance;
+	if (key == NULL || best_key == NULL)
+		return key != NULL && best_key == NULL;
+	return varstr_cmp(key, strlen(key), best_key, strlen(best_key), DEFAULT_COLLATION_OID) < 0;
+}
+
+/* nearsim_nearer against the nearest found so far */
+static inline bool
 nearer(int distance, const char *key, const Nearest *best)
 {
-	if (distance != best->distance)
-		return distance < best->distance;
-	if (key == NULL || best->key == NULL)
-		return key != NULL && best->key == NULL;
-	return varstr_cmp(key, strlen(key), best->key, strlen(best->key),
-					  DEFAULT_COLLATION_OID) < 0;
+	return nearsim_nearer(distance, key, best->distance, best->key);
 }
 
 /* The first `width` bits of a fingerprint's band starting at bit shift */
@@ -266,7 +276,7 @@ consider(StoredSearch *search, int b, int q, int64 key, ItemPointer tid)
 	value = slot_getattr(search->slot, search->key_attnum, &isnull);
 	if (!isnull)
 		key_text = OidOutputFunctionCall(search->output, value);
-	if ((same_key(key_text, batch->keys[q]) ||
+	if ((nearsim_same_key(key_text, batch->keys[q]) ||
 		 !add_stored(&search->stored[q], batch, search->by_key, distance, key_text)) &&
 		key_text != NULL)
 		pfree(key_text);
@@ -476,7 +486,7 @@ consider_earlier(const Batch *batch, const bool *current, int i, int j, int dist
 				 Nearest *nearest)
 {
 	if (distance > batch->max_distance || !current[i] ||
-		same_key(batch->keys[i], batch->keys[j]) || !nearer(distance, batch->keys[i], nearest))
+		nearsim_same_key(batch->keys[i], batch->keys[j]) || !nearer(distance, batch->keys[i], nearest))
 		return;
 	nearest->distance = distance;
 	nearest->key = batch->keys[i];

@@ -15,8 +15,6 @@
 #include "miscadmin.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
-#include "catalog/pg_collation.h"
-#include "utils/varlena.h"
 #include "utils/guc.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
@@ -234,29 +232,6 @@ within_radius(const Guard *guard, const char *ext, Relation rel)
 					ext, ext, quote_identifier(guard->hash_column), key, key);
 }
 
-/* Whether two keys as text (NULL: none) differ, as IS DISTINCT FROM */
-static bool
-keys_differ(const char *a, const char *b)
-{
-	if (a == NULL || b == NULL)
-		return (a == NULL) != (b == NULL);
-	return strcmp(a, b) != 0;
-}
-
-/* Order of the guard's ORDER BY distance, key::text (NULL keys last) */
-static bool
-nearer(int distance, const char *key, const NearDuplicate *best)
-{
-	if (best->key == NULL && best->distance < 0)
-		return true;
-	if (distance != best->distance)
-		return distance < best->distance;
-	if (key == NULL || best->key == NULL)
-		return key != NULL;
-	return varstr_cmp(key, strlen(key), best->key, strlen(best->key),
-					  DEFAULT_COLLATION_OID) < 0;
-}
-
 /*
  * The guard's search by bits alone, read from the table's rotation index
  * in this backend, as a new statement would read it: a new snapshot at
@@ -276,7 +251,7 @@ find_near_by_index(const Guard *guard, Relation rel, int64 fingerprint, const ch
 	RotationSearch *search;
 	TupleTableSlot *slot;
 	int			distance;
-	NearDuplicate best = {NULL, -1, NAN};
+	NearDuplicate best = {NULL, FINGERPRINT_BITS + 1, NAN};	/* none yet */
 	Oid			output;
 	bool		varlena;
 
@@ -317,9 +292,9 @@ find_near_by_index(const Guard *guard, Relation rel, int64 fingerprint, const ch
 			key_text = OidOutputFunctionCall(output, key);
 			nearsim_end_as_owner(&saved);
 		}
-		if (!keys_differ(key_text, new_key) || !keys_differ(key_text, old_key))
+		if (nearsim_same_key(key_text, new_key) || nearsim_same_key(key_text, old_key))
 			continue;
-		if (nearer(distance, key_text, &best))
+		if (nearsim_nearer(distance, key_text, best.distance, best.key))
 		{
 			best.key = key_text;
 			best.distance = distance;
@@ -328,7 +303,7 @@ find_near_by_index(const Guard *guard, Relation rel, int64 fingerprint, const ch
 	nearsim_search_end(search);
 	ExecDropSingleTupleTableSlot(slot);
 	PopActiveSnapshot();
-	if (best.distance < 0)
+	if (best.distance > guard->max_distance)
 		return false;
 	*found = best;
 	return true;

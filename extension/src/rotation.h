@@ -147,6 +147,10 @@ typedef struct RotationSearch RotationSearch;
 
 /* search.c: the complete bands of the rotation index of a column; an error without */
 extern int	nearsim_find_bands(Relation table, AttrNumber attnum, RotationBand *bands);
+/* batch.c: the guard's order of near documents, keys as text (NULL: none) */
+extern bool nearsim_same_key(const char *a, const char *b);
+extern bool nearsim_nearer(int distance, const char *key, int best_distance,
+						   const char *best_key);
 /* search.c: keeps the tuple ids of rows the caller's own query sees (row-level security) */
 extern int	nearsim_visible_to_caller(Relation table, ItemPointerData *tids, int count);
 
