@@ -4,15 +4,17 @@ quotes its original found by containment."""
 
 from __future__ import annotations
 
-import importlib.util
 import io
 import json
 import mailbox
+import sys
 import uuid
+from datetime import UTC, datetime
 from email.message import EmailMessage
 from pathlib import Path
 
 import docx
+import msgforge
 import psycopg
 import pytest
 from click.testing import CliRunner, Result
@@ -288,15 +290,101 @@ def test_headers_are_kept_in_the_fields_of_the_loaders_own_table(
     assert attachment["subject"] == rows[eml]["subject"]
 
 
+def outlook(sender: tuple[str, str], subject: str, body: str, attachments: bool) -> bytes:
+    """An Outlook message as Outlook saves one (MS-OXMSG in a compound file)."""
+    mail = msgforge.Message(subject=subject, text_body=body, sender=sender,
+                            to=[("bob@example.com", "Bob Martin")],
+                            cc=[("legal@example.com", "Legal")],
+                            sent=datetime(2025, 1, 6, 9, 0, tzinfo=UTC))  # fmt: skip
+    if attachments:
+        mail.attach_bytes("contract.docx", word_file(ORIGINAL))
+        mail.attach_bytes("contract.pdf", pdf_file(ORIGINAL))
+        mail.attach_bytes("logo.png", b"\x89PNG\r\n\x1a\n" + bytes(64))  # an image: passed over
+        mail.attach_bytes("prices.html",
+                          "<html><body><p>Price list: 12 € per crate</p></body></html>".encode())
+        mail.attach_bytes("notes.txt",
+                          "Notes on the contract: café, Zürich – “urgent”.".encode("cp1252"))
+    return mail.as_bytes()
+
+
+def outlook_reply(attachments: bool = False) -> bytes:
+    quoted = "\n".join("> " + line for line in ORIGINAL.split(". "))
+    return outlook(("bob@example.com", "Bob Martin"), "Re: Supply contract – revised",
+                   f"{REPLY}\n\nOn Mon, 6 Jan 2025, Alice Durand wrote:\n{quoted}\n", attachments)
+
+
+def test_an_outlook_msg_is_its_body_and_its_attachments_with_their_headers(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "thread.msg").write_bytes(outlook_reply(attachments=True))
+    stored = (tmp_path / "thread.msg").read_bytes()
+    assert "stays at 12 € per".encode("utf-16-le") in stored  # Outlook's texts are UTF-16
+    assert "stays at 12 € per".encode() not in stored
+    fields = ("from", "to", "cc", "date", "subject", "attachment", "message")
+    inputs = list(iter_inputs([str(tmp_path)], SourceOptions(fields=fields)))
+    assert all(isinstance(item, RecordInput) for item in inputs), inputs
+    by_key = {item.key: read(item) for item in inputs if isinstance(item, RecordInput)}
+    msg = str(tmp_path / "thread.msg")
+    assert list(by_key) == [msg, f"{msg}#1:contract.docx", f"{msg}#2:contract.pdf",
+                            f"{msg}#4:prices.html",
+                            f"{msg}#5:notes.txt"]  # fmt: skip
+    body = by_key[msg]
+    assert body.text.startswith(REPLY) and "> The unit price stays at 12 € per crate" in body.text
+    assert (body.encoding, body.fields[4], body.fields[5:]) == (
+        "utf-16", "Re: Supply contract – revised", (None, None))
+    assert "bob@example.com" in body.fields[0] and "Bob Martin" in body.fields[1]
+    assert "legal@example.com" in body.fields[2]
+    assert body.fields[3] == "2025-01-06T09:00:00+00:00"
+    assert by_key[f"{msg}#1:contract.docx"].text.split() == ORIGINAL.replace(". ", "\n").split()
+    assert by_key[f"{msg}#1:contract.docx"].fields[-2:] == ("contract.docx", msg)
+    assert by_key[f"{msg}#1:contract.docx"].fields[4] == body.fields[4]
+    assert by_key[f"{msg}#2:contract.pdf"].text.split() == ORIGINAL.replace("€", "EUR").split()
+    assert by_key[f"{msg}#4:prices.html"].text == "Price list: 12 € per crate"
+    notes = by_key[f"{msg}#5:notes.txt"]
+    assert (notes.text, notes.encoding) == ("Notes on the contract: café, Zürich – “urgent”.",
+                                            "cp1252")  # fmt: skip
+    names = [named.name for named in named_documents(msg, max_bytes=LIMIT)]
+    assert names == list(by_key)
+    assert text_of(f"{msg}#4:prices.html") == "Price list: 12 € per crate"
+
+
+def test_an_outlook_reply_quoting_an_eml_original_is_found_by_containment(
+    database: str, tmp_path: Path
+) -> None:
+    (tmp_path / "original.eml").write_bytes(bytes(original()))
+    (tmp_path / "reply.msg").write_bytes(outlook_reply())
+    loaded = run("load", str(tmp_path), "--dsn", database, "--table", "outlook_thread",
+                 "--create", "--quiet", "--json")
+    summary = json.loads(loaded.stdout)
+    assert (loaded.exit_code, summary["loaded"]) == (0, 2), loaded.output
+    assert summary["encodings"][str(tmp_path / "reply.msg")] == "utf-16"
+    found = run("pairs", "--dsn", database, "--table", "outlook_thread", "--measure",
+                "containment", "-s", "0.9", "--json")
+    assert [sorted((pair["a"], pair["b"])) for pair in json.loads(found.stdout)] == [
+        [str(tmp_path / "original.eml"), str(tmp_path / "reply.msg")]]
+
+
 def test_a_file_named_msg_that_is_not_outlook_mail_is_refused(tmp_path: Path) -> None:
-    # extract-msg reads .msg files but cannot write one: only its refusal of a
-    # file that is not one is tested here.
     (tmp_path / "note.msg").write_bytes(b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + bytes(600))
     [(name, read, _)] = named_documents(str(tmp_path / "note.msg"), max_bytes=LIMIT)
-    installed = importlib.util.find_spec("extract_msg") is not None  # the msg extra
     assert isinstance(read, InputError), read
-    assert read.reason == ("corrupt-mail" if installed else "needs-package"), read.message
-    assert name == str(tmp_path / "note.msg")
+    assert (name, read.reason) == (str(tmp_path / "note.msg"), "corrupt-mail"), read.message
+    (tmp_path / "cut.msg").write_bytes(outlook_reply(attachments=True)[:3000])
+    [(name, read, _)] = named_documents(str(tmp_path / "cut.msg"), max_bytes=LIMIT)
+    assert isinstance(read, InputError), read
+    assert (name, read.reason) == (str(tmp_path / "cut.msg"), "corrupt-mail"), read.message
+    assert "\n" not in read.message
+
+
+def test_outlook_mail_without_extract_msg_is_a_failure_that_says_what_to_install(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "extract_msg", None)  # the msg extra not installed
+    (tmp_path / "reply.msg").write_bytes(outlook_reply())
+    [(name, read, _)] = named_documents(str(tmp_path / "reply.msg"), max_bytes=LIMIT)
+    assert isinstance(read, InputError), read
+    assert (name, read.reason) == (str(tmp_path / "reply.msg"), "needs-package")
+    assert "pip install 'nearsim[msg]'" in read.message
 
 
 def test_attachments_are_read_by_the_loader_and_a_bad_one_fails_alone(
