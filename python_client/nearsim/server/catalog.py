@@ -62,7 +62,7 @@ def table(session: Session, tbl: str | None, registered: Registration | None = N
         " EXISTS (SELECT FROM pg_catalog.pg_constraint k WHERE k.conrelid = c.oid"
         " AND k.contype = 'p' AND k.condeferrable) AS deferrable_key"
         " FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
-        f" WHERE c.oid = {session.literal(tbl)}::pg_catalog.regclass"
+        " WHERE c.oid = $1::pg_catalog.regclass", tbl
     )
     qualified = f"{session.ident(facts['nspname'])}.{session.ident(facts['relname'])}"
     if facts["relkind"] != "r":
@@ -115,8 +115,8 @@ def column_type(session: Session, of: Table, column: str) -> str | None:
     rows = session.execute(
         "SELECT pg_catalog.format_type(a.atttypid, NULL) AS type, a.attgenerated <> ''"
         " AS generated FROM pg_catalog.pg_attribute a"
-        f" WHERE a.attrelid = {of.oid} AND a.attname = {session.literal(column)}"
-        " AND a.attnum > 0 AND NOT a.attisdropped"
+        f" WHERE a.attrelid = {of.oid} AND a.attname = $1::pg_catalog.name"
+        " AND a.attnum > 0 AND NOT a.attisdropped", column
     )
     if rows and rows[0]["generated"]:
         session.fail(f"column {session.ident(column)} of table {of.qualified} is a generated"
@@ -136,8 +136,7 @@ def lookup(session: Session, tbl: str | None, strict: bool = True) -> Enabled:
     """
     session.require(tbl, "the table")
     rows = session.execute(
-        f"SELECT * FROM {session.registry}"
-        f" WHERE tbl = {session.literal(tbl)}::pg_catalog.regclass"
+        f"SELECT * FROM {session.registry} WHERE tbl = $1::pg_catalog.regclass", tbl
     )
     if not rows:
         session.fail(f"table {tbl} is not enabled for nearsim",
@@ -212,9 +211,8 @@ def rotation_indexes(session: Session, enabled: Enabled) -> list[RotationIndex]:
         " AS access_method, r.valid"
         f" FROM {session.ext}.nearsim_rotation_indexes("
         f"{enabled.table.oid}::pg_catalog.oid::pg_catalog.regclass) AS r"
-        " WHERE r.fingerprint_column OPERATOR(pg_catalog.=)"
-        f" {session.literal(enabled.registration.hash_column)}::pg_catalog.name"
-        " ORDER BY r.shift, r.index::pg_catalog.text")
+        " WHERE r.fingerprint_column OPERATOR(pg_catalog.=) $1::pg_catalog.name"
+        " ORDER BY r.shift, r.index::pg_catalog.text", enabled.registration.hash_column)
     return [RotationIndex(r["name"], int(r["shift"]), r["access_method"], bool(r["valid"]))
             for r in rows]
 
@@ -237,7 +235,7 @@ def as_owner(session: Session, of: Table) -> Iterator[None]:
     owner's privileges.
     """
     allowed = session.one(
-        f"SELECT pg_catalog.pg_has_role({session.literal(of.owner)}, 'USAGE') AS ok")["ok"]
+        "SELECT pg_catalog.pg_has_role($1::pg_catalog.name, 'USAGE') AS ok", of.owner)["ok"]
     if not allowed:
         session.fail(f"must be owner of table {of.qualified}",
                      detail=f"{of.qualified} is owned by {of.owner}.", sqlstate="42501")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import ctypes
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from functools import cached_property
 from typing import Any, NoReturn, Protocol
@@ -13,12 +13,17 @@ from typing import Any, NoReturn, Protocol
 from ..core import interrupts
 from ..core.registry import EXTENSION_SCHEMA_QUERY, REGISTRY
 
+# The values of a query's parameters $1, $2, ...: each is passed as text (or
+# NULL), or a list of them as text[], and the query casts it to the type it
+# needs ($1::pg_catalog.regclass).
+Arguments = Sequence[str | list[str | None] | None]
+
 
 class Database(Protocol):
     """What the server code needs from ``plpy``."""
 
-    def execute(self, query: str) -> Any: ...
-    def cursor(self, query: str) -> Any: ...
+    def execute(self, query: str, arguments: Arguments = ()) -> Any: ...
+    def cursor(self, query: str, arguments: Arguments = ()) -> Any: ...
     def quote_ident(self, name: str) -> str: ...
     def quote_literal(self, value: str) -> str: ...
     def notice(self, message: str) -> None: ...
@@ -33,11 +38,20 @@ class Plpy:
     def __init__(self, plpy: Any) -> None:
         self._plpy = plpy
 
-    def execute(self, query: str) -> Any:
-        return self._plpy.execute(query)
+    def execute(self, query: str, arguments: Arguments = ()) -> Any:
+        if not arguments:
+            return self._plpy.execute(query)
+        return self._plpy.execute(self._prepare(query, arguments), list(arguments))
 
-    def cursor(self, query: str) -> Any:
-        return self._plpy.cursor(query)
+    def cursor(self, query: str, arguments: Arguments = ()) -> Any:
+        if not arguments:
+            return self._plpy.cursor(query)
+        return self._plpy.cursor(self._prepare(query, arguments), list(arguments))
+
+    def _prepare(self, query: str, arguments: Arguments) -> Any:
+        return self._plpy.prepare(query, [
+            "pg_catalog.text[]" if isinstance(value, list) else "pg_catalog.text"
+            for value in arguments])
 
     # plpy.quote_ident and plpy.quote_literal read their argument as UTF-8 and
     # give it back as if in the database's encoding: text that is not ASCII
@@ -97,17 +111,19 @@ class Session:
     def literal(self, value: object) -> str:
         return self.db.quote_literal(str(value))
 
-    def execute(self, query: str) -> Any:
-        return self.db.execute(query)
+    def execute(self, query: str, *arguments: object) -> Any:
+        """The rows of ``query``, whose parameters $1, $2, ... are ``arguments`` as text."""
+        return self.db.execute(query, _as_text(arguments))
 
-    def rows(self, query: str, batch: int = 10_000) -> Iterator[dict[str, Any]]:
+    def rows(self, query: str, *arguments: object, batch: int = 10_000
+             ) -> Iterator[dict[str, Any]]:
         """The rows of ``query``, read ``batch`` at a time.
 
         The first batch is read now, so an error of the query is raised
         here, with its SQLSTATE, not inside a generator, where PL/Python
         would hide it behind "error fetching next item from iterator".
         """
-        cursor = self.db.cursor(query)
+        cursor = self.db.cursor(query, _as_text(arguments))
         first = cursor.fetch(batch)
 
         def every() -> Iterator[dict[str, Any]]:
@@ -118,9 +134,9 @@ class Session:
 
         return every()
 
-    def one(self, query: str) -> dict[str, Any]:
+    def one(self, query: str, *arguments: object) -> dict[str, Any]:
         """The first row of ``query`` as a dict."""
-        rows = self.db.execute(query)
+        rows = self.db.execute(query, _as_text(arguments))
         return dict(rows[0])
 
     def notice(self, message: str) -> None:
@@ -162,14 +178,18 @@ class Session:
             self.acting = previous
 
     def run(self, statement: str) -> str | None:
-        """Run a statement as the owner; the first column of its first row."""
+        """Run a statement as the owner; the first column of its first row.
+
+        The statement is one text (``nearsim_as_owner`` runs it), so the
+        values in it are quoted literals (:meth:`literal`), as in the DDL the
+        server makes; queries run as the caller take parameters instead.
+        """
         if self.acting is None:
             raise RuntimeError("nearsim: a statement on a table runs as its owner")
         rows = self.db.execute(
             f"SELECT {self.ext}.nearsim_as_owner("
-            f"{self.acting}::pg_catalog.oid::pg_catalog.regclass,"
-            f" {self.literal(statement)}::pg_catalog.text)"
-            " AS result")
+            f"{self.acting}::pg_catalog.oid::pg_catalog.regclass, $1::pg_catalog.text)"
+            " AS result", [statement])
         result = rows[0]["result"]
         return None if result is None else str(result)
 
@@ -185,6 +205,19 @@ class Session:
             raise RuntimeError("nearsim: the query gave no row")
         row: dict[str, Any] = json.loads(result)
         return row
+
+
+def placeholders(count: int, cast: str, first: int = 1) -> str:
+    """``$first::cast, ...``: ``count`` parameters of a list such as ``ARRAY[...]``."""
+    return ", ".join(f"${number}::{cast}" for number in range(first, first + count))
+
+
+def _as_text(arguments: Sequence[object]) -> list[str | list[str | None] | None]:
+    """Each argument as text, and a list or tuple as a list of them (text[])."""
+    return [None if value is None
+            else [None if item is None else str(item) for item in value]
+            if isinstance(value, (list, tuple)) else str(value)
+            for value in arguments]
 
 
 # -- cancels and timeouts inside PL/Python --------------------------------------

@@ -34,7 +34,7 @@ import re
 from ..core.bands import band_start
 from ..core.registry import TYPED_FUNCTIONS, typed_function_names
 from .catalog import Enabled, rotation_indexes, simhash_sql, trigger_names
-from .database import Session
+from .database import Session, placeholders
 
 # The fingerprint triggers sort after the table's other BEFORE triggers.
 FINGERPRINT_TRIGGERS = {
@@ -370,14 +370,15 @@ def changed_functions(session: Session, enabled: Enabled) -> list[str]:
             if statement.startswith(f"CREATE FUNCTION {enabled.qualify(session, name)}("):
                 head, _, body = statement.partition(" AS $nearsim$")
                 expected[(name, _without_oids(body.removesuffix("$nearsim$")))] = PINNED in head
-    names = ", ".join(session.literal(name) for name in generated)
     found = session.execute(
         "SELECT p.oid::pg_catalog.regprocedure::pg_catalog.text AS signature, p.proname, p.prosrc,"
         " p.prosecdef, p.proconfig, p.proowner OPERATOR(pg_catalog.=) c.relowner AS owned"
         " FROM pg_catalog.pg_proc p, pg_catalog.pg_class c"
         f" WHERE c.oid OPERATOR(pg_catalog.=) {enabled.table.oid}::pg_catalog.oid"
         " AND p.pronamespace OPERATOR(pg_catalog.=) c.relnamespace"
-        f" AND p.proname OPERATOR(pg_catalog.=) ANY (ARRAY[{names}]::pg_catalog.name[])")
+        " AND p.proname OPERATOR(pg_catalog.=) ANY"
+        f" (ARRAY[{placeholders(len(generated), 'pg_catalog.name')}]::pg_catalog.name[])",
+        *generated)
     changed = []
     for row in found:
         pinned = expected.get((row["proname"], _without_oids(row["prosrc"])))

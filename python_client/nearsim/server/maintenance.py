@@ -27,7 +27,7 @@ from .catalog import (
     simhash_sql,
     table,
 )
-from .database import Session
+from .database import Session, placeholders
 
 
 def _bands(session: Session, bands: int) -> int:
@@ -81,12 +81,12 @@ def enable(session: Session, tbl: str, text_column: str, hash_column: str, bands
         if len(name.encode()) > MAX_IDENTIFIER:
             session.fail(f"name {session.ident(name)} is longer than {MAX_IDENTIFIER} bytes",
                          hint="Pass a shorter prefix => 'name'.", sqlstate="42622")
-    schema = session.literal(documents.schema)
     clash = session.execute(
         "SELECT p.proname AS name FROM pg_catalog.pg_proc p"
         " WHERE p.pronamespace = (SELECT n.oid FROM pg_catalog.pg_namespace n"
-        f" WHERE n.nspname = {schema})"
-        f" AND p.proname IN ({', '.join(session.literal(n) for n in every_name)})"
+        " WHERE n.nspname = $1::pg_catalog.name)"
+        f" AND p.proname IN ({placeholders(len(every_name), 'pg_catalog.name', first=2)})",
+        documents.schema, *every_name
     )
     if clash:
         session.fail(f"{session.ident(documents.schema)}.{session.ident(clash[0]['name'])}"
@@ -126,13 +126,12 @@ def _create(session: Session, documents: Table, text_column: str, hash_column: s
 def _register(session: Session, enabled: Enabled) -> None:
     """The registry row of the table: through nearsim_register, which links its objects."""
     reg = enabled.registration
-    arguments = ", ".join(
-        ("NULL" if getattr(reg, column) is None else session.literal(getattr(reg, column)))
-        + f"::pg_catalog.{kind}"
-        for column, kind in zip(_REGISTERED, _REGISTERED_TYPES, strict=True))
+    arguments = ", ".join(f"${number}::pg_catalog.{kind}"
+                          for number, kind in enumerate(_REGISTERED_TYPES, 1))
     session.execute(
         f"SELECT {session.ext}.nearsim_register("
-        f"{enabled.table.oid}::pg_catalog.oid::pg_catalog.regclass, {arguments})")
+        f"{enabled.table.oid}::pg_catalog.oid::pg_catalog.regclass, {arguments})",
+        *(getattr(reg, column) for column in _REGISTERED))
 
 
 _REGISTERED = ("key_column", "text_column", "hash_column", "bands", "profile", "bucket_table",
@@ -235,8 +234,8 @@ def breaks(session: Session, enabled: Enabled) -> list[str]:
         rows = session.execute(
             "SELECT pg_catalog.format_type(a.atttypid, NULL) AS type"
             " FROM pg_catalog.pg_attribute a"
-            f" WHERE a.attrelid = pg_catalog.to_regclass({session.literal(bucket)})"
-            " AND a.attname = 'key'")
+            " WHERE a.attrelid = pg_catalog.to_regclass($1::pg_catalog.text)"
+            " AND a.attname = 'key'", bucket)
         if not rows:
             found.append(f"bucket table {bucket} is gone")
         elif documents.key_type and rows[0]["type"] != documents.key_type.split(" COLLATE ")[0]:
@@ -387,8 +386,7 @@ def index_checks(session: Session, enabled: Enabled) -> dict[str, dict[str, Any]
         row = session.one(
             "SELECT c.entries, c.rows, c.missing, c.duplicated, c.wrong, c.dangling,"
             " c.sample::pg_catalog.text[] AS sample"
-            f" FROM {session.ext}.nearsim_check_index("
-            f"{session.literal(index.name)}::pg_catalog.regclass) AS c")
+            f" FROM {session.ext}.nearsim_check_index($1::pg_catalog.regclass) AS c", index.name)
         checks[index.name] = {name: (list(value) if name == "sample" else int(value))
                               for name, value in row.items()}
     return checks

@@ -176,10 +176,9 @@ def similar_verified(
         rows = session.execute(
             f"SELECT v.key, v.distance, v.similarity, v.short"
             f" FROM {session.ext}.nearsim_similar_verified("
-            f"{enabled.table.oid}::pg_catalog.oid::pg_catalog.regclass,"
-            f" {session.literal(query)}::pg_catalog.text,"
-            f" {float(min_similarity)!r}::pg_catalog.float8,"
-            f" {session.literal(measure)}::pg_catalog.text, {int(radius)}::pg_catalog.int4) AS v")
+            f"{enabled.table.oid}::pg_catalog.oid::pg_catalog.regclass, $1::pg_catalog.text,"
+            " $2::pg_catalog.float8, $3::pg_catalog.text, $4::pg_catalog.int4) AS v",
+            query, float(min_similarity), measure, int(radius))
         return [(r["key"], int(r["distance"]), r["similarity"], r["short"]) for r in rows]
     # Other measures, and tables that keep a bucket table from before 0.4.0
     # until nearsim_rebuild (every measure), are measured here.
@@ -189,9 +188,9 @@ def similar_verified(
                      hint="Measures s_r and containment take queries of any length.")
     asked = measures.Shingled(query)
     _notice_short_query(session, len(asked.shingles))
-    literal = f"{session.literal(query)}::pg_catalog.text"
     rows = session.execute(
-        f"SELECT c.key, c.body, c.distance FROM {_candidates(session, enabled, literal, radius)}")
+        f"SELECT c.key, c.body, c.distance FROM {_candidates(session, enabled, radius)}",
+        query, enabled.table.qualified, enabled.registration.hash_column)
     found = []
     for row in rows:
         candidate = measures.Shingled(row["body"] or "")
@@ -203,8 +202,9 @@ def similar_verified(
     return found
 
 
-def _candidates(session: Session, enabled: Enabled, query: str, radius: int) -> str:
-    """SQL ``(...) AS c``: key, text and distance of the rows within ``radius`` of ``query``.
+def _candidates(session: Session, enabled: Enabled, radius: int) -> str:
+    """SQL ``(...) AS c``: key, text and distance of the rows within ``radius`` of the
+    query text $1, of the table $2 (its name) by its fingerprint column $3.
 
     Through the rotation index (``nearsim_search``), read with the caller's
     rights, and never through the table's generated ``<prefix>_similar``:
@@ -216,11 +216,10 @@ def _candidates(session: Session, enabled: Enabled, query: str, radius: int) -> 
     ext = session.ext
     key, text = session.ident(table.key_column), session.ident(reg.text_column)
     fp = session.ident(reg.hash_column)
-    fingerprint = simhash_sql(session, query, reg.profile)
-    named = f"{session.literal(table.qualified)}::pg_catalog.regclass"
+    fingerprint = simhash_sql(session, "$1::pg_catalog.text", reg.profile)
     if reg.bucket_table is None:
-        within = (f"d.ctid OPERATOR(pg_catalog.=) ANY ({ext}.nearsim_search({named},"
-                  f" {session.literal(reg.hash_column)}::pg_catalog.name, q.si,"
+        within = (f"d.ctid OPERATOR(pg_catalog.=) ANY ({ext}.nearsim_search("
+                  "$2::pg_catalog.regclass, $3::pg_catalog.name, q.si,"
                   f" {int(radius)}::pg_catalog.int4))")
     else:
         # A table enabled before 0.4.0 keeps its bucket table until
@@ -281,14 +280,15 @@ def _verified_pieces(
     passed on as they are found, never all held."""
     key = session.ident(enabled.table.key_column)
     text = session.ident(enabled.registration.text_column)
+    key_type = enabled.table.key_type.split(" COLLATE ")[0]
     for first, second, distance in candidates:
         wanted = sorted({*first.tolist(), *second.tolist()})
         if not wanted:
             continue
-        listed = ", ".join(session.literal(keys[i]) for i in wanted)
         rows = session.execute(
             f"SELECT {key}::text AS key, {text}::text AS body FROM ONLY {enabled.table.qualified}"
-            f" WHERE {key} = ANY (ARRAY[{listed}]::{enabled.table.key_type}[])"
+            f" WHERE {key} = ANY ($1::pg_catalog.text[]::{key_type}[])",
+            [keys[i] for i in wanted]
         )
         texts = {}
         for row in rows:
@@ -315,11 +315,10 @@ def _resemblance_pairs(session: Session, enabled: Enabled,
     reg = enabled.registration
     rows = session.rows(
         f"SELECT a, b, distance, similarity, short FROM {session.ext}.nearsim_resemblance_pairs("
-        f"{session.literal(enabled.table.qualified)}::pg_catalog.regclass,"
-        f" {session.literal(enabled.table.key_column)}::pg_catalog.name,"
-        f" {session.literal(reg.text_column)}::pg_catalog.name,"
-        f" {session.literal(reg.hash_column)}::pg_catalog.name,"
-        f" {float(min_similarity)!r}::pg_catalog.float8)"
+        "$1::pg_catalog.regclass, $2::pg_catalog.name, $3::pg_catalog.name, $4::pg_catalog.name,"
+        " $5::pg_catalog.float8)",
+        enabled.table.qualified, enabled.table.key_column, reg.text_column, reg.hash_column,
+        float(min_similarity)
     )
     return ((r["a"], r["b"], r["distance"], r["similarity"], r["short"]) for r in rows)
 
