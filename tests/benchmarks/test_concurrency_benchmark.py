@@ -25,8 +25,16 @@ from benchmarks.docsets import UNIFORM, make_docset, make_queries, popcount, ran
 
 ROOT = Path(__file__).resolve().parents[2]
 
-needs_pgbench = pytest.mark.skipif(shutil.which(concurrency.PGBENCH) is None,
-                                   reason=f"no pgbench at {concurrency.PGBENCH}")
+
+
+@pytest.fixture(scope="module")
+def pgbench() -> str:
+    """pgbench: it comes with the server's package (postgresql-15, which ``make system``
+    installs), so that its absence fails the tests that need it rather than skip them."""
+    assert shutil.which(concurrency.PGBENCH), (
+        f"no pgbench at {concurrency.PGBENCH}: it comes with the package postgresql-15"
+        " (make system)")
+    return concurrency.PGBENCH
 
 
 def test_answers_list_the_rows_within_the_radius_and_the_nearest_by_distance_then_id() -> None:
@@ -62,7 +70,7 @@ def test_pgbench_figures_are_read_from_its_report_and_a_missing_one_is_an_error(
 
 
 @pytest.fixture
-def bench(database: str, tmp_path: Path) -> Iterator[concurrency.Bench]:
+def bench(database: str, pgbench: str, tmp_path: Path) -> Iterator[concurrency.Bench]:
     """A Bench over 3,000 uniform documents and 8 queries (no HNSW), in a scratch schema."""
     conn = common.connect(database)
     common.prepare_session(conn)
@@ -73,14 +81,12 @@ def bench(database: str, tmp_path: Path) -> Iterator[concurrency.Bench]:
         values = random_fingerprints(rng, 3000)
         docset = make_docset(conn, schema, UNIFORM, values, make_queries(rng, values, 8),
                              "random")
-        yield concurrency.Bench(conn, database, schema, docset, concurrency.PGBENCH, 2.0,
-                                tmp_path)
+        yield concurrency.Bench(conn, database, schema, docset, pgbench, 2.0, tmp_path)
     finally:
         conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
         conn.close()
 
 
-@needs_pgbench
 def test_a_wrong_answer_stops_the_run_and_names_the_query(bench: concurrency.Bench) -> None:
     answers = concurrency.exact_answers(bench.docset.fingerprints, bench.docset.queries)
     answers.within[2] = "1:0"  # not what the table holds for query 3
@@ -91,7 +97,6 @@ def test_a_wrong_answer_stops_the_run_and_names_the_query(bench: concurrency.Ben
         bench.measure(radius, 1, 0)
 
 
-@needs_pgbench
 def test_answers_stay_exact_while_writers_insert_and_their_rows_go_afterwards(
         bench: concurrency.Bench) -> None:
     answers = concurrency.exact_answers(bench.docset.fingerprints, bench.docset.queries)
@@ -141,7 +146,6 @@ def test_the_page_says_how_busy_the_machine_was() -> None:
     assert concurrency.shared({}) == ""
 
 
-@needs_pgbench
 def test_only_the_writers_transactions_that_ended_while_the_searches_ran_are_counted(
         ) -> None:
     searches = [(100.5, 0.5), (101.0, 0.2), (102.0, 0.1)]  # from 100.0 to 102.0
@@ -199,23 +203,23 @@ def test_the_section_without_hnsw_says_so_and_keeps_the_ratios_to_one_client_and
     assert "| 4 writers, 400 rows/s asked | 3,000 | 800 |" in page
 
 
-def small_run(database: str, results: Path, *options: str) -> subprocess.CompletedProcess[str]:
+def small_run(database: str, pgbench: str, results: Path,
+              *options: str) -> subprocess.CompletedProcess[str]:
     """The benchmark over 3,000 documents and 10 queries, 1 s a run, writers at 400 rows/s."""
     return subprocess.run(
-        [sys.executable, "-m", "benchmarks.concurrency", "--dsn", database, "--rows", "3000",
-         "--queries", "10", "--seconds", "1", "--writer-rates", "400", "--results",
-         str(results), *options],
+        [sys.executable, "-m", "benchmarks.concurrency", "--dsn", database, "--pgbench", pgbench,
+         "--rows", "3000", "--queries", "10", "--seconds", "1", "--writer-rates", "400",
+         "--results", str(results), *options],
         capture_output=True, text=True, timeout=600, cwd=ROOT, check=False)
 
 
-@needs_pgbench
 def test_without_hnsw_every_nearsim_search_runs_checked_at_each_client_count(
-        database: str, tmp_path: Path) -> None:
+        database: str, pgbench: str, tmp_path: Path) -> None:
     vector = "SELECT 1 FROM pg_extension WHERE extname = 'vector'"
     with psycopg.connect(database, autocommit=True) as conn:
         conn.execute("DROP EXTENSION IF EXISTS vector")  # this module's database
     results = tmp_path / "concurrency.json"
-    done = small_run(database, results, "--clients", "1", "4", "16", "--without-hnsw")
+    done = small_run(database, pgbench, results, "--clients", "1", "4", "16", "--without-hnsw")
     assert done.returncode == 0, done.stderr
     with psycopg.connect(database) as conn:
         assert conn.execute(vector).fetchone() is None  # pgvector not needed, not touched
@@ -246,15 +250,14 @@ def test_without_hnsw_every_nearsim_search_runs_checked_at_each_client_count(
     assert "(alone)" in page
 
 
-@needs_pgbench
 def test_a_small_run_with_hnsw_checks_every_answer_and_writes_its_results(
-        database: str, tmp_path: Path) -> None:
+        database: str, pgbench: str, tmp_path: Path) -> None:
     with psycopg.connect(database) as conn:
         if conn.execute("SELECT 1 FROM pg_available_extensions WHERE name = 'vector'"
                         ).fetchone() is None:
             pytest.skip("pgvector is not installed in the test server")
     results = tmp_path / "concurrency.json"
-    done = small_run(database, results, "--clients", "1", "2", "--ef-search", "40")
+    done = small_run(database, pgbench, results, "--clients", "1", "2", "--ef-search", "40")
     assert done.returncode == 0, done.stderr
     assert "every nearsim answer equal to numpy's" in done.stdout
     data = json.loads(results.read_text(encoding="utf-8"))
