@@ -124,12 +124,13 @@ bench-hnsw: database
 # answer checked (benchmarks/concurrency.py).  CONCURRENCY_ROWS documents
 # (10 million by default: hours on 2 cores, most of it building HNSW, and
 # about 6 GB of disk; CONCURRENCY_ROWS=1000000 took 26 minutes on a busy machine).
-# Needs pgbench and pgvector.
+# Needs pgbench and pgvector; CONCURRENCY_OPTIONS=--without-hnsw measures nearsim alone.
 CONCURRENCY_ROWS ?= 10000000
+CONCURRENCY_OPTIONS ?=
 bench-concurrency: database
 	mkdir -p $(BENCH_RESULTS)
 	$(VENV_PYTHON) -m benchmarks.concurrency --dsn "$(DSN)" --rows $(CONCURRENCY_ROWS) \
-		--results $(BENCH_RESULTS)/concurrency.json
+		--results $(BENCH_RESULTS)/concurrency.json $(CONCURRENCY_OPTIONS)
 	if [ -f $(BENCH_RESULTS)/run.json ]; then \
 		$(VENV_PYTHON) -m benchmarks.docs $(BENCH_RESULTS) docs; fi
 

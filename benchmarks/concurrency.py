@@ -37,12 +37,18 @@ inserts are slow).  The run ends
 with ``nearsim_verify`` of the table (its rotation indexes against its rows).
 
 Ratios are against baselines of the same run: nearsim's searches per second
-against HNSW's at the same clients and load, and each search with writers
-against itself alone.
+against HNSW's at the same clients and load, each search with writers
+against itself alone, and alone against 1 client.
+
+pgvector is not a dependency of nearsim: without it the run stops, saying so.
+``--without-hnsw`` measures nearsim's half alone (every search, client count
+and load, every answer checked) and leaves HNSW out: no pgvector needed, no
+HNSW rows, and the output, the results file (``hnsw_left_out``) and the
+section written from it say so.
 
 Usage: ``python -m benchmarks.concurrency --dsn DSN [--rows N] [--queries N]
-[--seconds S] [--clients N ...] [--writer-rates R ...] [--ef-search N ...]
-[--pgbench PATH] [--results FILE]``.
+[--seconds S] [--clients N ...] [--writer-rates R ...] [--ef-search N ... |
+--without-hnsw] [--pgbench PATH] [--results FILE]``.
 """
 
 from __future__ import annotations
@@ -106,6 +112,8 @@ EF_SEARCH = (40, 400)  # 40: pgvector's default
 RADIUS = 6
 WANTED = 10
 PGBENCH = "/usr/lib/postgresql/15/bin/pgbench"
+WITHOUT_HNSW = ("left out (--without-hnsw): nearsim's searches only, with no comparison with"
+                " pgvector's HNSW")
 
 RADIUS_SEARCH = f"WHERE hamming(si, q) <= {RADIUS}"
 NEAREST_SEARCH = f"ORDER BY hamming(si, q), id LIMIT {WANTED}"
@@ -143,6 +151,8 @@ class Run:
     scored: int  # searches whose score was recorded (every FLUSH per client)
     score: float  # mean: 1.0 = every answer exact (nearsim), or the recall (HNSW)
     writer_rows_per_second: float = 0.0
+    writer_rows: int = 0  # rows the writers inserted in the run
+    writer_rows_during: int = 0  # of which in transactions ended while the searches ran
 
 
 @dataclass(frozen=True)
@@ -214,16 +224,29 @@ def pgbench_figures(output: str) -> dict[str, float]:
     return figures
 
 
-def logged_latencies(directory: Path, prefix: str) -> list[float]:
-    """Milliseconds of every transaction in pgbench's per-transaction logs (``--log``)."""
-    latencies = []
+def logged_transactions(directory: Path, prefix: str) -> list[tuple[float, float]]:
+    """(end, seconds) of every transaction in pgbench's per-transaction logs (``--log``):
+    when it ended (seconds since the epoch) and how long it took."""
+    transactions = []
     for path in sorted(directory.glob(f"{prefix}.*")):
         with path.open(encoding="utf-8") as log:
             for line in log:
                 fields = line.split()
-                if len(fields) >= 3 and fields[2].isdigit():
-                    latencies.append(int(fields[2]) / 1000)
-    return latencies
+                if len(fields) >= 6 and all(f.isdigit() for f in (fields[2], *fields[4:6])):
+                    transactions.append((int(fields[4]) + int(fields[5]) / 1e6,
+                                         int(fields[2]) / 1e6))
+    return transactions
+
+
+def ended_within(transactions: Sequence[tuple[float, float]],
+                 span: Sequence[tuple[float, float]]) -> int:
+    """How many of ``transactions`` ended between the start of the first of ``span`` and
+    the end of its last (both as :func:`logged_transactions` gives them)."""
+    if not span:
+        return 0
+    first = min(end - seconds for end, seconds in span)
+    last = max(end for end, _ in span)
+    return sum(1 for end, _ in transactions if first <= end <= last)
 
 
 class Bench:
@@ -292,9 +315,11 @@ class Bench:
         self.conn.execute(sql.SQL("CREATE SEQUENCE {}").format(self.batches))
         self.conn.execute(sql.SQL("ANALYZE {}").format(self.pool))
 
-    def prewarm(self) -> None:
+    def prewarm(self, hnsw: bool) -> None:
         prewarm_search(self.conn, self.schema, self.docset)
-        prewarm_table(self.conn, self.schema, self.text(sql.Identifier(self.schema, "bits_hnsw")))
+        if hnsw:
+            prewarm_table(self.conn, self.schema,
+                          self.text(sql.Identifier(self.schema, "bits_hnsw")))
         prewarm_table(self.conn, self.schema, self.text(self.queries))
 
     # --- the scripts ----------------------------------------------------------
@@ -377,6 +402,13 @@ class Bench:
         row = self.conn.execute(sql.SQL("SELECT count(*) FROM {}").format(table)).fetchone()
         return int(row[0]) if row else 0
 
+    def rows_after(self, search: Search, first: int) -> int:
+        """Rows of the table searched whose id is above ``first``: the writers' of a run."""
+        table = self.bits if search.system == "HNSW" else self.docset.table
+        row = self.conn.execute(sql.SQL("SELECT count(*) FROM {} WHERE id > %s").format(table),
+                                (first,)).fetchone()
+        return int(row[0]) if row else 0
+
     def measure(self, search: Search, clients: int, writer_rate: int) -> Run:
         """One pgbench run of ``search``; with ``writer_rate``, WRITERS writers load meanwhile."""
         self.conn.execute(sql.SQL("TRUNCATE {}, {}").format(self.scores, self.wrong))
@@ -393,7 +425,7 @@ class Bench:
             writer_file.write_text(self.writer_script(search, batch, first), encoding="utf-8")
             writers = subprocess.Popen(
                 self.pgbench_command(writer_file, WRITERS, self.seconds + 2,
-                                     rate=WRITER_TRANSACTIONS),
+                                     f"wlog{number}", rate=WRITER_TRANSACTIONS),
                 env=self.environment(None), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                 text=True)
             time.sleep(1)  # the writers are loading when the searches start
@@ -414,7 +446,8 @@ class Bench:
             raise BenchError(f"{search.name} at {clients} clients: {figures['failed']:.0f}"
                              " searches failed")
         self.check_answers(search, clients, writer_rate)
-        latencies = logged_latencies(self.directory, f"log{number}")
+        transactions = logged_transactions(self.directory, f"log{number}")
+        latencies = [seconds * 1000 for _, seconds in transactions]
         row = self.conn.execute(sql.SQL("SELECT coalesce(sum(searches), 0),"
                                         " coalesce(sum(score), 0) FROM {}").format(
             self.scores)).fetchone()
@@ -429,6 +462,9 @@ class Bench:
                 raise BenchError(f"the writers of {search.name} failed (exit"
                                  f" {writers.returncode}): {writer_err.strip()[-500:]}")
             run.writer_rows_per_second = pgbench_figures(writer_out)["tps"] * batch
+            run.writer_rows = self.rows_after(search, first)
+            run.writer_rows_during = batch * ended_within(
+                logged_transactions(self.directory, f"wlog{number}"), transactions)
             self.after_writers(search, batch)
         self.runs.append(run)
         return run
@@ -519,6 +555,14 @@ RUN_HEADER = ["search", "clients", "load", "rows", "searches/s", "p50 / p95 ms",
               "answers checked / recall", "writers' rows/s"]
 
 
+def run_header(runs: Sequence[Run]) -> list[str]:
+    """RUN_HEADER, without "recall" when no run searched HNSW."""
+    if any(r.system == "HNSW" for r in runs):
+        return RUN_HEADER
+    return [("answers checked" if name == "answers checked / recall" else name)
+            for name in RUN_HEADER]
+
+
 def shared(results: dict[str, Any]) -> str:
     """What else the machine ran: its load average at the start and the end of the run."""
     before, after = results.get("load_average") or (None, None)
@@ -537,17 +581,28 @@ def concurrency_section(results: dict[str, Any] | None) -> str:
     from .docs import table  # docs imports this module
 
     runs = [Run(**r) for r in results["runs"]]
+    left_out = results.get("hnsw_left_out")
+    if left_out:
+        against = f""". HNSW {left_out}; no pgvector index was
+built or searched, and the ratios are nearsim's own (with writers against alone, more
+clients against 1)"""
+        scored = ""
+    else:
+        against = f""", and pgvector {results["pgvector"]}'s HNSW index (`bit_hamming_ops`, built in
+{results["hnsw_build_seconds"]:.0f} s) over the same fingerprints as `bit(64)`
+(`--without-hnsw` measures nearsim's half alone, on a server without pgvector)"""
+        scored = """; HNSW's answers are scored
+there by recall (the share of the true 10 nearest in its 10 rows; a row as near as the true
+10th counts)"""
     return f"""Written by `{results["command"]}` ({results["seconds"]:.0f} s): one table of
 {count_rows(results["rows"])} documents (uniform fingerprints), enabled empty and filled by
-COPY, and pgvector {results["pgvector"]}'s HNSW index (`bit_hamming_ops`, built in
-{results["hnsw_build_seconds"]:.0f} s) over the same fingerprints as `bit(64)`. pgbench
+COPY{against}. pgbench
 (`-M prepared`, {results["run_seconds"]:.0f} s a run) picks one of {results["queries"]} query
 fingerprints per search (`\\set i random(1, N)` and a join on the query table; three in four
 are stored fingerprints with 1 to 3 bits flipped). Every answer of nearsim is compared in its
-statement with numpy's (a difference stops the run: none here); HNSW's answers are scored
-there by recall (the share of the true 10 nearest in its 10 rows; a row as near as the true
-10th counts). With writers, 4 more pgbench sessions INSERT new rows into the same table in 40
-transactions a second in all (`-R`), whose fingerprints are farther from every query than
+statement with numpy's (a difference stops the run: none here){scored}. With writers, 4
+more pgbench sessions INSERT new rows into the same table in 40 transactions a second in all
+(`-R`), whose fingerprints are farther from every query than
 its answers, so that the answers stay those numpy computed; "writers' rows/s" is the rate
 they reached, which falls short of the rate asked where inserts are slower than that.
 shared_buffers {results["shared_buffers"]}; nearsim {results["nearsim"]}, PostgreSQL
@@ -556,12 +611,29 @@ ends `nearsim_verify`-clean: {results["verify"]}.
 
 {table(["measurement", "value", "baseline", "ratio", "target", "met?"], results["summary"])}
 
-{table(RUN_HEADER, run_rows(runs))}"""
+{table(run_header(runs), run_rows(runs))}"""
+
+
+def pgvector_version(conn: Connection, extension: str = "vector") -> str:
+    """pgvector's version in this database, created if need be; a clear error when the
+    server has no such extension (``extension``: its name)."""
+    if conn.execute("SELECT 1 FROM pg_available_extensions WHERE name = %s", (extension,)
+                    ).fetchone() is None:
+        raise BenchError("pgvector is not installed in this server: build it from its"
+                         " source (https://github.com/pgvector/pgvector, 0.8 or newer) with"
+                         " this server's pg_config, install it, and run again (or run with"
+                         " --without-hnsw to measure nearsim's searches alone, with no"
+                         " comparison with HNSW)", status=2)
+    conn.execute(sql.SQL("CREATE EXTENSION IF NOT EXISTS {}").format(sql.Identifier(extension)))
+    installed = conn.execute("SELECT extversion FROM pg_extension WHERE extname = %s",
+                             (extension,)).fetchone()
+    return str(installed[0]) if installed else "?"
 
 
 def run(dsn: str, rows: int, queries: int, seconds: float, clients: Sequence[int],
         writer_rates: Sequence[int], ef_searches: Sequence[int], pgbench: str,
-        results_file: str | None, command: str) -> int:
+        results_file: str | None, command: str, hnsw: bool = True) -> int:
+    """The whole benchmark; with ``hnsw`` False, nearsim's searches only (--without-hnsw)."""
     started = time.perf_counter()
     load_before = load_average()
     if shutil.which(pgbench) is None:
@@ -571,20 +643,16 @@ def run(dsn: str, rows: int, queries: int, seconds: float, clients: Sequence[int
     schema = f"nearsim_concurrency_{os.getpid()}_{secrets.token_hex(3)}"
     with conn, tempfile.TemporaryDirectory(prefix="nearsim-concurrency-") as directory:
         version = prepare_session(conn)
-        if conn.execute("SELECT 1 FROM pg_available_extensions WHERE name = 'vector'"
-                        ).fetchone() is None:
-            raise BenchError("pgvector is not installed in this server: build it from its"
-                             " source (https://github.com/pgvector/pgvector, 0.8 or newer) with"
-                             " this server's pg_config, install it, and run again", status=2)
-        conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
-        installed = conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'"
-                                 ).fetchone()
-        pgvector = str(installed[0]) if installed else "?"
+        pgvector = pgvector_version(conn) if hnsw else None
         buffers = shared_buffers(conn)
         print(f"searches under concurrency: {count_rows(rows)} documents, {queries} queries,"
               f" clients {', '.join(map(str, clients))}, {seconds:g} s a run")
-        print(f"   nearsim {nearsim.__version__}; pgvector {pgvector}; PostgreSQL {version};"
-              f" {cpu_model()}, {os.cpu_count()} cores; shared_buffers {buffers}")
+        print(f"   nearsim {nearsim.__version__};"
+              + (f" pgvector {pgvector};" if pgvector else "")
+              + f" PostgreSQL {version}; {cpu_model()}, {os.cpu_count()} cores;"
+              f" shared_buffers {buffers}")
+        if not hnsw:
+            print(f"   HNSW {WITHOUT_HNSW}")
         conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
         try:
             rng = np.random.default_rng(SEED)
@@ -596,13 +664,15 @@ def run(dsn: str, rows: int, queries: int, seconds: float, clients: Sequence[int
             answers = exact_answers(fingerprints, chosen)
             bench = Bench(conn, dsn, schema, docset, pgbench, seconds, Path(directory))
             bench.load_queries(answers)
-            hnsw_seconds = bench.build_hnsw()
-            print(f"   HNSW built in {hnsw_seconds:.0f} s")
-            searches = bench.searches(ef_searches)
+            hnsw_seconds = None
+            if hnsw:
+                hnsw_seconds = bench.build_hnsw()
+                print(f"   HNSW built in {hnsw_seconds:.0f} s")
+            searches = bench.searches(ef_searches if hnsw else [])
             bench.load_pool(far_rows(rng, chosen, answers.farthest,
                                      pool_rows(seconds, len(clients), len(searches),
                                                writer_rates)))
-            bench.prewarm()
+            bench.prewarm(hnsw)
             for rate in (0, *writer_rates):
                 for count in clients:
                     for search in searches:
@@ -611,6 +681,7 @@ def run(dsn: str, rows: int, queries: int, seconds: float, clients: Sequence[int
                         print(f"   {search.name}, {count} client{plural}, {load_name(rate)}:"
                               f" {r.tps:,.0f}/s, p50 {r.p50_ms:.3g} ms"
                               + (f", writers {r.writer_rows_per_second:,.0f} rows/s"
+                                 f" ({r.writer_rows_during:,} rows while it searched)"
                                  if rate else ""))
             verified = conn.execute("SELECT ok, indexed FROM nearsim_verify(%s::regclass, false)",
                                     (docset.qualified,)).fetchone()
@@ -623,11 +694,12 @@ def run(dsn: str, rows: int, queries: int, seconds: float, clients: Sequence[int
             except psycopg.Error as error:
                 print(f"could not drop {schema}: {error}", file=sys.stderr)
     print()
-    print_table(RUN_HEADER, run_rows(bench.runs), "<>>>>>>>")
+    print_table(run_header(bench.runs), run_rows(bench.runs), "<>>>>>>>")
     summary = summary_rows(bench.runs)
     print()
-    wrap("Ratios: each search with writers against itself alone, alone against 1 client,"
-         " and nearsim's ORDER BY against HNSW's at the same clients and load.")
+    wrap("Ratios: each search with writers against itself alone, alone against 1 client"
+         + (", and nearsim's ORDER BY against HNSW's at the same clients and load." if hnsw
+            else "; none against HNSW, left out by --without-hnsw."))
     print()
     print_table(["measurement", "value", "baseline", "ratio", "target", "met?"], summary,
                 "<>>><<")
@@ -637,6 +709,7 @@ def run(dsn: str, rows: int, queries: int, seconds: float, clients: Sequence[int
         payload = {"command": command, "seconds": total, "rows": rows, "queries": queries,
                    "run_seconds": seconds, "hnsw_build_seconds": hnsw_seconds,
                    "nearsim": nearsim.__version__, "postgresql": version, "pgvector": pgvector,
+                   "hnsw_left_out": None if hnsw else WITHOUT_HNSW,
                    "shared_buffers": buffers,
                    "cpu": cpu_model(), "cores": os.cpu_count(),
                    "python": platform.python_version(), "verify": verify, "summary": summary,
@@ -658,7 +731,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--clients", type=int, nargs="+", default=list(CLIENTS), metavar="N")
     parser.add_argument("--writer-rates", type=int, nargs="*", default=list(WRITER_RATES),
                         metavar="ROWS_PER_S", help="rows per second asked of the 4 writers")
-    parser.add_argument("--ef-search", type=int, nargs="+", default=list(EF_SEARCH), metavar="N")
+    parser.add_argument("--ef-search", type=int, nargs="+", metavar="N",
+                        help=f"of HNSW's searches (default: {' '.join(map(str, EF_SEARCH))})")
+    parser.add_argument("--without-hnsw", action="store_true",
+                        help="measure nearsim's searches only: no pgvector, no HNSW rows")
     parser.add_argument("--pgbench", default=PGBENCH)
     parser.add_argument("--results", metavar="FILE")
     args = parser.parse_args(argv)
@@ -669,13 +745,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                      " --seconds at least 1")
     if args.writer_rates and min(args.writer_rates) < 1:
         parser.error("--writer-rates must be at least 1 row per second")
+    if args.without_hnsw and args.ef_search is not None:
+        parser.error("--ef-search is HNSW's: it has no use with --without-hnsw")
     command = "python -m benchmarks.concurrency " + " ".join(
         a for a in (argv if argv is not None else sys.argv[1:]) if a != args.dsn
         and not a.startswith("--dsn"))
     try:
         return run(args.dsn, args.rows, args.queries, args.seconds, args.clients,
-                   args.writer_rates, args.ef_search, args.pgbench, args.results,
-                   command.strip())
+                   args.writer_rates, args.ef_search or list(EF_SEARCH), args.pgbench,
+                   args.results, command.strip(), hnsw=not args.without_hnsw)
     except BenchError as error:
         print(f"benchmarks.concurrency: {error}", file=sys.stderr)
         return error.status

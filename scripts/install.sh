@@ -33,7 +33,7 @@ build_packages=(
   make gcc libxxhash-dev               # the C fingerprint hashes with xxHash
 )
 packages=(
-  "postgresql-$PG_MAJOR"              # server, initdb, pg_ctl
+  "postgresql-$PG_MAJOR"              # server, initdb, pg_ctl, pgbench
   "postgresql-plpython3-$PG_MAJOR"    # plpython3u
   python3-numpy python3-xxhash        # what the fingerprint needs in the server's Python
   python3-snowballstemmer python3-langdetect  # stemming and language detection of profiles

@@ -1,6 +1,8 @@
 """Searches under concurrency (benchmarks/concurrency.py): the answers it checks
 against, the writers' rows that cannot change them, the check that stops a run
-on a wrong answer, and a small run of the whole through pgbench."""
+on a wrong answer, and small runs of the whole through pgbench: nearsim's half
+alone (``--without-hnsw``, on any server), and with pgvector's HNSW where the
+server has pgvector."""
 
 from __future__ import annotations
 
@@ -17,14 +19,22 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from benchmarks import common, concurrency
+from benchmarks import common, concurrency, docs
 from benchmarks.common import BenchError
 from benchmarks.docsets import UNIFORM, make_docset, make_queries, popcount, random_fingerprints
 
 ROOT = Path(__file__).resolve().parents[2]
 
-needs_pgbench = pytest.mark.skipif(shutil.which(concurrency.PGBENCH) is None,
-                                   reason=f"no pgbench at {concurrency.PGBENCH}")
+
+
+@pytest.fixture(scope="module")
+def pgbench() -> str:
+    """pgbench: it comes with the server's package (postgresql-15, which ``make system``
+    installs), so that its absence fails the tests that need it rather than skip them."""
+    assert shutil.which(concurrency.PGBENCH), (
+        f"no pgbench at {concurrency.PGBENCH}: it comes with the package postgresql-15"
+        " (make system)")
+    return concurrency.PGBENCH
 
 
 def test_answers_list_the_rows_within_the_radius_and_the_nearest_by_distance_then_id() -> None:
@@ -60,7 +70,7 @@ def test_pgbench_figures_are_read_from_its_report_and_a_missing_one_is_an_error(
 
 
 @pytest.fixture
-def bench(database: str, tmp_path: Path) -> Iterator[concurrency.Bench]:
+def bench(database: str, pgbench: str, tmp_path: Path) -> Iterator[concurrency.Bench]:
     """A Bench over 3,000 uniform documents and 8 queries (no HNSW), in a scratch schema."""
     conn = common.connect(database)
     common.prepare_session(conn)
@@ -71,14 +81,12 @@ def bench(database: str, tmp_path: Path) -> Iterator[concurrency.Bench]:
         values = random_fingerprints(rng, 3000)
         docset = make_docset(conn, schema, UNIFORM, values, make_queries(rng, values, 8),
                              "random")
-        yield concurrency.Bench(conn, database, schema, docset, concurrency.PGBENCH, 2.0,
-                                tmp_path)
+        yield concurrency.Bench(conn, database, schema, docset, pgbench, 2.0, tmp_path)
     finally:
         conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
         conn.close()
 
 
-@needs_pgbench
 def test_a_wrong_answer_stops_the_run_and_names_the_query(bench: concurrency.Bench) -> None:
     answers = concurrency.exact_answers(bench.docset.fingerprints, bench.docset.queries)
     answers.within[2] = "1:0"  # not what the table holds for query 3
@@ -89,7 +97,6 @@ def test_a_wrong_answer_stops_the_run_and_names_the_query(bench: concurrency.Ben
         bench.measure(radius, 1, 0)
 
 
-@needs_pgbench
 def test_answers_stay_exact_while_writers_insert_and_their_rows_go_afterwards(
         bench: concurrency.Bench) -> None:
     answers = concurrency.exact_answers(bench.docset.fingerprints, bench.docset.queries)
@@ -100,6 +107,7 @@ def test_answers_stay_exact_while_writers_insert_and_their_rows_go_afterwards(
         run = bench.measure(search, 2, 2000)
         assert run.transactions > 0 and run.score == 1.0
         assert run.writer_rows_per_second > 0
+        assert 0 < run.writer_rows_during <= run.writer_rows  # written while it searched
         assert bench.table_rows(search) == bench.docset.rows  # the new rows deleted
     assert bench.next_id > bench.base  # the pool rows taken are not taken again
 
@@ -125,6 +133,8 @@ def test_the_section_shows_every_run_and_the_ratios() -> None:
     assert "`python -m benchmarks.concurrency --rows 1000000`" in page
     assert "| HNSW nearest, ef_search 40 | 4 | 4 writers, 100 rows/s asked |" in page
     assert "| 35 |" in page and "9,000 exact" in page
+    assert "| answers checked / recall |" in page
+    assert "(`--without-hnsw` measures nearsim's half alone, on a server without pgvector)" in page
     assert "No results" in concurrency.concurrency_section(None)
     assert "shared with other work" not in page  # no load average recorded
 
@@ -136,25 +146,126 @@ def test_the_page_says_how_busy_the_machine_was() -> None:
     assert concurrency.shared({}) == ""
 
 
-@needs_pgbench
-def test_a_small_run_checks_every_answer_and_writes_its_results(database: str,
-                                                                tmp_path: Path) -> None:
+def test_only_the_writers_transactions_that_ended_while_the_searches_ran_are_counted(
+        ) -> None:
+    searches = [(100.5, 0.5), (101.0, 0.2), (102.0, 0.1)]  # from 100.0 to 102.0
+    writers = [(99.9, 0.1), (100.0, 0.1), (101.5, 0.3), (102.0, 0.1), (102.1, 0.1)]
+    assert concurrency.ended_within(writers, searches) == 3
+    assert concurrency.ended_within(writers, []) == 0
+
+
+def test_pgbench_logs_give_when_each_transaction_ended_and_how_long_it_took(
+        tmp_path: Path) -> None:
+    (tmp_path / "log3.123").write_text("0 0 1500 0 1700000000 250000\n"
+                                       "1 0 2000 0 1700000001 5 12\n", encoding="utf-8")
+    (tmp_path / "log3.124").write_text("0 1 skipped 0 1700000002 0\n", encoding="utf-8")
+    (tmp_path / "log30.125").write_text("0 0 9 0 1700000003 0\n", encoding="utf-8")
+    logged = concurrency.logged_transactions(tmp_path, "log3")
+    assert [end for end, _ in logged] == pytest.approx([1700000000.25, 1700000001.000005])
+    assert [seconds for _, seconds in logged] == pytest.approx([0.0015, 0.002])
+
+
+def test_without_pgvector_the_run_stops_and_names_the_way_to_run_without_it(
+        database: str) -> None:
+    with psycopg.connect(database) as conn:
+        with pytest.raises(BenchError, match=r"pgvector is not installed in this server: .*"
+                           r" run with --without-hnsw to measure nearsim's searches alone") as e:
+            concurrency.pgvector_version(conn, "nearsim_no_such_extension")
+    assert e.value.status == 2
+
+
+def test_ef_search_is_refused_with_without_hnsw(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        concurrency.main(["--dsn", "dbname=x", "--without-hnsw", "--ef-search", "40"])
+    assert exit_.value.code == 2
+    assert "--ef-search is HNSW's: it has no use with --without-hnsw" in capsys.readouterr().err
+
+
+def test_the_section_without_hnsw_says_so_and_keeps_the_ratios_to_one_client_and_alone(
+        ) -> None:
+    runs = [concurrency.Run("nearsim radius", "nearsim", concurrency.RADIUS_SEARCH, clients,
+                            rate, 3000, tps, 0.2, 0.5, 900, 896, 1.0, writers)
+            for clients, rate, tps, writers in ((1, 0, 400.0, 0.0), (4, 0, 1000.0, 0.0),
+                                                (4, 400, 800.0, 390.0))]
+    summary = concurrency.summary_rows(runs)
+    assert [row[2:4] for row in summary] == [["400 (1 client)", "2.50"],
+                                             ["1,000 (alone)", "0.80"]]
+    page = concurrency.concurrency_section({
+        "command": "python -m benchmarks.concurrency --without-hnsw", "seconds": 60.0,
+        "rows": 3000, "queries": 10, "run_seconds": 1.0, "hnsw_build_seconds": None,
+        "pgvector": None, "hnsw_left_out": concurrency.WITHOUT_HNSW, "shared_buffers": "128MB",
+        "nearsim": "0.4.0", "postgresql": "15", "cpu": "cpu", "cores": 2,
+        "verify": "ok, 3,000 rows indexed", "summary": summary,
+        "runs": [run.__dict__ for run in runs]})
+    assert "HNSW left out (--without-hnsw): nearsim's searches only" in page
+    assert "pgvector None" not in page and "recall" not in page
+    assert "| answers checked | writers' rows/s |" in page
+    assert "| 4 writers, 400 rows/s asked | 3,000 | 800 |" in page
+
+
+def small_run(database: str, pgbench: str, results: Path,
+              *options: str) -> subprocess.CompletedProcess[str]:
+    """The benchmark over 3,000 documents and 10 queries, 1 s a run, writers at 400 rows/s."""
+    return subprocess.run(
+        [sys.executable, "-m", "benchmarks.concurrency", "--dsn", database, "--pgbench", pgbench,
+         "--rows", "3000", "--queries", "10", "--seconds", "1", "--writer-rates", "400",
+         "--results", str(results), *options],
+        capture_output=True, text=True, timeout=600, cwd=ROOT, check=False)
+
+
+def test_without_hnsw_every_nearsim_search_runs_checked_at_each_client_count(
+        database: str, pgbench: str, tmp_path: Path) -> None:
+    vector = "SELECT 1 FROM pg_extension WHERE extname = 'vector'"
+    with psycopg.connect(database, autocommit=True) as conn:
+        conn.execute("DROP EXTENSION IF EXISTS vector")  # this module's database
+    results = tmp_path / "concurrency.json"
+    done = small_run(database, pgbench, results, "--clients", "1", "4", "16", "--without-hnsw")
+    assert done.returncode == 0, done.stderr
+    with psycopg.connect(database) as conn:
+        assert conn.execute(vector).fetchone() is None  # pgvector not needed, not touched
+    assert "HNSW left out (--without-hnsw)" in done.stdout
+    assert "every nearsim answer equal to numpy's" in done.stdout  # a wrong one stops the run
+    data = json.loads(results.read_text(encoding="utf-8"))
+    assert "--without-hnsw" in data["hnsw_left_out"] and "--without-hnsw" in data["command"]
+    assert data["pgvector"] is None and data["hnsw_build_seconds"] is None
+    assert data["verify"].startswith("ok")
+    runs = data["runs"]
+    assert {(r["search"], r["clients"], r["writer_rate"]) for r in runs} == {
+        (search, clients, rate) for search in ("nearsim radius", "nearsim nearest")
+        for clients in (1, 4, 16) for rate in (0, 400)}
+    assert len(runs) == 12 and all(r["system"] == "nearsim" for r in runs)
+    assert all(r["tps"] > 0 and r["transactions"] > 0 for r in runs)
+    assert all(r["score"] == 1.0 for r in runs if r["scored"])
+    assert all(r["scored"] > 0 for r in runs if r["clients"] == 1)
+    assert all(abs(r["scored"] - r["transactions"]) <= r["clients"] and r["score"] == 1.0
+               for r in runs if r["question"] == concurrency.NEAREST_SEARCH)
+    with_writers = [r for r in runs if r["writer_rate"]]
+    assert all(r["writer_rows_per_second"] > 0 and 0 < r["writer_rows_during"] <= r["writer_rows"]
+               for r in with_writers)
+    assert all(r["table_rows"] == 3000 for r in runs)  # each run's new rows went afterwards
+    assert not any("HNSW" in cell for row in data["summary"] for cell in row)
+    page, loaded = docs.concurrency_page(tmp_path)
+    assert loaded == data
+    assert "HNSW left out (--without-hnsw)" in page and "(1 client)" in page
+    assert "(alone)" in page
+
+
+def test_a_small_run_with_hnsw_checks_every_answer_and_writes_its_results(
+        database: str, pgbench: str, tmp_path: Path) -> None:
     with psycopg.connect(database) as conn:
         if conn.execute("SELECT 1 FROM pg_available_extensions WHERE name = 'vector'"
                         ).fetchone() is None:
             pytest.skip("pgvector is not installed in the test server")
     results = tmp_path / "concurrency.json"
-    done = subprocess.run(
-        [sys.executable, "-m", "benchmarks.concurrency", "--dsn", database, "--rows", "3000",
-         "--queries", "10", "--seconds", "1", "--clients", "1", "2", "--writer-rates", "400",
-         "--ef-search", "40", "--results", str(results)],
-        capture_output=True, text=True, timeout=600, cwd=ROOT, check=False)
+    done = small_run(database, pgbench, results, "--clients", "1", "2", "--ef-search", "40")
     assert done.returncode == 0, done.stderr
     assert "every nearsim answer equal to numpy's" in done.stdout
     data = json.loads(results.read_text(encoding="utf-8"))
     assert len(data["runs"]) == 2 * 3 * 2  # clients x searches x loads
     assert data["verify"].startswith("ok")
+    assert data["hnsw_left_out"] is None and data["pgvector"]
     assert all(r["score"] == 1.0 for r in data["runs"] if r["system"] == "nearsim")
+    assert all(r["writer_rows_during"] > 0 for r in data["runs"] if r["writer_rate"])
     assert all(0 <= r["score"] <= 1 for r in data["runs"] if r["system"] == "HNSW")
     # every nearest-first answer is scored, however few a client gets
     assert all(abs(r["scored"] - r["transactions"]) <= r["clients"] for r in data["runs"]
