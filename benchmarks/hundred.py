@@ -32,9 +32,9 @@ answer against. Measured in the same run:
 - what the figures need: shared_buffers, the sizes read, the index blocks
   the searches read from outside shared_buffers, the machine's memory.
 
-nearsim_pairs reads every key and fingerprint of the table into the server's
-Python: about 300 bytes per document (30 GB at 100 million), so it is left out,
-with a note, when the machine has less memory available than that.  It
+nearsim_pairs holds every key and fingerprint of the table in the server (C):
+about 80 bytes per document (8 GB at 100 million), so it is left out, with a
+note, when the machine has less memory available than that.  It
 refuses to start when the data directory's file system has less free
 space than the run needs (about 200 bytes a document for the table and its
 indexes, and the WAL up to max_wal_size: 30 GB at 100 million with 8GB)
@@ -111,9 +111,9 @@ PAIRS_CHECKED = 100
 PLANTED_SHARE = 0.01  # of the documents: copies of an earlier one with 0-3 bits flipped
 PAIR_DISTANCE = 3
 NEAREST = 10
-# the server's memory for nearsim_pairs: the table's keys and fingerprints in
-# PL/Python and numpy (871 MB at 3 million documents)
-PAIRS_BYTES_PER_DOC = 300
+# the server's memory for nearsim_pairs: the table's keys and fingerprints and
+# the sorts of the search, in C (74 bytes a document at a million, bigint keys)
+PAIRS_BYTES_PER_DOC = 80
 # heap (60), primary key (23) and rotation indexes (91 at 3 million, more as
 # loaded into a larger table) per document; the plain table takes 80 a row
 DISK_BYTES_PER_DOC = 200
@@ -485,8 +485,9 @@ def needs(r: Result) -> str:
             + (f"nearsim_pairs was {r.pairs_skipped}." if r.pairs_skipped else
                f"nearsim_pairs held {r.pairs_peak_anonymous / MB:,.0f} MB of memory of its own"
                f" at its peak, {r.pairs_peak_anonymous / r.size:.0f} bytes per document: it"
-               " reads every key and fingerprint of the table into the server's Python"
-               " (numpy), so its memory grows with the table, not with the pairs."))
+               " holds every key and fingerprint of the table and sorts them (C), so its"
+               " memory grows with the table, and with the near pairs of distinct"
+               " fingerprints, not with the rows of pairs it sends."))
 
 
 def hundred_section(results: dict[str, Any] | None) -> str:

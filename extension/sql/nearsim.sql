@@ -478,21 +478,7 @@ CREATE FUNCTION nearsim_clusters_verified(tbl regclass, min_similarity double pr
 COMMENT ON FUNCTION nearsim_clusters_verified(regclass, double precision, text, integer, text, integer) IS
 'nearsim_clusters over the verified pairs of nearsim_pairs_verified: groups of documents at least min_similarity similar';
 
--- All pairs and clusters (PL/Python, nearsim.server.search)
-
-CREATE FUNCTION nearsim_pairs_python(tbl regclass, max_distance integer DEFAULT 6)
-	RETURNS TABLE (keys text[], first bytea, second bytea, distance bytea)
-	LANGUAGE plpython3u STABLE STRICT
-	SET search_path = pg_catalog, pg_temp
-	AS $python$
-#NEARSIM-IMPORT
-return functions.nearsim_pairs(plpy, tbl, max_distance)
-$python$;
-
-REVOKE ALL ON FUNCTION nearsim_pairs_python(regclass, integer) FROM PUBLIC;
-
-COMMENT ON FUNCTION nearsim_pairs_python(regclass, integer) IS
-'the PL/Python body of nearsim_pairs(regclass, integer): the keys of tbl, then its pairs as positions into them, packed; nearsim_pairs makes the rows';
+-- All pairs (C, src/pairs.c) and clusters (PL/Python, nearsim.server.search)
 
 CREATE FUNCTION nearsim_pairs(tbl regclass, max_distance integer DEFAULT 6)
 	RETURNS TABLE (a text, b text, distance integer)

@@ -505,7 +505,6 @@ for _wrapper, _function in (
          "nearsim_pairs_verified"),
         ("function nearsim_clusters_verified(regclass,double precision,text,integer,text,"
          "integer)", "nearsim_clusters_verified"),
-        ("function nearsim_pairs(regclass,integer)", "nearsim_pairs"),
         ("function nearsim_clusters(regclass,integer,text,integer)", "nearsim_clusters")):
     _statements = MATRIX[_wrapper].statements
     assert _statements is not None

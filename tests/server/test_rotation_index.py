@@ -6,6 +6,7 @@ import random
 import uuid
 from collections.abc import Iterable, Iterator
 
+import numpy as np
 import psycopg
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -14,6 +15,7 @@ from psycopg import sql
 
 import nearsim
 from nearsim.core.bands import default_bands
+from nearsim.core.pairs import all_pairs
 
 MIN64 = -(1 << 63)
 MAX64 = (1 << 63) - 1
@@ -802,6 +804,39 @@ def test_pairs_are_exactly_the_brute_force_pairs(conn: psycopg.Connection) -> No
     # keys are compared as keys, not as text: 9 < 10
     assert ("9", "10", hamming(fingerprints[9], fingerprints[10])) in conn.execute(
         "SELECT * FROM nearsim_pairs('docs', 64)").fetchall()
+
+
+def adversarial_fingerprints(seed: int) -> list[int]:
+    """Enough values for the search by blocks (not each with each): random ones,
+    ones confined to their low 24 bits (every other block equal), clusters of
+    near values, and runs of copies."""
+    rng = np.random.default_rng(seed)
+    random_values = rng.integers(-(1 << 63), (1 << 63) - 1, size=12_000, dtype=np.int64)
+    low = rng.integers(0, 1 << 24, size=4_000, dtype=np.int64)
+    centres = rng.integers(-(1 << 63), (1 << 63) - 1, size=300, dtype=np.int64)
+    clusters = [flip(int(c), rng.choice(64, size=int(rng.integers(0, 12)), replace=False).tolist())
+                for c in centres for _ in range(12)]
+    copies = [int(random_values[0])] * 300 + [int(low[0])] * 40
+    values = [*random_values.tolist(), *low.tolist(), *clusters, *copies]
+    rng.shuffle(values)
+    return values
+
+
+@pytest.mark.parametrize("k", [1, 3, 6, 11])
+def test_pairs_of_many_values_are_the_exact_pairs_in_key_order(conn: psycopg.Connection,
+                                                              k: int) -> None:
+    fingerprints = adversarial_fingerprints(k)
+    make_docs(conn, fingerprints)
+    found = conn.execute("SELECT a::int, b::int, distance FROM nearsim_pairs('docs', %s)",
+                         (k,)).fetchall()
+    # the numpy search of nearsim.core.pairs, itself checked against every pair
+    first, second, distance = all_pairs(np.array(fingerprints, dtype=np.int64), k)
+    assert found == list(zip(first.tolist(), second.tolist(), distance.tolist(), strict=True))
+    # and each with each on a part of them: the same pairs among its keys
+    part = fingerprints[:1500]
+    expected = [(i, j, hamming(a, b)) for i, a in enumerate(part) for j, b in enumerate(part)
+                if i < j and hamming(a, b) <= k]
+    assert [pair for pair in found if pair[1] < len(part)] == expected
 
 
 def test_pairs_of_many_pieces(conn: psycopg.Connection) -> None:

@@ -189,10 +189,6 @@ def nearsim_clusters_verified(plpy: Any, tbl: str, min_similarity: float, measur
                                          max_distance, method, min_size))
 
 
-def nearsim_pairs(plpy: Any, tbl: str, max_distance: int) -> Iterator[search.PairsPiece]:
-    return search.pairs(_session(plpy), tbl, max_distance)
-
-
 def nearsim_clusters(plpy: Any, tbl: str, max_distance: int, method: str,
                      min_size: int) -> Iterator[tuple[str, str, str | None]]:
     return search.clusters(_session(plpy), tbl, max_distance, method, min_size)

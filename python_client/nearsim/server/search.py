@@ -84,37 +84,6 @@ def named_groups(
     )
 
 
-# One piece of nearsim_pairs_python: the keys of the table first (the other
-# columns NULL), then pieces of pairs (keys NULL): positions into the keys
-# as int32 and distances as uint8, packed in the machine's byte order.
-PairsPiece = tuple[list[str] | None, bytes | None, bytes | None, bytes | None]
-
-
-def pairs(session: Session, tbl: str, max_distance: int) -> Iterator[PairsPiece]:
-    """``nearsim_pairs``: every pair within ``max_distance`` bits, packed for the C caller.
-
-    The C function ``nearsim_pairs`` makes the rows: tens of millions of
-    pairs (a corpus with thousands of identical documents) are made there
-    in seconds, where making each row in Python took minutes.
-    """
-    # Errors are raised here, not inside the generator, where PL/Python
-    # would hide them behind "error fetching next item from iterator".
-    check_distance(session, max_distance)
-    keys, sis = fingerprints(session, lookup(session, tbl))
-    try:
-        found = iter_pairs(sis, max_distance, max_pairs(session))
-    except LimitExceeded as error:
-        refuse(session, error, "nearsim_pairs")
-
-    def pieces() -> Iterator[PairsPiece]:
-        yield keys, None, None, None
-        for first, second, distance in found:
-            yield (None, first.astype(np.int32).tobytes(), second.astype(np.int32).tobytes(),
-                   distance.astype(np.uint8).tobytes())
-
-    return pieces()
-
-
 def clusters(session: Session, tbl: str, max_distance: int, method: str,
              min_size: int) -> Iterator[tuple[str, str, str | None]]:
     """``nearsim_clusters``: groups of near-duplicates within ``max_distance``."""
