@@ -2,13 +2,15 @@
 
 Worker processes read and extract the files (or check the records' texts),
 hash the text, compute its fingerprint and make its row in COPY's binary
-format; the main process streams the rows into one ``COPY`` per batch, one
-transaction per batch, while a thread walks the inputs ahead and looks up
-the stored content hashes of their keys.  A batch is all or nothing, so an
-interrupted run leaves only whole batches behind, and a rerun skips what is
-already there: a document whose key is stored with the same content hash is
-"unchanged" and is neither fingerprinted nor sent again; a stored key with
-another hash is updated (the batch is merged through a temporary table).
+format; the main process hands the rows to the writer
+(:class:`~nearsim.client.writers.BatchWriter`), which streams a batch of
+new keys into one ``COPY``, one transaction per batch, while a thread walks
+the inputs ahead and looks up the stored content hashes of their keys.  A
+batch is all or nothing, so an interrupted run leaves only whole batches
+behind, and a rerun skips what is already there: a document whose key is
+stored with the same content hash is "unchanged" and is neither
+fingerprinted nor sent again; a stored key with another hash is updated
+(the batch is merged through a temporary table).
 
 A key belongs to the file it was loaded from (:func:`~nearsim.client.sources.origin`):
 a stored key that came from another file is not replaced unless
@@ -35,13 +37,13 @@ import time
 from collections import Counter, deque
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
-from contextlib import ExitStack, contextmanager
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import IO, Any
 
 import psycopg
-from psycopg import pq, sql
+from psycopg import sql
 
 from ..core.fingerprint import PROFILE
 from ..core.profiles import Profile, ProfileError, canonical
@@ -65,8 +67,6 @@ from .listing import Chunk, Listing, chunks
 from .load_options import DEFAULT_MAX_BYTES, LoadOptions
 from .rows import (
     COLUMNS,
-    COPY_HEADER,
-    COPY_TRAILER,
     KEPT_COLUMNS,
     STAGED,
     Done,
@@ -90,9 +90,7 @@ from .sources import (
     iter_inputs,
     origin,
 )  # fmt: skip
-from .writers import BatchWriter, Written, copy_statement, taken_failure
-
-SEND_BYTES = 256 * 1024  # rows are sent to the server in pieces of about this size
+from .writers import BatchWriter, taken_failure
 
 QUEUED_TASKS_PER_WORKER = 16
 
@@ -190,12 +188,12 @@ def report_encodings(reporter: Reporter, asked: str, prepared: Iterable[Prepared
 class Loader:
     """Loads documents into one table (see the module docstring).
 
-    It schedules: the listing thread, the worker processes, the batches and
-    their transactions, the COPY streamed for new keys, Ctrl-C and the
-    summary.  Those share one run's state, which is why the class is longer
-    than 300 lines; what a worker makes of a document (.rows), a table of the
-    user's own (.layouts) and how a batch is written (.writers) are modules
-    of their own.
+    It schedules: the listing thread, the worker processes, the batches,
+    Ctrl-C and the summary.  Those share one run's state, which is why the
+    class is longer than 300 lines; what a worker makes of a document
+    (.rows), a table of the user's own (.layouts) and how a batch is written,
+    streamed or staged, with its transaction (.writers) are modules of their
+    own.
 
     ``read`` is the counter of record-file bytes that :func:`iter_inputs`
     was given for the inputs, so that the progress counts them.
@@ -223,17 +221,13 @@ class Loader:
         self.kept = False  # the loader's table keeps the records' other fields
         self.not_kept: str | None = None  # why it cannot, to say once
         self.nothing_stored = False
-        self.open_copy: tuple[ExitStack, psycopg.Copy] | None = None
-        self.unsent = bytearray()  # rows for the open COPY
-        self.merging = False
         self.batch: list[tuple[list[Prepared], bytes]] = []  # documents and their rows
         self.batch_count = 0
         self.batch_bytes = 0
-        self.settings: dict[str, str] = {}  # set in each batch's transaction
         # lookup_conn is shared by the listing thread and the repertoire
         self.lookup_lock = threading.RLock()
         self.repertoire = Repertoire(lookup_conn, self.lookup_lock)
-        self.writer = BatchWriter(conn, table, self.options, self._begin)
+        self.writer = BatchWriter(conn, table, self.options)
 
     def check(self) -> None:
         """Refuse tables this client cannot fill correctly."""
@@ -270,8 +264,8 @@ class Loader:
         # declares their profile instead of computing each again.  With
         # --server-side the loader's own statement computes them in the
         # server (or leaves them NULL for the trigger): once either way.
-        self.settings["nearsim.profile"] = profile
         self.options = self.writer.options = replace(self.options, profile=profile)
+        self.writer.user = self.user
         if self.user is None:
             self.not_kept = self.table.add_fields_column()
             self.kept = self.writer.kept = self.not_kept is None
@@ -313,7 +307,7 @@ class Loader:
         started = time.perf_counter()
         self.reporter.started()
         self.nothing_stored = self.user is None and self._is_empty()
-        self._raise_work_mem()
+        self.writer.raise_work_mem()
         workers = self.options.workers or os.cpu_count() or 1
         queued = workers * QUEUED_TASKS_PER_WORKER
         executor = ProcessPoolExecutor(workers, initializer=start_worker)
@@ -367,8 +361,7 @@ class Loader:
             # Cleaning up must end with the summary even if another Ctrl-C
             # comes meanwhile.
             try:
-                self._close_if_busy()
-                self._abandon_copy()  # after an error; _flush has closed it otherwise
+                self.writer.abandon()  # after an error; _flush has ended the batch otherwise
                 listing.close()
             except KeyboardInterrupt:
                 self.summary.interrupted = True
@@ -398,39 +391,6 @@ class Loader:
             self.table.identifier, sql.Identifier(self.user.key),
             sql.Identifier(self.user.fingerprint)))  # fmt: skip
         self.table.analyze_bucket_table()
-
-    def _raise_work_mem(self) -> None:
-        """Let the batch's transition table (whole rows, for the bucket trigger
-        of a table enabled before 0.4.0) stay in memory instead of spilling to
-        a temporary file; never lowered."""
-        registration = self.table.registration()
-        if registration is None or registration.bucket_table is None:
-            return
-        wanted = self.options.batch_bytes + 16 * 1024 * 1024
-        row = self.conn.execute(
-            "SELECT setting::bigint * 1024 FROM pg_catalog.pg_settings WHERE name = 'work_mem'"
-        ).fetchone()
-        if row is not None and row[0] < wanted:
-            self.settings["work_mem"] = f"{wanted // 1024}kB"
-
-    def _begin(self) -> ExitStack:
-        """A batch's transaction, with the loader's settings for it alone.
-
-        Settings last for the transaction (``set_config(..., true)``), never
-        for the session: behind a pooler in transaction mode (pgbouncer), the
-        server connection goes to another client after each transaction, and
-        a session setting would go with it (the next client's fingerprints
-        would be taken as declared).
-        """
-        stack = ExitStack()
-        stack.enter_context(self.conn.transaction())
-        if self.settings:
-            calls = sql.SQL(", ").join(
-                sql.SQL("pg_catalog.set_config({}, {}, true)").format(
-                    sql.Literal(name), sql.Literal(value))
-                for name, value in self.settings.items())
-            self.conn.execute(sql.SQL("SELECT {}").format(calls))  # one round trip
-        return stack
 
     def _is_empty(self) -> bool:
         row = self.lookup_conn.execute(
@@ -636,11 +596,6 @@ class Loader:
                            f" document from {source} is skipped"))  # fmt: skip
         return False
 
-    def _streams(self) -> bool:
-        """Whether the batch goes straight into the table by COPY (no staging table)."""
-        return (not self.options.server_side and not self.merging and self.user is None
-                and self.options.on_near_duplicate is None)
-
     def _add(self, documents: list[Prepared], rows: bytes) -> None:
         """Put documents in the batch, ending batches where they are full."""
         while documents:
@@ -651,55 +606,11 @@ class Loader:
             self.batch.append((taken, rows[:cut]))
             self.batch_count += len(taken)
             self.batch_bytes += sum(document.size for document in taken)
-            if self._streams():
-                self._stream(rows[:cut])
+            self.writer.send(rows[:cut])
             documents, rows = documents[len(taken):], rows[cut:]
             if (self.batch_count >= self.options.batch_rows
                     or self.batch_bytes >= self.options.batch_bytes):
                 self._flush()
-
-    def _stream(self, rows: bytes) -> None:
-        """Send rows in the batch's COPY, which the first ones open.
-
-        The server stores the rows while the workers prepare the next ones;
-        the COPY ends and commits when the batch is full.
-        """
-        try:
-            if self.open_copy is None:
-                stack = self._begin()
-                copy = stack.enter_context(self.conn.cursor().copy(copy_statement(
-                    self.table.identifier, KEPT_COLUMNS if self.kept else COLUMNS)))
-                self.open_copy = (stack, copy)
-                self.unsent += COPY_HEADER
-            self.unsent += rows
-            if len(self.unsent) >= SEND_BYTES:
-                self.open_copy[1].write(self.unsent)
-                self.unsent.clear()
-        except psycopg.errors.UniqueViolation:
-            self._abandon_copy()
-            self.merging = True  # the rest of the batch is merged at its end
-
-    def _close_if_busy(self) -> None:
-        """Close the connection if a Ctrl-C left it inside a command.
-
-        psycopg cancels the command it interrupts but waits for the server
-        only a moment; a connection still inside it takes no other command,
-        not even the rollback.  Closed, the server rolls the batch back.
-        """
-        if self.conn.pgconn.transaction_status == pq.TransactionStatus.ACTIVE:
-            self.conn.close()
-
-    def _abandon_copy(self) -> None:
-        """Roll the open COPY's batch back (the connection may be gone)."""
-        if self.open_copy is None:
-            return
-        stack, _ = self.open_copy
-        self.open_copy = None
-        self.unsent.clear()
-        try:
-            stack.__exit__(RuntimeError, RuntimeError("batch abandoned"), None)
-        except (psycopg.Error, RuntimeError):
-            pass
 
     def _flush(self) -> None:
         """End the batch's transaction: all its documents are stored, or none."""
@@ -708,24 +619,7 @@ class Loader:
         pieces, self.batch, self.batch_count, self.batch_bytes = self.batch, [], 0, 0
         batch = [document for documents, _ in pieces for document in documents]
         rows = b"".join(piece_rows for _, piece_rows in pieces)
-        merging, self.merging = self.merging, False
-        if self.user is not None:
-            written = self.writer.merge(self.user, batch, rows)
-        elif not self._streams() or merging:
-            written = self.writer.upsert(batch, rows)
-        else:
-            try:
-                assert self.open_copy is not None
-                (stack, copy), self.open_copy = self.open_copy, None
-                self.unsent += COPY_TRAILER
-                copy.write(self.unsent)
-                self.unsent.clear()
-                stack.close()  # ends the COPY, then commits
-                written = Written({document.key for document in batch}, set(), {})
-            except psycopg.errors.UniqueViolation:
-                # Some keys are stored already (changed documents, or another
-                # loader got there first): merge instead.
-                written = self.writer.upsert(batch, rows)
+        written = self.writer.write(batch, rows)
         for document in batch:
             refused = written.refused.get(document.key)
             if refused is not None:
