@@ -29,7 +29,6 @@ checked and fingerprinted), with the bytes read for it.
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import threading
@@ -45,52 +44,38 @@ from typing import IO, Any
 import psycopg
 from psycopg import sql
 
-from ..core.fingerprint import PROFILE
-from ..core.profiles import Profile, ProfileError, canonical
-from ..core.registry import Registration
 from .charsets import override_note
 from .connect import ProfileMismatch, connect, ensure_extension
-from .database_encoding import (
-    CLIENT_ENCODING,
-    Repertoire,
-    client_encoding,
-    unstorable_message,
-)  # fmt: skip
+from .database_encoding import Repertoire
 from .documents import (
     DEFAULT_TABLE,
-    FIELDS_COLUMN,
     DocumentTable,
     TableError,
 )  # fmt: skip
-from .layouts import ColumnError, UserLayout, user_layout
-from .listing import Chunk, Listing, chunks
+from .layouts import ColumnError, UserLayout
+from .listing import Listing
 from .load_options import DEFAULT_MAX_BYTES, LoadOptions
 from .rows import (
-    COLUMNS,
-    KEPT_COLUMNS,
-    STAGED,
     Done,
     Prepared,
     Task,
     Unchanged,
     prepare,
     prepare_many,
-    row_value,
-    source_of,
     start_worker,
 )  # fmt: skip
 from .sources import (
     BytesRead,
     Decoding,
     Failure,
-    FileInput,
     Input,
-    RecordInput,
     SourceOptions,
     iter_inputs,
-    origin,
 )  # fmt: skip
-from .writers import BatchWriter, taken_failure
+from .storable import storable
+from .stored import StoredKeys
+from .target import check_target
+from .writers import BatchWriter
 
 QUEUED_TASKS_PER_WORKER = 16
 
@@ -189,11 +174,12 @@ class Loader:
     """Loads documents into one table (see the module docstring).
 
     It schedules: the listing thread, the worker processes, the batches,
-    Ctrl-C and the summary.  Those share one run's state, which is why the
-    class is longer than 300 lines; what a worker makes of a document
-    (.rows), a table of the user's own (.layouts) and how a batch is written,
-    streamed or staged, with its transaction (.writers) are modules of their
-    own.
+    Ctrl-C and the summary.  The rest are modules of their own: the table
+    checked (.target), the stored keys looked up ahead (.stored), what a
+    worker makes of a document (.rows), what the database's encoding cannot
+    store (.storable), a table of the user's own (.layouts) and how a batch
+    is written, streamed or staged, in a transaction that declares its
+    fingerprints (.writers).
 
     ``read`` is the counter of record-file bytes that :func:`iter_inputs`
     was given for the inputs, so that the progress counts them.
@@ -220,7 +206,6 @@ class Loader:
         self.user: UserLayout | None = None  # a table of the user's own
         self.kept = False  # the loader's table keeps the records' other fields
         self.not_kept: str | None = None  # why it cannot, to say once
-        self.nothing_stored = False
         self.batch: list[tuple[list[Prepared], bytes]] = []  # documents and their rows
         self.batch_count = 0
         self.batch_bytes = 0
@@ -228,73 +213,16 @@ class Loader:
         self.lookup_lock = threading.RLock()
         self.repertoire = Repertoire(lookup_conn, self.lookup_lock)
         self.writer = BatchWriter(conn, table, self.options)
+        self.stored = StoredKeys(lookup_conn, self.lookup_lock, table, self.options,
+                                 self.repertoire, self.read)  # fmt: skip
 
     def check(self) -> None:
-        """Refuse tables this client cannot fill correctly."""
-        if not self.conn.autocommit:
-            raise ValueError("the loader needs a connection in autocommit mode: each batch is"
-                             " a transaction of its own")
-        for conn in (self.conn, self.lookup_conn):
-            if client_encoding(conn) != CLIENT_ENCODING:
-                raise ValueError(
-                    f"the loader sends UTF-8 text: connect with client_encoding {CLIENT_ENCODING}"
-                    f" (nearsim.connect does), not {client_encoding(conn) or 'unknown'}")
-        registration = self._layout()
-        try:
-            asked = None if self.options.profile is None else canonical(self.options.profile)
-        except ProfileError as error:
-            raise ProfileMismatch(str(error)) from error
-        profile = asked or PROFILE
-        if registration is not None:
-            if asked is not None and asked != registration.profile:
-                raise ProfileMismatch(
-                    f"table {self.table} holds fingerprints of profile {registration.profile},"
-                    f" not {asked}"
-                )
-            profile = registration.profile
-        if not self.options.server_side:
-            try:
-                Profile.named(profile).check_libraries()
-            except (ProfileError, RuntimeError) as error:
-                raise ProfileMismatch(
-                    f"table {self.table} holds fingerprints of profile {profile}, which this"
-                    f" client cannot compute ({error}): load with --server-side"
-                ) from error
-        # The table's triggers keep fingerprints of a transaction that
-        # declares their profile instead of computing each again.  With
-        # --server-side the loader's own statement computes them in the
-        # server (or leaves them NULL for the trigger): once either way.
-        self.options = self.writer.options = replace(self.options, profile=profile)
-        self.writer.user = self.user
-        if self.user is None:
-            self.not_kept = self.table.add_fields_column()
-            self.kept = self.writer.kept = self.not_kept is None
-
-    def _layout(self) -> Registration | None:
-        """The table's registration; ``self.user`` is set for a table of the user's own."""
-        options = self.options
-        mapped = bool(options.key_column or options.text_column or options.columns)
-        self.table.require()
-        try:
-            self.table.check_layout()
-        except TableError as error:
-            registration = self.table.registration()
-            if registration is None:
-                if mapped:
-                    raise TableError(
-                        f"table {self.table} is not enabled for nearsim: enable it first"
-                        " (SELECT nearsim_enable(table, text_column)), the loader fills its"
-                        " fingerprint column") from error  # fmt: skip
-                raise TableError(f"{error}; or enable a table of your own first with SELECT"
-                                 " nearsim_enable(table, text_column)") from error  # fmt: skip
-            self.user = user_layout(self.table, registration, options)
-            return registration
-        if mapped:
-            raise TableError(
-                f"table {self.table} has nearsim-load's own columns (key, source, content_hash,"
-                " body, si): --key-column, --text-column and --column are for a table of your"
-                " own")  # fmt: skip
-        return self.table.registration()
+        """Refuse tables this client cannot fill correctly (see .target)."""
+        target = check_target(self.conn, self.lookup_conn, self.table, self.options)
+        self.options = self.writer.options = self.stored.options = target.options
+        self.user = self.writer.user = target.user
+        self.kept = self.writer.kept = self.stored.kept = target.kept
+        self.not_kept = target.not_kept
 
     def run(self, inputs: Iterable[Input]) -> LoadSummary:
         """Load every input; returns the counts (also on Ctrl-C, marked interrupted)."""
@@ -306,7 +234,7 @@ class Loader:
                 " read them with client_encoding UTF8")  # fmt: skip
         started = time.perf_counter()
         self.reporter.started()
-        self.nothing_stored = self.user is None and self._is_empty()
+        self.stored.ask = self.user is None and not self._is_empty()
         self.writer.raise_work_mem()
         workers = self.options.workers or os.cpu_count() or 1
         queued = workers * QUEUED_TASKS_PER_WORKER
@@ -315,7 +243,7 @@ class Loader:
         shape = None if self.user is None else self.user.shape()
         work = partial(prepare_many, options=self.options, shape=shape,
                        list_characters=self.repertoire.converts, kept=self.kept)  # fmt: skip
-        listing = Listing(self._listed(inputs), depth=queued)
+        listing = Listing(self.stored.listed(inputs), depth=queued)
         try:
             with self._stopping_gracefully():
                 for item in listing:
@@ -399,17 +327,6 @@ class Loader:
         self.lookup_conn.rollback()
         return bool(row and row[0])
 
-    def _listed(self, inputs: Iterable[Input]) -> Iterator[Chunk | Failure | Decoding]:
-        """Worker tasks with the stored hashes of their keys, and listing failures."""
-        failures: list[Failure | Decoding] = []
-        for chunk in chunks(inputs, failures.append, self.read):
-            yield from failures
-            failures.clear()
-            tasks, refused = self._tasks(chunk.items)
-            yield from refused
-            yield Chunk(tasks, chunk.read)
-        yield from failures
-
     @contextmanager
     def _stopping_gracefully(self) -> Iterator[None]:
         """On SIGINT or SIGTERM, finish the batch at hand and stop.
@@ -450,51 +367,6 @@ class Loader:
         self.summary.failed[failure.reason] += 1
         self.reporter.failure(failure)
 
-    def _tasks(self, chunk: list[FileInput | RecordInput]) -> tuple[list[Task], list[Failure]]:
-        """The chunk with the stored content hashes of its keys, and the documents
-        refused because their key is stored from another file."""
-        if self.user is not None or self.nothing_stored:
-            # A first load asks nothing: any key stored since by another
-            # loader makes the batch's COPY fail and merge instead.  A table
-            # of the user's own is compared in the merge (see _merge).
-            return [Task(item, None) for item in chunk], []
-        # A key the database cannot store is not stored (its document fails
-        # when it is prepared); sent, it would make the server refuse the query.
-        keys = [item.key for item in chunk if self.repertoire.holds(item.key)]
-        with self.lookup_lock:
-            rows = self.lookup_conn.execute(
-                sql.SQL("SELECT key, source, content_hash, {} FROM {} WHERE key = ANY (%s)").format(
-                    sql.Identifier(FIELDS_COLUMN) if self.kept else sql.SQL("NULL"),
-                    self.table.identifier,
-                ),
-                [keys],
-            ).fetchall()
-            self.lookup_conn.rollback()  # no snapshot held open between chunks
-        items = {item.key: item for item in chunk}
-        stored: dict[str, tuple[str, bytes | None]] = {}
-        for key, source, digest, fields in rows:
-            # the same text with other fields is written again: no stored hash for it
-            item = items[key]
-            kept = item.kept if isinstance(item, RecordInput) else None
-            stored[key] = (source, digest if fields == (kept and json.loads(kept)) else None)
-        tasks: list[Task] = []
-        refused: list[Failure] = []
-        for item in chunk:
-            found = stored.get(item.key)
-            if found is None:
-                tasks.append(Task(item, None))
-                continue
-            stored_source, digest = found
-            source = source_of(item)
-            if stored_source == source or origin(stored_source) == origin(source):
-                tasks.append(Task(item, digest))  # unchanged if the hash is the same
-            elif self.options.replace:
-                # written again with its new source, even if the text is the same
-                tasks.append(Task(item, None))
-            else:
-                refused.append(taken_failure(item.key, stored_source, source))
-        return tasks, refused
-
     def _take(self, done: Done, read: int) -> None:
         # The documents are read and fingerprinted: done, for the progress,
         # whether or not their batch is written yet.
@@ -505,7 +377,7 @@ class Loader:
             self.reporter.warning(f"{self.not_kept}; the first: {dropped.source}")
             self.not_kept = None  # said once
         if self.repertoire.converts:
-            done = self._storable(done)
+            done = storable(done, self.repertoire, self.user)
         keys = [document.key for document in done.prepared]
         keys += [outcome.key for outcome in done.others if isinstance(outcome, Unchanged)]
         if self.seen.keys().isdisjoint(keys) and len(set(keys)) == len(keys):
@@ -527,56 +399,6 @@ class Loader:
             if self._first(document.key, document.source):
                 self._add([document], done.rows[start:end])
             start = end
-
-    def _storable(self, done: Done) -> Done:
-        """The task's documents that the database's encoding cannot store, as failures
-        (in their place among the others), the rest as they were."""
-        self.repertoire.learn(character for document in done.prepared
-                              for _, listed in document.characters for character in listed)
-        others, prepared = iter(done.others), iter(done.prepared)
-        kept_others: list[Unchanged | Failure] = []
-        kept: list[Prepared] = []
-        rows: list[bytes] = []
-        order: list[str] = []
-        start = 0
-        for kind in done.order:
-            if kind == "o":
-                kept_others.append(next(others))
-                order.append("o")
-                continue
-            document = next(prepared)
-            row = done.rows[start:start + document.row_bytes]
-            start += document.row_bytes
-            failure = self._unstorable(document, row)
-            if failure is None:
-                kept.append(document)
-                rows.append(row)
-                order.append("p")
-            else:
-                kept_others.append(failure)
-                order.append("o")
-        return Done(kept_others, kept, b"".join(rows), "".join(order))
-
-    def _unstorable(self, document: Prepared, row: bytes) -> Failure | None:
-        """Why the database cannot store the document, if it cannot: the first
-        character of its key, source, text or fields that it cannot store."""
-        for place, listed in document.characters:
-            character = self.repertoire.first_unstorable(listed)
-            if character is None:
-                continue
-            # The first to appear of those it cannot store: where it first is.
-            offset = row_value(row, place).find(character.encode())
-            if self.user is None:
-                what = KEPT_COLUMNS[place] if place != COLUMNS.index("body") else "text"
-            elif place >= len(STAGED):
-                what = f"field {self.user.columns[place - len(STAGED)].field!r}"
-            else:
-                what = STAGED[place] if place != STAGED.index("body") else "text"
-            return Failure(document.source, "database-encoding",
-                           unstorable_message(document.key, what, character, offset,
-                                              self.repertoire.encoding),
-                           offset if what == "text" else None)  # fmt: skip
-        return None
 
     def _other(self, outcome: Unchanged | Failure) -> None:
         if isinstance(outcome, Failure):
