@@ -111,6 +111,17 @@ def declare(conn: psycopg.Connection[Any], profile: str,
     conn.execute(sql.SQL("SELECT {}").format(calls))  # one round trip
 
 
+def create_staging(conn: psycopg.Connection[Any], staging: sql.Identifier,
+                   columns: Sequence[str], types: Sequence[str]) -> None:
+    """The one staging step of every writer: a temporary table of ``columns``
+    (of ``types``, SQL type names), dropped at commit so that nothing of the
+    writer outlives its transaction."""
+    conn.execute(sql.SQL("CREATE TEMPORARY TABLE {} ({}) ON COMMIT DROP").format(
+        staging, sql.SQL(", ").join(
+            sql.SQL("{} {}").format(sql.Identifier(column), sql.SQL(kind))
+            for column, kind in zip(columns, types, strict=True))))
+
+
 def server_simhash(table: DocumentTable, profile: str | None,
                    text: sql.Composable) -> sql.Composable:
     """The server's fingerprint of ``text`` in ``profile`` (canonical, the
@@ -279,13 +290,9 @@ class BatchWriter:
 
     def stage(self, staging: sql.Identifier, rows: bytes, columns: Sequence[str],
               types: Sequence[str]) -> None:
-        """The one staging step of every writer: a temporary table of ``columns``
-        (of ``types``), dropped at commit so that nothing of the loader
-        outlives its transaction, and the batch's rows copied into it."""
-        self.conn.execute(sql.SQL("CREATE TEMPORARY TABLE {} ({}) ON COMMIT DROP").format(
-            staging, sql.SQL(", ").join(
-                sql.SQL("{} {}").format(sql.Identifier(column), sql.SQL(kind))
-                for column, kind in zip(columns, types, strict=True))))
+        """The staging table of ``columns`` (:func:`create_staging`), and the
+        batch's rows copied into it."""
+        create_staging(self.conn, staging, columns, types)
         self.copy(staging, rows, columns)
 
     def upsert(self, batch: list[Prepared], rows: bytes) -> Written:
