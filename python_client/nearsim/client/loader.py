@@ -311,14 +311,8 @@ class Loader:
                 self.summary.interrupted = True
 
     def analyze(self) -> None:
-        """Fresh planner statistics after a bulk load (see DocumentTable.analyze)."""
-        if self.user is None:
-            self.table.analyze()
-            return
-        self.conn.execute(sql.SQL("ANALYZE {} ({}, {})").format(
-            self.table.identifier, sql.Identifier(self.user.key),
-            sql.Identifier(self.user.fingerprint)))  # fmt: skip
-        self.table.analyze_bucket_table()
+        """Fresh planner statistics after a bulk load (see BatchWriter.analyze)."""
+        self.writer.analyze()
 
     def _is_empty(self) -> bool:
         row = self.lookup_conn.execute(

@@ -1,6 +1,6 @@
 """Writing the loader's batches into an enabled table, each in one transaction.
 
-Every writer here goes through the same two steps of one protocol:
+Every writer goes through the same protocol:
 
 - its transaction declares what the rows bring (:func:`declare`): the
   profile the fingerprints were computed in (``nearsim.profile``, set for
@@ -8,16 +8,18 @@ Every writer here goes through the same two steps of one protocol:
   are when the writing role has the owner's privileges, and computes them
   again otherwise;
 - rows that may meet stored keys are copied into a temporary staging table
-  dropped at commit (:meth:`BatchWriter.stage`) and written from there with
-  one statement.
+  dropped at commit (:func:`create_staging`, :meth:`BatchWriter.stage`)
+  and written from there with one statement.
 
-Four ways in: a batch of new keys is streamed into the table itself by one
+Three ways in: a batch of new keys is streamed into the table itself by one
 COPY, opened by its first rows and sent while the workers prepare the next
-ones (:class:`StreamedCopy`); a batch that may meet stored keys is staged
-and upserted into the loader's own table (:meth:`BatchWriter.upsert`) or
-merged into a table of the user's own (:meth:`BatchWriter.merge`), after
-its near-duplicates are found on the staging table (:class:`Screen`).
+ones (:class:`StreamedCopy`); a batch that may meet stored keys is staged,
+its near-duplicates found on the staging table (:class:`Screen`), and
+upserted into the loader's own table (:meth:`BatchWriter.upsert`) or merged
+into a table of the user's own (:meth:`BatchWriter.merge`).
 :meth:`BatchWriter.send` and :meth:`BatchWriter.write` choose among them.
+The partitions ``nearsim spark`` writes (:mod:`nearsim.spark.database`)
+are declared and staged with the same two functions.
 """
 
 from __future__ import annotations
@@ -30,16 +32,11 @@ import psycopg
 from psycopg import pq, sql
 
 from ..core.fingerprint import PROFILE
-from .documents import (
-    FINGERPRINT_COLUMN,
-    DocumentTable,
-)  # fmt: skip
+from .documents import FINGERPRINT_COLUMN, DocumentTable
 from .layouts import UserLayout
 from .load_options import LoadOptions
 from .rows import COLUMNS, COPY_HEADER, COPY_TRAILER, KEPT_COLUMNS, STAGED, Prepared
-from .sources import (
-    Failure,
-)  # fmt: skip
+from .sources import Failure
 
 
 class Written(NamedTuple):
@@ -283,6 +280,16 @@ class BatchWriter:
         ).fetchone()
         if row is not None and row[0] < wanted:
             self.settings["work_mem"] = f"{wanted // 1024}kB"
+
+    def analyze(self) -> None:
+        """Fresh planner statistics after a bulk load (see DocumentTable.analyze)."""
+        if self.user is None:
+            self.table.analyze()
+            return
+        self.conn.execute(sql.SQL("ANALYZE {} ({}, {})").format(
+            self.table.identifier, sql.Identifier(self.user.key),
+            sql.Identifier(self.user.fingerprint)))  # fmt: skip
+        self.table.analyze_bucket_table()
 
     def copy(self, target: sql.Composable, rows: bytes, columns: Sequence[str] = COLUMNS) -> None:
         with self.conn.cursor().copy(copy_statement(target, columns)) as copy:
