@@ -3,14 +3,14 @@
 Worker processes read and extract the files (or check the records' texts),
 hash the text, compute its fingerprint and make its row in COPY's binary
 format; the main process hands the rows to the writer
-(:class:`~nearsim.client.writers.BatchWriter`), which streams a batch of
-new keys into one ``COPY``, one transaction per batch, while a thread walks
-the inputs ahead and looks up the stored content hashes of their keys.  A
-batch is all or nothing, so an interrupted run leaves only whole batches
-behind, and a rerun skips what is already there: a document whose key is
-stored with the same content hash is "unchanged" and is neither
-fingerprinted nor sent again; a stored key with another hash is updated
-(the batch is merged through a temporary table).
+(:class:`~nearsim.client.writers.BatchWriter`), which writes each batch in
+one transaction (a batch of new keys streamed by one ``COPY``), while a
+thread walks the inputs ahead and looks up the stored content hashes of
+their keys (.stored).  A batch is all or nothing, so an interrupted run
+leaves only whole batches behind, and a rerun skips what is already there:
+a document whose key is stored with the same content hash is "unchanged"
+and is neither fingerprinted nor sent again; a stored key with another hash
+is updated (the batch is merged through a temporary table).
 
 A key belongs to the file it was loaded from (:func:`~nearsim.client.sources.origin`):
 a stored key that came from another file is not replaced unless
