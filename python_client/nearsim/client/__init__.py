@@ -5,7 +5,9 @@
   (similar, pairs, clusters, stats);
 - :mod:`~nearsim.client.loader`: bulk loading (``nearsim-load``), fed by
   :mod:`~nearsim.client.sources` (files, directories, records) and
-  :mod:`~nearsim.client.extract` (text out of HTML, PDF, Word...);
+  :mod:`~nearsim.client.extract` (text out of HTML, PDF, Word...), written by
+  :mod:`~nearsim.client.writers` (one way to declare the fingerprints and
+  to stage a batch, for every writer);
 - :mod:`~nearsim.client.dedup`: the survivors of a table's groups out
   (``nearsim dedup``), to files by :mod:`~nearsim.client.records_out`;
 - :mod:`~nearsim.client.kept_fields`: a record's other fields, as the loader keeps them;

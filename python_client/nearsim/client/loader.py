@@ -2,13 +2,15 @@
 
 Worker processes read and extract the files (or check the records' texts),
 hash the text, compute its fingerprint and make its row in COPY's binary
-format; the main process streams the rows into one ``COPY`` per batch, one
-transaction per batch, while a thread walks the inputs ahead and looks up
-the stored content hashes of their keys.  A batch is all or nothing, so an
-interrupted run leaves only whole batches behind, and a rerun skips what is
-already there: a document whose key is stored with the same content hash is
-"unchanged" and is neither fingerprinted nor sent again; a stored key with
-another hash is updated (the batch is merged through a temporary table).
+format; the main process hands the rows to the writer
+(:class:`~nearsim.client.writers.BatchWriter`), which writes each batch in
+one transaction (a batch of new keys streamed by one ``COPY``), while a
+thread walks the inputs ahead and looks up the stored content hashes of
+their keys (.stored).  A batch is all or nothing, so an interrupted run
+leaves only whole batches behind, and a rerun skips what is already there:
+a document whose key is stored with the same content hash is "unchanged"
+and is neither fingerprinted nor sent again; a stored key with another hash
+is updated (the batch is merged through a temporary table).
 
 A key belongs to the file it was loaded from (:func:`~nearsim.client.sources.origin`):
 a stored key that came from another file is not replaced unless
@@ -27,7 +29,6 @@ checked and fingerprinted), with the bytes read for it.
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import threading
@@ -35,64 +36,46 @@ import time
 from collections import Counter, deque
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
-from contextlib import ExitStack, contextmanager
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import IO, Any
 
 import psycopg
-from psycopg import pq, sql
+from psycopg import sql
 
-from ..core.fingerprint import PROFILE
-from ..core.profiles import Profile, ProfileError, canonical
-from ..core.registry import Registration
 from .charsets import override_note
 from .connect import ProfileMismatch, connect, ensure_extension
-from .database_encoding import (
-    CLIENT_ENCODING,
-    Repertoire,
-    client_encoding,
-    unstorable_message,
-)  # fmt: skip
+from .database_encoding import Repertoire
 from .documents import (
     DEFAULT_TABLE,
-    FIELDS_COLUMN,
     DocumentTable,
     TableError,
 )  # fmt: skip
-from .layouts import ColumnError, UserLayout, user_layout
-from .listing import Chunk, Listing, chunks
+from .layouts import ColumnError, UserLayout
+from .listing import Listing
 from .load_options import DEFAULT_MAX_BYTES, LoadOptions
 from .rows import (
-    COLUMNS,
-    COPY_HEADER,
-    COPY_TRAILER,
-    KEPT_COLUMNS,
-    STAGED,
     Done,
     Prepared,
     Task,
     Unchanged,
     prepare,
     prepare_many,
-    row_value,
-    source_of,
     start_worker,
 )  # fmt: skip
 from .sources import (
     BytesRead,
     Decoding,
     Failure,
-    FileInput,
     Input,
-    RecordInput,
     SourceOptions,
     iter_inputs,
-    origin,
 )  # fmt: skip
-from .writers import BatchWriter, Written, copy_statement, taken_failure
-
-SEND_BYTES = 256 * 1024  # rows are sent to the server in pieces of about this size
+from .storable import storable
+from .stored import StoredKeys
+from .target import check_target
+from .writers import BatchWriter
 
 QUEUED_TASKS_PER_WORKER = 16
 
@@ -190,12 +173,13 @@ def report_encodings(reporter: Reporter, asked: str, prepared: Iterable[Prepared
 class Loader:
     """Loads documents into one table (see the module docstring).
 
-    It schedules: the listing thread, the worker processes, the batches and
-    their transactions, the COPY streamed for new keys, Ctrl-C and the
-    summary.  Those share one run's state, which is why the class is longer
-    than 300 lines; what a worker makes of a document (.rows), a table of the
-    user's own (.layouts) and how a batch is written (.writers) are modules
-    of their own.
+    It schedules: the listing thread, the worker processes, the batches,
+    Ctrl-C and the summary.  The rest are modules of their own: the table
+    checked (.target), the stored keys looked up ahead (.stored), what a
+    worker makes of a document (.rows), what the database's encoding cannot
+    store (.storable), a table of the user's own (.layouts) and how a batch
+    is written, streamed or staged, in a transaction that declares its
+    fingerprints (.writers).
 
     ``read`` is the counter of record-file bytes that :func:`iter_inputs`
     was given for the inputs, so that the progress counts them.
@@ -222,85 +206,23 @@ class Loader:
         self.user: UserLayout | None = None  # a table of the user's own
         self.kept = False  # the loader's table keeps the records' other fields
         self.not_kept: str | None = None  # why it cannot, to say once
-        self.nothing_stored = False
-        self.open_copy: tuple[ExitStack, psycopg.Copy] | None = None
-        self.unsent = bytearray()  # rows for the open COPY
-        self.merging = False
         self.batch: list[tuple[list[Prepared], bytes]] = []  # documents and their rows
         self.batch_count = 0
         self.batch_bytes = 0
-        self.settings: dict[str, str] = {}  # set in each batch's transaction
         # lookup_conn is shared by the listing thread and the repertoire
         self.lookup_lock = threading.RLock()
         self.repertoire = Repertoire(lookup_conn, self.lookup_lock)
-        self.writer = BatchWriter(conn, table, self.options, self._begin)
+        self.writer = BatchWriter(conn, table, self.options)
+        self.stored = StoredKeys(lookup_conn, self.lookup_lock, table, self.options,
+                                 self.repertoire, self.read)  # fmt: skip
 
     def check(self) -> None:
-        """Refuse tables this client cannot fill correctly."""
-        if not self.conn.autocommit:
-            raise ValueError("the loader needs a connection in autocommit mode: each batch is"
-                             " a transaction of its own")
-        for conn in (self.conn, self.lookup_conn):
-            if client_encoding(conn) != CLIENT_ENCODING:
-                raise ValueError(
-                    f"the loader sends UTF-8 text: connect with client_encoding {CLIENT_ENCODING}"
-                    f" (nearsim.connect does), not {client_encoding(conn) or 'unknown'}")
-        registration = self._layout()
-        try:
-            asked = None if self.options.profile is None else canonical(self.options.profile)
-        except ProfileError as error:
-            raise ProfileMismatch(str(error)) from error
-        profile = asked or PROFILE
-        if registration is not None:
-            if asked is not None and asked != registration.profile:
-                raise ProfileMismatch(
-                    f"table {self.table} holds fingerprints of profile {registration.profile},"
-                    f" not {asked}"
-                )
-            profile = registration.profile
-        if not self.options.server_side:
-            try:
-                Profile.named(profile).check_libraries()
-            except (ProfileError, RuntimeError) as error:
-                raise ProfileMismatch(
-                    f"table {self.table} holds fingerprints of profile {profile}, which this"
-                    f" client cannot compute ({error}): load with --server-side"
-                ) from error
-        # The table's triggers keep fingerprints of a transaction that
-        # declares their profile instead of computing each again.  With
-        # --server-side the loader's own statement computes them in the
-        # server (or leaves them NULL for the trigger): once either way.
-        self.settings["nearsim.profile"] = profile
-        self.options = self.writer.options = replace(self.options, profile=profile)
-        if self.user is None:
-            self.not_kept = self.table.add_fields_column()
-            self.kept = self.writer.kept = self.not_kept is None
-
-    def _layout(self) -> Registration | None:
-        """The table's registration; ``self.user`` is set for a table of the user's own."""
-        options = self.options
-        mapped = bool(options.key_column or options.text_column or options.columns)
-        self.table.require()
-        try:
-            self.table.check_layout()
-        except TableError as error:
-            registration = self.table.registration()
-            if registration is None:
-                if mapped:
-                    raise TableError(
-                        f"table {self.table} is not enabled for nearsim: enable it first"
-                        " (SELECT nearsim_enable(table, text_column)), the loader fills its"
-                        " fingerprint column") from error  # fmt: skip
-                raise TableError(f"{error}; or enable a table of your own first with SELECT"
-                                 " nearsim_enable(table, text_column)") from error  # fmt: skip
-            self.user = user_layout(self.table, registration, options)
-            return registration
-        if mapped:
-            raise TableError(
-                f"table {self.table} has nearsim-load's own columns (key, source, content_hash,"
-                " body, si): --key-column, --text-column and --column are for a table of your"
-                " own")  # fmt: skip
-        return self.table.registration()
+        """Refuse tables this client cannot fill correctly (see .target)."""
+        target = check_target(self.conn, self.lookup_conn, self.table, self.options)
+        self.options = self.writer.options = self.stored.options = target.options
+        self.user = self.writer.user = target.user
+        self.kept = self.writer.kept = self.stored.kept = target.kept
+        self.not_kept = target.not_kept
 
     def run(self, inputs: Iterable[Input]) -> LoadSummary:
         """Load every input; returns the counts (also on Ctrl-C, marked interrupted)."""
@@ -312,8 +234,8 @@ class Loader:
                 " read them with client_encoding UTF8")  # fmt: skip
         started = time.perf_counter()
         self.reporter.started()
-        self.nothing_stored = self.user is None and self._is_empty()
-        self._raise_work_mem()
+        self.stored.ask = self.user is None and not self._is_empty()
+        self.writer.raise_work_mem()
         workers = self.options.workers or os.cpu_count() or 1
         queued = workers * QUEUED_TASKS_PER_WORKER
         executor = ProcessPoolExecutor(workers, initializer=start_worker)
@@ -321,7 +243,7 @@ class Loader:
         shape = None if self.user is None else self.user.shape()
         work = partial(prepare_many, options=self.options, shape=shape,
                        list_characters=self.repertoire.converts, kept=self.kept)  # fmt: skip
-        listing = Listing(self._listed(inputs), depth=queued)
+        listing = Listing(self.stored.listed(inputs), depth=queued)
         try:
             with self._stopping_gracefully():
                 for item in listing:
@@ -367,8 +289,7 @@ class Loader:
             # Cleaning up must end with the summary even if another Ctrl-C
             # comes meanwhile.
             try:
-                self._close_if_busy()
-                self._abandon_copy()  # after an error; _flush has closed it otherwise
+                self.writer.abandon()  # after an error; _flush has ended the batch otherwise
                 listing.close()
             except KeyboardInterrupt:
                 self.summary.interrupted = True
@@ -390,47 +311,8 @@ class Loader:
                 self.summary.interrupted = True
 
     def analyze(self) -> None:
-        """Fresh planner statistics after a bulk load (see DocumentTable.analyze)."""
-        if self.user is None:
-            self.table.analyze()
-            return
-        self.conn.execute(sql.SQL("ANALYZE {} ({}, {})").format(
-            self.table.identifier, sql.Identifier(self.user.key),
-            sql.Identifier(self.user.fingerprint)))  # fmt: skip
-        self.table.analyze_bucket_table()
-
-    def _raise_work_mem(self) -> None:
-        """Let the batch's transition table (whole rows, for the bucket trigger
-        of a table enabled before 0.4.0) stay in memory instead of spilling to
-        a temporary file; never lowered."""
-        registration = self.table.registration()
-        if registration is None or registration.bucket_table is None:
-            return
-        wanted = self.options.batch_bytes + 16 * 1024 * 1024
-        row = self.conn.execute(
-            "SELECT setting::bigint * 1024 FROM pg_catalog.pg_settings WHERE name = 'work_mem'"
-        ).fetchone()
-        if row is not None and row[0] < wanted:
-            self.settings["work_mem"] = f"{wanted // 1024}kB"
-
-    def _begin(self) -> ExitStack:
-        """A batch's transaction, with the loader's settings for it alone.
-
-        Settings last for the transaction (``set_config(..., true)``), never
-        for the session: behind a pooler in transaction mode (pgbouncer), the
-        server connection goes to another client after each transaction, and
-        a session setting would go with it (the next client's fingerprints
-        would be taken as declared).
-        """
-        stack = ExitStack()
-        stack.enter_context(self.conn.transaction())
-        if self.settings:
-            calls = sql.SQL(", ").join(
-                sql.SQL("pg_catalog.set_config({}, {}, true)").format(
-                    sql.Literal(name), sql.Literal(value))
-                for name, value in self.settings.items())
-            self.conn.execute(sql.SQL("SELECT {}").format(calls))  # one round trip
-        return stack
+        """Fresh planner statistics after a bulk load (see BatchWriter.analyze)."""
+        self.writer.analyze()
 
     def _is_empty(self) -> bool:
         row = self.lookup_conn.execute(
@@ -438,17 +320,6 @@ class Loader:
         ).fetchone()
         self.lookup_conn.rollback()
         return bool(row and row[0])
-
-    def _listed(self, inputs: Iterable[Input]) -> Iterator[Chunk | Failure | Decoding]:
-        """Worker tasks with the stored hashes of their keys, and listing failures."""
-        failures: list[Failure | Decoding] = []
-        for chunk in chunks(inputs, failures.append, self.read):
-            yield from failures
-            failures.clear()
-            tasks, refused = self._tasks(chunk.items)
-            yield from refused
-            yield Chunk(tasks, chunk.read)
-        yield from failures
 
     @contextmanager
     def _stopping_gracefully(self) -> Iterator[None]:
@@ -490,51 +361,6 @@ class Loader:
         self.summary.failed[failure.reason] += 1
         self.reporter.failure(failure)
 
-    def _tasks(self, chunk: list[FileInput | RecordInput]) -> tuple[list[Task], list[Failure]]:
-        """The chunk with the stored content hashes of its keys, and the documents
-        refused because their key is stored from another file."""
-        if self.user is not None or self.nothing_stored:
-            # A first load asks nothing: any key stored since by another
-            # loader makes the batch's COPY fail and merge instead.  A table
-            # of the user's own is compared in the merge (see _merge).
-            return [Task(item, None) for item in chunk], []
-        # A key the database cannot store is not stored (its document fails
-        # when it is prepared); sent, it would make the server refuse the query.
-        keys = [item.key for item in chunk if self.repertoire.holds(item.key)]
-        with self.lookup_lock:
-            rows = self.lookup_conn.execute(
-                sql.SQL("SELECT key, source, content_hash, {} FROM {} WHERE key = ANY (%s)").format(
-                    sql.Identifier(FIELDS_COLUMN) if self.kept else sql.SQL("NULL"),
-                    self.table.identifier,
-                ),
-                [keys],
-            ).fetchall()
-            self.lookup_conn.rollback()  # no snapshot held open between chunks
-        items = {item.key: item for item in chunk}
-        stored: dict[str, tuple[str, bytes | None]] = {}
-        for key, source, digest, fields in rows:
-            # the same text with other fields is written again: no stored hash for it
-            item = items[key]
-            kept = item.kept if isinstance(item, RecordInput) else None
-            stored[key] = (source, digest if fields == (kept and json.loads(kept)) else None)
-        tasks: list[Task] = []
-        refused: list[Failure] = []
-        for item in chunk:
-            found = stored.get(item.key)
-            if found is None:
-                tasks.append(Task(item, None))
-                continue
-            stored_source, digest = found
-            source = source_of(item)
-            if stored_source == source or origin(stored_source) == origin(source):
-                tasks.append(Task(item, digest))  # unchanged if the hash is the same
-            elif self.options.replace:
-                # written again with its new source, even if the text is the same
-                tasks.append(Task(item, None))
-            else:
-                refused.append(taken_failure(item.key, stored_source, source))
-        return tasks, refused
-
     def _take(self, done: Done, read: int) -> None:
         # The documents are read and fingerprinted: done, for the progress,
         # whether or not their batch is written yet.
@@ -545,7 +371,7 @@ class Loader:
             self.reporter.warning(f"{self.not_kept}; the first: {dropped.source}")
             self.not_kept = None  # said once
         if self.repertoire.converts:
-            done = self._storable(done)
+            done = storable(done, self.repertoire, self.user)
         keys = [document.key for document in done.prepared]
         keys += [outcome.key for outcome in done.others if isinstance(outcome, Unchanged)]
         if self.seen.keys().isdisjoint(keys) and len(set(keys)) == len(keys):
@@ -568,56 +394,6 @@ class Loader:
                 self._add([document], done.rows[start:end])
             start = end
 
-    def _storable(self, done: Done) -> Done:
-        """The task's documents that the database's encoding cannot store, as failures
-        (in their place among the others), the rest as they were."""
-        self.repertoire.learn(character for document in done.prepared
-                              for _, listed in document.characters for character in listed)
-        others, prepared = iter(done.others), iter(done.prepared)
-        kept_others: list[Unchanged | Failure] = []
-        kept: list[Prepared] = []
-        rows: list[bytes] = []
-        order: list[str] = []
-        start = 0
-        for kind in done.order:
-            if kind == "o":
-                kept_others.append(next(others))
-                order.append("o")
-                continue
-            document = next(prepared)
-            row = done.rows[start:start + document.row_bytes]
-            start += document.row_bytes
-            failure = self._unstorable(document, row)
-            if failure is None:
-                kept.append(document)
-                rows.append(row)
-                order.append("p")
-            else:
-                kept_others.append(failure)
-                order.append("o")
-        return Done(kept_others, kept, b"".join(rows), "".join(order))
-
-    def _unstorable(self, document: Prepared, row: bytes) -> Failure | None:
-        """Why the database cannot store the document, if it cannot: the first
-        character of its key, source, text or fields that it cannot store."""
-        for place, listed in document.characters:
-            character = self.repertoire.first_unstorable(listed)
-            if character is None:
-                continue
-            # The first to appear of those it cannot store: where it first is.
-            offset = row_value(row, place).find(character.encode())
-            if self.user is None:
-                what = KEPT_COLUMNS[place] if place != COLUMNS.index("body") else "text"
-            elif place >= len(STAGED):
-                what = f"field {self.user.columns[place - len(STAGED)].field!r}"
-            else:
-                what = STAGED[place] if place != STAGED.index("body") else "text"
-            return Failure(document.source, "database-encoding",
-                           unstorable_message(document.key, what, character, offset,
-                                              self.repertoire.encoding),
-                           offset if what == "text" else None)  # fmt: skip
-        return None
-
     def _other(self, outcome: Unchanged | Failure) -> None:
         if isinstance(outcome, Failure):
             self._fail(outcome)
@@ -636,11 +412,6 @@ class Loader:
                            f" document from {source} is skipped"))  # fmt: skip
         return False
 
-    def _streams(self) -> bool:
-        """Whether the batch goes straight into the table by COPY (no staging table)."""
-        return (not self.options.server_side and not self.merging and self.user is None
-                and self.options.on_near_duplicate is None)
-
     def _add(self, documents: list[Prepared], rows: bytes) -> None:
         """Put documents in the batch, ending batches where they are full."""
         while documents:
@@ -651,55 +422,11 @@ class Loader:
             self.batch.append((taken, rows[:cut]))
             self.batch_count += len(taken)
             self.batch_bytes += sum(document.size for document in taken)
-            if self._streams():
-                self._stream(rows[:cut])
+            self.writer.send(rows[:cut])
             documents, rows = documents[len(taken):], rows[cut:]
             if (self.batch_count >= self.options.batch_rows
                     or self.batch_bytes >= self.options.batch_bytes):
                 self._flush()
-
-    def _stream(self, rows: bytes) -> None:
-        """Send rows in the batch's COPY, which the first ones open.
-
-        The server stores the rows while the workers prepare the next ones;
-        the COPY ends and commits when the batch is full.
-        """
-        try:
-            if self.open_copy is None:
-                stack = self._begin()
-                copy = stack.enter_context(self.conn.cursor().copy(copy_statement(
-                    self.table.identifier, KEPT_COLUMNS if self.kept else COLUMNS)))
-                self.open_copy = (stack, copy)
-                self.unsent += COPY_HEADER
-            self.unsent += rows
-            if len(self.unsent) >= SEND_BYTES:
-                self.open_copy[1].write(self.unsent)
-                self.unsent.clear()
-        except psycopg.errors.UniqueViolation:
-            self._abandon_copy()
-            self.merging = True  # the rest of the batch is merged at its end
-
-    def _close_if_busy(self) -> None:
-        """Close the connection if a Ctrl-C left it inside a command.
-
-        psycopg cancels the command it interrupts but waits for the server
-        only a moment; a connection still inside it takes no other command,
-        not even the rollback.  Closed, the server rolls the batch back.
-        """
-        if self.conn.pgconn.transaction_status == pq.TransactionStatus.ACTIVE:
-            self.conn.close()
-
-    def _abandon_copy(self) -> None:
-        """Roll the open COPY's batch back (the connection may be gone)."""
-        if self.open_copy is None:
-            return
-        stack, _ = self.open_copy
-        self.open_copy = None
-        self.unsent.clear()
-        try:
-            stack.__exit__(RuntimeError, RuntimeError("batch abandoned"), None)
-        except (psycopg.Error, RuntimeError):
-            pass
 
     def _flush(self) -> None:
         """End the batch's transaction: all its documents are stored, or none."""
@@ -708,24 +435,7 @@ class Loader:
         pieces, self.batch, self.batch_count, self.batch_bytes = self.batch, [], 0, 0
         batch = [document for documents, _ in pieces for document in documents]
         rows = b"".join(piece_rows for _, piece_rows in pieces)
-        merging, self.merging = self.merging, False
-        if self.user is not None:
-            written = self.writer.merge(self.user, batch, rows)
-        elif not self._streams() or merging:
-            written = self.writer.upsert(batch, rows)
-        else:
-            try:
-                assert self.open_copy is not None
-                (stack, copy), self.open_copy = self.open_copy, None
-                self.unsent += COPY_TRAILER
-                copy.write(self.unsent)
-                self.unsent.clear()
-                stack.close()  # ends the COPY, then commits
-                written = Written({document.key for document in batch}, set(), {})
-            except psycopg.errors.UniqueViolation:
-                # Some keys are stored already (changed documents, or another
-                # loader got there first): merge instead.
-                written = self.writer.upsert(batch, rows)
+        written = self.writer.write(batch, rows)
         for document in batch:
             refused = written.refused.get(document.key)
             if refused is not None:

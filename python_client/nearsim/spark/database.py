@@ -4,9 +4,9 @@
 enabled, its profile is the fingerprints'), then every partition of the
 DataFrame is written by the executor that holds it: one connection, one
 transaction, one ``COPY`` of the key, the text and the fingerprint.  The
-transaction declares the fingerprints' profile (``set_config('nearsim.
-profile', profile, true)``, as ``nearsim-load`` does), so the table's
-trigger keeps the fingerprints instead of computing them again.
+transaction declares the fingerprints' profile as every writer of
+``nearsim-load`` does (:func:`nearsim.client.writers.declare`), so the
+table's trigger keeps the fingerprints instead of computing them again.
 
 A partition is written whole or not at all.  What happens to a key that
 is stored already is ``on_conflict``'s choice:
@@ -37,6 +37,7 @@ from psycopg import sql
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from ..client.writers import create_staging, declare
 from ..core.profiles import ProfileError, canonical
 from ..core.registry import EXTENSION_SCHEMA_QUERY, REGISTRY
 from .fingerprinting import simhash_column
@@ -204,9 +205,6 @@ def _write_partition(target: Target,
     direct = sql.SQL("COPY {} ({}, {}, {}) FROM STDIN").format(
         sql.SQL(target.name), sql.Identifier(target.key_column),
         sql.Identifier(target.text_column), sql.Identifier(target.fingerprint_column))
-    staging = sql.SQL(
-        "CREATE TEMPORARY TABLE {} (key {}, body {}, si pg_catalog.int8) ON COMMIT DROP"
-    ).format(_STAGING, sql.SQL(target.key_type), sql.SQL(target.text_type))
     staged = sql.SQL("COPY {} (key, body, si) FROM STDIN").format(_STAGING)
     merge = _merge_statement(target, on_conflict)
 
@@ -214,10 +212,10 @@ def _write_partition(target: Target,
         count = 0
         try:
             with psycopg.connect(target.dsn) as conn:
-                conn.execute("SELECT pg_catalog.set_config('nearsim.profile', %s, true)",
-                             [target.profile])  # fmt: skip
+                declare(conn, target.profile)
                 if on_conflict != "error":
-                    conn.execute(staging)
+                    create_staging(conn, _STAGING, ("key", "body", "si"),
+                                   (target.key_type, target.text_type, "pg_catalog.int8"))
                 with conn.cursor().copy(direct if on_conflict == "error" else staged) as copy:
                     for row in rows:
                         copy.write_row((row[0], row[1], row[2]))
