@@ -112,10 +112,13 @@ ERRORS: dict[str, str] = {
     "nearsim_pairs_verified": VERIFIED_ERRORS,
     "nearsim_clusters_verified": VERIFIED_ERRORS + "; 22023 for an unknown `method` or"
                                  " `min_size` below 1",
-    "nearsim_pairs": "22023 for a distance outside 0..64; 55000 if `tbl` is not enabled or"
-                     " its profile cannot be computed here",
-    "nearsim_clusters": "22023 for a distance outside 0..64 or an unknown `method`; 55000 if"
-                        " `tbl` is not enabled",
+    "nearsim_pairs": "22023 for a distance outside 0..64; 42501 without SELECT on `tbl`;"
+                     " 54000 for more near pairs than `nearsim.max_pairs`; 55000 if `tbl` is"
+                     " not enabled or its profile cannot be computed here",
+    "nearsim_clusters": "22023 for a distance outside 0..64 or an unknown `method`; 42501"
+                        " without SELECT on `tbl`; 54000 for more near pairs than"
+                        " `nearsim.max_pairs`; 55000 if `tbl` is not enabled or its profile"
+                        " cannot be computed here",
     "nearsim_forget_dropped_tables": "none (an event trigger function, not called directly)",
     "nearsim_guard_alter_table": "55000 from an ALTER TABLE that would break an enabled table,"
                                  " with a hint to disable it first (an event trigger"

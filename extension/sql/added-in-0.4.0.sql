@@ -129,6 +129,18 @@ CREATE FUNCTION nearsim_shingle_count(document text) RETURNS bigint
 COMMENT ON FUNCTION nearsim_shingle_count(text) IS
 'distinct word 3-shingles of document (a text of one or two words has one); below 10 its fingerprint is unreliable and verified results mark it short';
 
+-- All pairs and their groups are C (src/pairs.c), without a PL/Python body
+CREATE OR REPLACE FUNCTION nearsim_pairs(tbl regclass, max_distance integer DEFAULT 6)
+	RETURNS TABLE (a text, b text, distance integer)
+	AS 'MODULE_PATHNAME', 'nearsim_pairs'
+	LANGUAGE C STABLE STRICT;
+
+CREATE OR REPLACE FUNCTION nearsim_clusters(tbl regclass, max_distance integer DEFAULT 6,
+		method text DEFAULT 'components', min_size integer DEFAULT 2)
+	RETURNS TABLE (key text, cluster text, pivot text)
+	AS 'MODULE_PATHNAME', 'nearsim_clusters'
+	LANGUAGE C STABLE STRICT;
+
 -- nearsim_verify's count of the documents the index holds is named indexed
 -- (it was buckets, after the bucket tables before 0.4.0): the functions are
 -- made again, with the new row type, further down

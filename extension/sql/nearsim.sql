@@ -478,7 +478,7 @@ CREATE FUNCTION nearsim_clusters_verified(tbl regclass, min_similarity double pr
 COMMENT ON FUNCTION nearsim_clusters_verified(regclass, double precision, text, integer, text, integer) IS
 'nearsim_clusters over the verified pairs of nearsim_pairs_verified: groups of documents at least min_similarity similar';
 
--- All pairs (C, src/pairs.c) and clusters (PL/Python, nearsim.server.search)
+-- All pairs and clusters (C, src/pairs.c)
 
 CREATE FUNCTION nearsim_pairs(tbl regclass, max_distance integer DEFAULT 6)
 	RETURNS TABLE (a text, b text, distance integer)
@@ -491,7 +491,7 @@ COMMENT ON FUNCTION nearsim_pairs(regclass, integer) IS
 CREATE FUNCTION nearsim_clusters(tbl regclass, max_distance integer DEFAULT 6,
 		method text DEFAULT 'components', min_size integer DEFAULT 2)
 	RETURNS TABLE (key text, cluster text, pivot text)
-	AS 'MODULE_PATHNAME', 'nearsim_python_call'
+	AS 'MODULE_PATHNAME', 'nearsim_clusters'
 	LANGUAGE C STABLE STRICT;
 
 COMMENT ON FUNCTION nearsim_clusters(regclass, integer, text, integer) IS

@@ -94,8 +94,9 @@ extern bool nearsim_read_registration(Oid relid, NearsimRegistration *reg);
 
 /*
  * nearsim.c: nearsim.max_pairs, the pairs of fingerprints an all-pairs search
- * may hold: nearsim_pairs (pairs.c), and nearsim.core.pairs in PL/Python for
- * the groups and the verified pairs, which read it with current_setting().
+ * may hold: nearsim_pairs and nearsim_clusters (pairs.c), and
+ * nearsim.core.pairs in PL/Python for the verified pairs and groups, which
+ * read it with current_setting().
  * Only a superuser may change it.
  */
 #define NEARSIM_DEFAULT_MAX_PAIRS 20000000

@@ -504,8 +504,7 @@ for _wrapper, _function in (
         ("function nearsim_pairs_verified(regclass,double precision,text,integer)",
          "nearsim_pairs_verified"),
         ("function nearsim_clusters_verified(regclass,double precision,text,integer,text,"
-         "integer)", "nearsim_clusters_verified"),
-        ("function nearsim_clusters(regclass,integer,text,integer)", "nearsim_clusters")):
+         "integer)", "nearsim_clusters_verified")):
     _statements = MATRIX[_wrapper].statements
     assert _statements is not None
 

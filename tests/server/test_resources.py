@@ -269,7 +269,10 @@ def run(dsn: str, statement: str, timeout: float = TIMEOUT,
         except psycopg.Error as caught:
             error = caught
         seconds = time.monotonic() - start
-        after = _status(pid) if Path(f"/proc/{pid}").exists() else before
+        try:
+            after = _status(pid)
+        except (ProcessLookupError, FileNotFoundError):  # a terminated backend may be gone
+            after = before
         if not conn.closed:
             conn.rollback()
     with psycopg.connect(dsn) as conn:  # the server is up

@@ -15,7 +15,7 @@ from psycopg import sql
 
 import nearsim
 from nearsim.core.bands import default_bands
-from nearsim.core.pairs import all_pairs
+from nearsim.core.pairs import all_pairs, connected_components, pivot_groups
 
 MIN64 = -(1 << 63)
 MAX64 = (1 << 63) - 1
@@ -837,6 +837,27 @@ def test_pairs_of_many_values_are_the_exact_pairs_in_key_order(conn: psycopg.Con
     expected = [(i, j, hamming(a, b)) for i, a in enumerate(part) for j, b in enumerate(part)
                 if i < j and hamming(a, b) <= k]
     assert [pair for pair in found if pair[1] < len(part)] == expected
+
+
+@pytest.mark.parametrize(("k", "method"), [(3, "components"), (6, "pivot"), (9, "components"),
+                                         (2, "pivot")])
+def test_groups_of_many_values_are_the_groups_of_their_pairs(conn: psycopg.Connection, k: int,
+                                                            method: str) -> None:
+    fingerprints = adversarial_fingerprints(k + 100)
+    make_docs(conn, fingerprints)
+    found = conn.execute("SELECT key::int, cluster::int, pivot::int FROM"
+                         " nearsim_clusters('docs', %s, %s, 1)", (k, method)).fetchall()
+    # the groups nearsim.core.pairs makes of numpy's pairs, named by their least key
+    first, second, _ = all_pairs(np.array(fingerprints, dtype=np.int64), k)
+    count = len(fingerprints)
+    groups = (connected_components(count, first, second) if method == "components"
+              else pivot_groups(count, first, second)).tolist()
+    least: dict[int, int] = {}
+    for member, group in enumerate(groups):
+        least.setdefault(group, member)
+    assert found == [(member, least[group], group if method == "pivot" else None)
+                     for member, group in enumerate(groups)]
+    assert len({cluster for _, cluster, _ in found}) < count  # groups of more than one
 
 
 def test_pairs_of_many_pieces(conn: psycopg.Connection) -> None:

@@ -13,7 +13,7 @@ signatures.  ``plpy`` is PL/Python's module; everything below goes through
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from typing import Any
 
 import numpy
@@ -188,7 +188,3 @@ def nearsim_clusters_verified(plpy: Any, tbl: str, min_similarity: float, measur
     return list(search.clusters_verified(_session(plpy), tbl, min_similarity, measure,
                                          max_distance, method, min_size))
 
-
-def nearsim_clusters(plpy: Any, tbl: str, max_distance: int, method: str,
-                     min_size: int) -> Iterator[tuple[str, str, str | None]]:
-    return search.clusters(_session(plpy), tbl, max_distance, method, min_size)

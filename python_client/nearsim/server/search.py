@@ -1,22 +1,26 @@
-"""All pairs, clusters and verified search: the server's questions over a whole table.
+"""Verified search, pairs and groups: what the C routes leave to PL/Python.
 
-Pairs and clusters read every fingerprint of the table once and find
-the pairs in memory (:mod:`nearsim.core.pairs`); verified search takes its
-candidates from the rotation index and keeps those whose exact measure of the
-texts passes (:mod:`nearsim.core.measures`).
+All pairs and groups within a distance are C (``nearsim_pairs`` and
+``nearsim_clusters``, src/pairs.c), and so is verified search by S_R and
+containment under the default profile (src/verified.c).  Here: the other
+measures and profiles, whose candidates come from those C routes (the pairs
+of ``nearsim_pairs`` within the radius, or the rotation index for one
+query) and are kept when their exact measure of the texts passes
+(:mod:`nearsim.core.measures`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from typing import NoReturn
+from itertools import islice
+from typing import Any
 
 import numpy as np
 
 from ..core import calibration, measures
 from ..core.bits import BITS
-from ..core.interrupts import LimitExceeded, checkpoint
-from ..core.pairs import all_pairs, connected_components, iter_pairs, pivot_groups
+from ..core.interrupts import checkpoint
+from ..core.pairs import connected_components, pivot_groups
 from .catalog import Enabled, check_table_profile, lookup, simhash_sql
 from .database import Session
 
@@ -32,37 +36,6 @@ def _check_method(session: Session, method: str, hint: str) -> None:
     session.require(method, "method")
     if method not in METHODS:
         session.fail(f"unknown clustering method {method!r}", hint=hint)
-
-
-def max_pairs(session: Session) -> int:
-    """``nearsim.max_pairs``: the pairs an all-pairs search may hold (superuser-set)."""
-    return int(session.one(
-        "SELECT pg_catalog.current_setting('nearsim.max_pairs')::pg_catalog.int8 AS n")["n"])
-
-
-def refuse(session: Session, error: LimitExceeded, what: str) -> NoReturn:
-    """Report a request the core refused for a limit: SQLSTATE 54000, with its hint."""
-    message = str(error).replace("all pairs:", f"{what}:", 1)
-    session.fail(message, hint=error.hint, sqlstate="54000")
-
-
-def fingerprints(session: Session, enabled: Enabled) -> tuple[list[str], np.ndarray]:
-    """Keys (as text, in key order) and fingerprints of every fingerprinted row.
-
-    Read with the caller's rights: rows hidden by row-level security are
-    not among them.  Only the table's own rows: those of a table that
-    inherits from it are not the registry's.
-    """
-    check_table_profile(session, enabled.table.qualified, enabled.registration.profile)
-    key = session.ident(enabled.table.key_column)
-    fp = session.ident(enabled.registration.hash_column)
-    row = session.one(
-        f"SELECT pg_catalog.array_agg({key}::pg_catalog.text ORDER BY {key}) AS keys,"
-        f" pg_catalog.array_agg({fp} ORDER BY {key}) AS sis FROM ONLY {enabled.table.qualified}"
-        f" WHERE {fp} IS NOT NULL"
-    )
-    keys: list[str] = row["keys"] or []
-    return keys, np.array(row["sis"] or [], dtype=np.int64)
 
 
 def named_groups(
@@ -82,25 +55,6 @@ def named_groups(
         for member, group in enumerate(groups.tolist())
         if sizes[group] >= min_size
     )
-
-
-def clusters(session: Session, tbl: str, max_distance: int, method: str,
-             min_size: int) -> Iterator[tuple[str, str, str | None]]:
-    """``nearsim_clusters``: groups of near-duplicates within ``max_distance``."""
-    _check_method(session, method,
-                  hint="Use 'components' (chains of near-duplicates) or 'pivot' (every"
-                  " member within max_distance of its group's pivot).")
-    check_distance(session, max_distance)
-    keys, sis = fingerprints(session, lookup(session, tbl))
-    try:
-        first, second, _ = all_pairs(sis, max_distance, max_pairs(session))
-    except LimitExceeded as error:
-        refuse(session, error, "nearsim_clusters")
-    if method == "components":
-        groups = connected_components(len(keys), first, second)
-    else:
-        groups = pivot_groups(len(keys), first, second)
-    return named_groups(keys, groups, method, min_size)
 
 
 def _verified_radius(session: Session, min_similarity: float, measure: str,
@@ -232,17 +186,21 @@ def pairs_verified(
             and 0 < min_similarity <= 1:
         return _resemblance_pairs(session, enabled, min_similarity)
     radius = _verified_radius(session, min_similarity, measure, max_distance, reg.profile)
-    keys, sis = fingerprints(session, enabled)
-    try:
-        candidates = iter_pairs(sis, radius, max_pairs(session))
-    except LimitExceeded as error:
-        refuse(session, error, "nearsim_pairs_verified")
-    return _verified_pieces(session, enabled, keys, candidates, measure, min_similarity)
+    # The candidates: the pairs within the radius, from the C search of
+    # nearsim_pairs, read a piece at a time
+    candidates = session.rows(
+        f"SELECT p.a, p.b, p.distance FROM {session.ext}.nearsim_pairs("
+        f"{enabled.table.oid}::pg_catalog.oid::pg_catalog.regclass, $1::pg_catalog.int4) AS p",
+        radius, batch=CANDIDATES)
+    return _verified_pieces(session, enabled, candidates, measure, min_similarity)
+
+
+# Candidate pairs measured per read of their texts
+CANDIDATES = 100_000
 
 
 def _verified_pieces(
-    session: Session, enabled: Enabled, keys: list[str],
-    candidates: Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]], measure: str,
+    session: Session, enabled: Enabled, candidates: Iterator[dict[str, Any]], measure: str,
     min_similarity: float,
 ) -> Iterator[tuple[str, str, int, float, bool]]:
     """The candidate pairs that pass, a piece of candidates at a time: rows are
@@ -250,21 +208,17 @@ def _verified_pieces(
     key = session.ident(enabled.table.key_column)
     text = session.ident(enabled.registration.text_column)
     key_type = enabled.table.key_type.split(" COLLATE ")[0]
-    for first, second, distance in candidates:
-        wanted = sorted({*first.tolist(), *second.tolist()})
-        if not wanted:
-            continue
+    while piece := list(islice(candidates, CANDIDATES)):
+        wanted = sorted({*(pair["a"] for pair in piece), *(pair["b"] for pair in piece)})
         rows = session.execute(
             f"SELECT {key}::text AS key, {text}::text AS body FROM ONLY {enabled.table.qualified}"
-            f" WHERE {key} = ANY ($1::pg_catalog.text[]::{key_type}[])",
-            [keys[i] for i in wanted]
-        )
+            f" WHERE {key} = ANY ($1::pg_catalog.text[]::{key_type}[])", wanted)
         texts = {}
         for row in rows:
             texts[row["key"]] = measures.Shingled(row["body"] or "")
             checkpoint()
-        for i, j, d in zip(first.tolist(), second.tolist(), distance.tolist(), strict=True):
-            a, b = keys[i], keys[j]
+        for pair in piece:
+            a, b, d = pair["a"], pair["b"], int(pair["distance"])
             if a not in texts or b not in texts:
                 continue  # deleted since the fingerprints were read
             value = measures.verified_measure(measure, texts[a], texts[b])
