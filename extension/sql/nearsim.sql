@@ -459,10 +459,11 @@ CREATE FUNCTION nearsim_similar_verified(tbl regclass, query text,
 COMMENT ON FUNCTION nearsim_similar_verified(regclass, text, double precision, text, integer) IS
 'documents of tbl whose exact similarity to query (measure s_r, s_l, s_j, containment, information_s_l or information_s_j) is at least min_similarity, most similar first; by S_R from 0.5 up without max_distance, candidates come from the table''s sketch index (a GIN index over nearsim_sketch(text column)) when it has one, otherwise from the rotation index within max_distance bits, by default the calibrated radius for min_similarity (nearsim_radius); short marks pairs where a text has fewer than 10 shingles';
 
+-- with a PL/Python body
 CREATE FUNCTION nearsim_pairs_verified(tbl regclass, min_similarity double precision DEFAULT 0.8,
 		measure text DEFAULT 's_r', max_distance integer DEFAULT NULL)
 	RETURNS TABLE (a text, b text, distance integer, similarity double precision, short boolean)
-	AS 'MODULE_PATHNAME', 'nearsim_python_call'
+	AS 'MODULE_PATHNAME', 'nearsim_pairs_verified'
 	LANGUAGE C STABLE;
 
 COMMENT ON FUNCTION nearsim_pairs_verified(regclass, double precision, text, integer) IS

@@ -131,6 +131,8 @@ extern void nearsim_guard_init(void);
 
 /* python_call.c: the PL/Python body <name>_python of a C function, its errors */
 extern Oid	nearsim_python_body(Oid outer);
+/* resemblance.c: the exact join behind nearsim_pairs_verified by S_R */
+extern Datum nearsim_resemblance_pairs(PG_FUNCTION_ARGS);
 extern Datum nearsim_call_python_body(FunctionCallInfo fcinfo);
 extern void nearsim_rethrow_python_error(MemoryContext caller_context) pg_attribute_noreturn();
 

@@ -238,3 +238,54 @@ nearsim_similar_verified(PG_FUNCTION_ARGS)
 		return nearsim_call_python_body(fcinfo);
 	return (Datum) 0;
 }
+
+PG_FUNCTION_INFO_V1(nearsim_pairs_verified);
+/*
+ * nearsim_pairs_verified(tbl, min_similarity, measure, max_distance): by
+ * S_R without max_distance (the default), every pair at least
+ * min_similarity similar, here, by the exact set-similarity join of
+ * resemblance.c; anything else through the PL/Python body, which measures
+ * the pairs of nearsim_pairs within the radius.
+ */
+Datum
+nearsim_pairs_verified(PG_FUNCTION_ARGS)
+{
+	MemoryContext caller = CurrentMemoryContext;
+	NearsimRegistration reg;
+	double		min_similarity;
+	bool		enabled;
+	NameData   *columns;
+
+	LOCAL_FCINFO(join, 5);
+
+	if (PG_ARGISNULL(0) || PG_ARGISNULL(1) || PG_ARGISNULL(2) || !PG_ARGISNULL(3))
+		return nearsim_call_python_body(fcinfo);
+	min_similarity = PG_GETARG_FLOAT8(1);
+	if (strcmp(text_to_cstring(PG_GETARG_TEXT_PP(2)), "s_r") != 0 ||
+		!(min_similarity > 0.0 && min_similarity <= 1.0))
+		return nearsim_call_python_body(fcinfo);
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "nearsim: SPI_connect failed");
+	enabled = nearsim_read_registration(PG_GETARG_OID(0), &reg);
+	columns = MemoryContextAlloc(caller, sizeof(NameData) * 3);
+	if (enabled)
+	{
+		namestrcpy(&columns[0], reg.key_column);
+		namestrcpy(&columns[1], reg.text_column);
+		namestrcpy(&columns[2], reg.hash_column);
+	}
+	SPI_finish();
+	if (!enabled)
+		return nearsim_call_python_body(fcinfo);	/* its error names the table */
+
+	InitFunctionCallInfoData(*join, fcinfo->flinfo, 5, fcinfo->fncollation, NULL,
+							 fcinfo->resultinfo);
+	join->args[0].value = PG_GETARG_DATUM(0);
+	join->args[1].value = NameGetDatum(&columns[0]);
+	join->args[2].value = NameGetDatum(&columns[1]);
+	join->args[3].value = NameGetDatum(&columns[2]);
+	join->args[4].value = Float8GetDatum(min_similarity);
+	for (int i = 0; i < 5; i++)
+		join->args[i].isnull = false;
+	return nearsim_resemblance_pairs(join);
+}

@@ -45,6 +45,25 @@ def test_search_and_writes_of_a_default_table_need_no_python(tables: str) -> Non
         assert not python_started(conn)
 
 
+def test_all_pairs_groups_and_verified_pairs_of_a_default_table_need_no_python(
+    tables: str,
+) -> None:
+    with psycopg.connect(tables, autocommit=True) as conn:
+        pairs = conn.execute("SELECT a, b FROM nearsim_pairs('plain', 6)").fetchall()
+        assert ("1", "2") in pairs
+        groups = conn.execute("SELECT key, cluster, pivot FROM nearsim_clusters('plain', 6,"
+                              " 'pivot')").fetchall()  # fmt: skip
+        assert ("2", "1", groups[0][2]) in groups
+        verified = conn.execute("SELECT a, b FROM nearsim_pairs_verified('plain')").fetchall()
+        assert ("1", "2") in verified
+        assert not python_started(conn)
+        # another measure is PL/Python's, over the pairs of nearsim_pairs
+        by_words = conn.execute("SELECT a, b FROM nearsim_pairs_verified('plain', 0.8,"
+                                " 's_l')").fetchall()  # fmt: skip
+        assert ("1", "2") in by_words
+        assert python_started(conn)
+
+
 def test_another_profile_starts_python(tables: str) -> None:
     with psycopg.connect(tables, autocommit=True) as conn:
         assert conn.execute("SELECT (doc).id FROM stemmed_similar(%s, 0)",
