@@ -469,11 +469,12 @@ CREATE FUNCTION nearsim_pairs_verified(tbl regclass, min_similarity double preci
 COMMENT ON FUNCTION nearsim_pairs_verified(regclass, double precision, text, integer) IS
 'pairs of documents of tbl whose exact similarity (measure, of a to b for containment) is at least min_similarity: for s_r without max_distance every such pair, whatever the distance of their fingerprints (an exact join of the shingle sets, nearsim_resemblance_pairs); otherwise the pairs of nearsim_pairs within max_distance (by default nearsim_radius(min_similarity)) that pass';
 
+-- with a PL/Python body
 CREATE FUNCTION nearsim_clusters_verified(tbl regclass, min_similarity double precision DEFAULT 0.8,
 		measure text DEFAULT 's_r', max_distance integer DEFAULT NULL,
 		method text DEFAULT 'components', min_size integer DEFAULT 2)
 	RETURNS TABLE (key text, cluster text, pivot text)
-	AS 'MODULE_PATHNAME', 'nearsim_python_call'
+	AS 'MODULE_PATHNAME', 'nearsim_clusters_verified'
 	LANGUAGE C STABLE;
 
 COMMENT ON FUNCTION nearsim_clusters_verified(regclass, double precision, text, integer, text, integer) IS

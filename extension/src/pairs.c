@@ -488,6 +488,42 @@ pivots(const Distinct *distinct, const Neighbours *neighbours, int32 *pivot, int
 	pfree(grouped);
 }
 
+/*
+ * (key, cluster, pivot) of each of count positions in a group of at least
+ * min_size, in order: cluster is the key of the group's least position,
+ * pivot (with by_pivot) the key of its pivot, group[p] the group of p.
+ */
+static void
+put_groups(const Datum *keys, int32 count, const int32 *group, bool by_pivot, int32 min_size,
+		   ReturnSetInfo *rsinfo)
+{
+	int32	   *least = palloc_extended(sizeof(int32) * (Size) Max(count, 1), MCXT_ALLOC_HUGE);
+	int32	   *size = palloc_extended(sizeof(int32) * (Size) Max(count, 1),
+									   MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
+
+	for (int32 p = count - 1; p >= 0; p--)
+	{
+		least[group[p]] = p;
+		size[group[p]]++;
+	}
+	for (int32 p = 0; p < count; p++)
+	{
+		Datum		values[3];
+		bool		nulls[3] = {false, false, !by_pivot};
+
+		if (size[group[p]] < min_size)
+			continue;
+		values[0] = keys[p];
+		values[1] = keys[least[group[p]]];
+		values[2] = by_pivot ? keys[group[p]] : (Datum) 0;
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+		if ((p & 4095) == 4095)
+			CHECK_FOR_INTERRUPTS();
+	}
+	pfree(least);
+	pfree(size);
+}
+
 PG_FUNCTION_INFO_V1(nearsim_clusters);
 /*
  * nearsim_clusters(tbl, max_distance, method, min_size): (key, cluster,
@@ -510,8 +546,6 @@ nearsim_clusters(PG_FUNCTION_ARGS)
 	Distinct	distinct;
 	NearPairs	near;
 	int32	   *group;
-	int32	   *least;
-	int32	   *size;
 
 	if (!by_pivot && strcmp(method, "components") != 0)
 		ereport(ERROR,
@@ -534,29 +568,177 @@ nearsim_clusters(PG_FUNCTION_ARGS)
 	else
 		components(&distinct, &near, group);
 
-	/* each group's least position and size */
-	least = palloc_extended(sizeof(int32) * (Size) Max(rows.count, 1), MCXT_ALLOC_HUGE);
-	size = palloc_extended(sizeof(int32) * (Size) Max(rows.count, 1),
-						   MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
-	for (int32 p = rows.count - 1; p >= 0; p--)
-	{
-		least[group[p]] = p;
-		size[group[p]]++;
-	}
-	for (int32 p = 0; p < rows.count; p++)
-	{
-		Datum		values[3];
-		bool		nulls[3] = {false, false, !by_pivot};
+	put_groups(rows.keys, rows.count, group, by_pivot, min_size, rsinfo);
+	MemoryContextSwitchTo(caller);
+	MemoryContextDelete(context);
+	return (Datum) 0;
+}
 
-		if (size[group[p]] < min_size)
-			continue;
-		values[0] = rows.keys[p];
-		values[1] = rows.keys[least[group[p]]];
-		values[2] = by_pivot ? rows.keys[group[p]] : (Datum) 0;
-		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
-		if ((p & 4095) == 4095)
-			CHECK_FOR_INTERRUPTS();
+static int
+compare_strings(const void *a, const void *b)
+{
+	return strcmp(*(char *const *) a, *(char *const *) b);
+}
+
+/* The position of key among count sorted keys (it is one of them) */
+static int32
+position_of(char **sorted, int32 count, const char *key)
+{
+	char	  **found = bsearch(&key, sorted, count, sizeof(char *), compare_strings);
+
+	if (found == NULL)
+		elog(ERROR, "nearsim: a key of the verified pairs went missing");
+	return (int32) (found - sorted);
+}
+
+PG_FUNCTION_INFO_V1(nearsim_clusters_verified);
+/*
+ * nearsim_clusters_verified(tbl, min_similarity, measure, max_distance,
+ * method, min_size): by S_R without max_distance (the default), the groups
+ * of the pairs of the exact join (nearsim_resemblance_pairs), here;
+ * anything else through the PL/Python body.  As there, the documents are
+ * those of some pair, numbered in the order of their keys as text compared
+ * code point by code point (which decides the ties of pivots), and each
+ * group is named after its least key in that order.
+ */
+Datum
+nearsim_clusters_verified(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	MemoryContext caller = CurrentMemoryContext;
+	MemoryContext context;
+	NearsimRegistration reg;
+	double		min_similarity;
+	char	   *method;
+	bool		by_pivot;
+	int32		min_size;
+	char	   *statement;
+	SPIPlanPtr	plan;
+	Portal		cursor;
+	char	  **ends = NULL;		/* a, b of each pair */
+	int64		pairs = 0;
+	int64		size = 0;
+	char	  **sorted;
+	int32		count = 0;
+	Distinct	distinct;
+	NearPairs	near;
+	int32	   *group;
+	Datum	   *keys;
+
+	for (int i = 0; i < 6; i++)
+		if (PG_ARGISNULL(i) != (i == 3))
+			return nearsim_call_python_body(fcinfo);
+	min_similarity = PG_GETARG_FLOAT8(1);
+	method = text_to_cstring(PG_GETARG_TEXT_PP(4));
+	by_pivot = strcmp(method, "pivot") == 0;
+	min_size = PG_GETARG_INT32(5);
+	if (strcmp(text_to_cstring(PG_GETARG_TEXT_PP(2)), "s_r") != 0 ||
+		!(min_similarity > 0.0 && min_similarity <= 1.0) || min_size < 1 ||
+		(!by_pivot && strcmp(method, "components") != 0))
+		return nearsim_call_python_body(fcinfo);
+
+	context = AllocSetContextCreate(caller, "nearsim_clusters_verified", ALLOCSET_DEFAULT_SIZES);
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "nearsim: SPI_connect failed");
+	if (!nearsim_read_registration(PG_GETARG_OID(0), &reg))
+	{
+		SPI_finish();
+		return nearsim_call_python_body(fcinfo);	/* its error names the table */
 	}
+	InitMaterializedSRF(fcinfo, 0);
+	statement = psprintf("SELECT p.a, p.b FROM %s.nearsim_resemblance_pairs($1, $2, $3, $4, $5) p",
+						 quote_identifier(get_namespace_name(get_func_namespace(fcinfo->flinfo->fn_oid))));
+	{
+		Oid			types[5] = {REGCLASSOID, NAMEOID, NAMEOID, NAMEOID, FLOAT8OID};
+		Datum		values[5];
+		NameData   *columns = palloc(sizeof(NameData) * 3);
+
+		namestrcpy(&columns[0], reg.key_column);
+		namestrcpy(&columns[1], reg.text_column);
+		namestrcpy(&columns[2], reg.hash_column);
+		values[0] = PG_GETARG_DATUM(0);
+		values[1] = NameGetDatum(&columns[0]);
+		values[2] = NameGetDatum(&columns[1]);
+		values[3] = NameGetDatum(&columns[2]);
+		values[4] = Float8GetDatum(min_similarity);
+		plan = SPI_prepare(statement, 5, types);
+		if (plan == NULL)
+			elog(ERROR, "nearsim: could not join the texts: %s", SPI_result_code_string(SPI_result));
+		cursor = SPI_cursor_open(NULL, plan, values, NULL, true);
+	}
+	for (;;)
+	{
+		MemoryContext spi;
+
+		SPI_cursor_fetch(cursor, true, 10000);
+		if (SPI_processed == 0)
+			break;
+		spi = MemoryContextSwitchTo(context);
+		if (pairs + (int64) SPI_processed > size)
+		{
+			size = Max(size * 2, pairs + (int64) SPI_processed);
+			ends = ends == NULL ? palloc_extended(sizeof(char *) * 2 * size, MCXT_ALLOC_HUGE) :
+				repalloc_huge(ends, sizeof(char *) * 2 * size);
+		}
+		for (uint64 i = 0; i < SPI_processed; i++)
+		{
+			ends[2 * pairs] = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1);
+			ends[2 * pairs++ + 1] = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2);
+		}
+		MemoryContextSwitchTo(spi);
+		SPI_freetuptable(SPI_tuptable);
+		CHECK_FOR_INTERRUPTS();
+	}
+	SPI_cursor_close(cursor);
+	SPI_finish();
+
+	MemoryContextSwitchTo(context);
+	/* the documents of some pair, in the order of their keys, once each */
+	sorted = palloc_extended(sizeof(char *) * (Size) Max(2 * pairs, 1), MCXT_ALLOC_HUGE);
+	if (pairs > 0)
+		memcpy(sorted, ends, sizeof(char *) * 2 * pairs);
+	qsort(sorted, 2 * pairs, sizeof(char *), compare_strings);
+	for (int64 i = 0; i < 2 * pairs; i++)
+		if (count == 0 || strcmp(sorted[i], sorted[count - 1]) != 0)
+			sorted[count++] = sorted[i];
+
+	/* each document a value of its own, each pair a near pair of them */
+	distinct.count = count;
+	distinct.values = NULL;
+	distinct.member_start = palloc_extended(sizeof(int32) * ((Size) count + 1), MCXT_ALLOC_HUGE);
+	distinct.members = palloc_extended(sizeof(int32) * (Size) Max(count, 1), MCXT_ALLOC_HUGE);
+	distinct.of = distinct.members;
+	for (int32 p = 0; p <= count; p++)
+		distinct.member_start[p] = p;
+	for (int32 p = 0; p < count; p++)
+		distinct.members[p] = p;
+	memset(&near, 0, sizeof(near));
+	near.count = near.size = pairs;
+	near.first = palloc_extended(sizeof(int32) * (Size) Max(pairs, 1), MCXT_ALLOC_HUGE);
+	near.second = palloc_extended(sizeof(int32) * (Size) Max(pairs, 1), MCXT_ALLOC_HUGE);
+	near.distance = palloc_extended((Size) Max(pairs, 1), MCXT_ALLOC_ZERO | MCXT_ALLOC_HUGE);
+	for (int64 i = 0; i < pairs; i++)
+	{
+		int32		a = position_of(sorted, count, ends[2 * i]);
+		int32		b = position_of(sorted, count, ends[2 * i + 1]);
+
+		near.first[i] = Min(a, b);
+		near.second[i] = Max(a, b);
+	}
+	group = palloc_extended(sizeof(int32) * (Size) Max(count, 1), MCXT_ALLOC_HUGE);
+	if (by_pivot)
+	{
+		Neighbours	neighbours;
+
+		link_neighbours(&distinct, &near, &neighbours);
+		pivots(&distinct, &neighbours, group, count);
+	}
+	else
+		components(&distinct, &near, group);
+	keys = palloc_extended(sizeof(Datum) * (Size) Max(count, 1), MCXT_ALLOC_HUGE);
+	for (int32 p = 0; p < count; p++)
+		keys[p] = CStringGetTextDatum(sorted[p]);
+	put_groups(keys, count, group, by_pivot, min_size, rsinfo);
 	MemoryContextSwitchTo(caller);
 	MemoryContextDelete(context);
 	return (Datum) 0;

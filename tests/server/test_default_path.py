@@ -56,6 +56,9 @@ def test_all_pairs_groups_and_verified_pairs_of_a_default_table_need_no_python(
         assert ("2", "1", groups[0][2]) in groups
         verified = conn.execute("SELECT a, b FROM nearsim_pairs_verified('plain')").fetchall()
         assert ("1", "2") in verified
+        verified_groups = conn.execute("SELECT key, cluster FROM nearsim_clusters_verified("
+                                       "'plain', 0.8, method => 'pivot')").fetchall()
+        assert ("2", "1") in verified_groups
         assert not python_started(conn)
         # another measure is PL/Python's, over the pairs of nearsim_pairs
         by_words = conn.execute("SELECT a, b FROM nearsim_pairs_verified('plain', 0.8,"

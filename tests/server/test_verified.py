@@ -267,6 +267,27 @@ def test_verified_pairs_and_clusters_are_the_brute_force_ones(
         assert cluster == min(k for k, c in cluster_of.items() if c == cluster)
 
 
+@pytest.mark.parametrize("minimum", [0.3, 0.8])
+@pytest.mark.parametrize("method", ["components", "pivot"])
+def test_verified_pairs_and_groups_by_s_r_in_c_equal_the_pl_python_ones(
+    database: str, corpus: tuple[str, dict[int, str]], minimum: float, method: str
+) -> None:
+    """By S_R without a radius both answer in C; their PL/Python bodies (the
+    route of the other measures) give the same rows in the same order."""
+    table, _ = corpus
+    with psycopg.connect(database) as conn:
+        for function, arguments in (
+                ("nearsim_pairs_verified", "%s, %s, 's_r', NULL"),
+                ("nearsim_clusters_verified", f"%s, %s, 's_r', NULL, '{method}', 1"),
+                ("nearsim_clusters_verified", f"%s, %s, 's_r', NULL, '{method}', 3")):
+            in_c = conn.execute(f"SELECT * FROM {function}({arguments})",
+                                [table, minimum]).fetchall()
+            in_python = conn.execute(f"SELECT * FROM {function}_python({arguments})",
+                                     [table, minimum]).fetchall()
+            assert in_c == in_python, function
+            assert len(in_c) >= 20, function
+
+
 ODD_BODIES = {
     1: "", 2: None, 3: "one", 4: "one", 5: "two words", 6: "words two", 7: "two words",
     8: "a b c", 9: "a b c a b c a b c", 10: "a b c d", 11: "!!! ... ???",
