@@ -119,6 +119,13 @@ class StoredDocument:
 class DocumentTable:
     """One table, named as in SQL (``docs``, ``archive."Mail"``).
 
+    Longer than a class should be, for a reason: it is the library's one
+    handle on a table, as sqlite-utils' ``Table`` is, so every question a
+    user asks of a table is a method here (32 of them, the longest 53
+    lines).  Each states the question and its arguments and hands the work
+    to the server's functions or to the rooms of the client (``bywords``,
+    ``checks``, ``writers``); splitting it would split that one handle.
+
     >>> docs = nearsim.DocumentTable(nearsim.connect(autocommit=True), "docs")  # doctest: +SKIP
     >>> docs.create()  # the table and its rotation indexes, unless they exist  # doctest: +SKIP
     >>> [(m.key, m.distance) for m in docs.similar("To be, or not to be", 6)]  # doctest: +SKIP
