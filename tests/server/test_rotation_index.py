@@ -4,55 +4,25 @@ from __future__ import annotations
 
 import random
 import uuid
-from collections.abc import Iterable, Iterator
 
-import numpy as np
 import psycopg
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from psycopg import sql
+from rotated import (
+    EXTREMES,
+    MAX64,
+    MIN64,
+    assert_no_drift,
+    clustered_fingerprints,
+    error_of,
+    flip,
+    hamming,
+    make_docs,
+)
 
 import nearsim
-from nearsim.core.bands import default_bands
-from nearsim.core.pairs import all_pairs, connected_components, pivot_groups
-
-MIN64 = -(1 << 63)
-MAX64 = (1 << 63) - 1
-EXTREMES = [0, -1, MIN64, MAX64, 1, MIN64 + 1, MAX64 - 1]
-
-
-def hamming(a: int, b: int) -> int:
-    return ((a ^ b) & ((1 << 64) - 1)).bit_count()
-
-
-def flip(value: int, positions: Iterable[int]) -> int:
-    unsigned = value & ((1 << 64) - 1)
-    for position in positions:
-        unsigned ^= 1 << position
-    return unsigned - (1 << 64) if unsigned >= 1 << 63 else unsigned
-
-
-def make_docs(
-    conn: psycopg.Connection, fingerprints: list[int], *, bands: int | None = None,
-    table: str = "docs",
-) -> None:
-    """An enabled table loaded with fingerprints computed elsewhere, as a loader does.
-
-    The session declares them fingerprints of the table's profile, as the
-    loader does, so the triggers keep them unchecked.
-    """
-    conn.execute("SET LOCAL nearsim.profile = 'default/1'")
-    conn.execute(sql.SQL("CREATE TABLE {} (id bigint PRIMARY KEY, body text, si bigint)").format(
-        sql.Identifier(table)))
-    bands = default_bands(len(fingerprints)) if bands is None else bands
-    conn.execute("SELECT nearsim_enable(%s, 'body', bands => %s)", (table, bands))
-    with conn.cursor().copy(
-        sql.SQL("COPY {} (id, body, si) FROM STDIN").format(sql.Identifier(table))
-    ) as copy:
-        for i, fp in enumerate(fingerprints):
-            copy.write_row((i, f"document {i}", fp))
-    conn.execute(sql.SQL("ANALYZE {}").format(sql.Identifier(table)))
 
 
 def brute_force(conn: psycopg.Connection, query: int, k: int, table: str = "docs") -> list[int]:
@@ -69,29 +39,7 @@ def bucket_search(conn: psycopg.Connection, query: int, k: int,
             sql.Identifier(function)), (query, k))]
 
 
-def assert_no_drift(
-    conn: psycopg.Connection, table: str = "docs", *, fingerprints: bool = True
-) -> None:
-    """The index holds the documents (and, for real texts, fingerprints match texts)."""
-    report = conn.execute(
-        "SELECT ok, missing, extra, wrong, COALESCE(stale, 0), triggers_ok, sample_keys"
-        " FROM nearsim_verify(%s, fingerprints => %s)", (table, fingerprints)
-    ).fetchone()
-    assert report == (True, 0, 0, 0, 0, True, None), report
-
-
 # -- exact search ------------------------------------------------------------
-
-
-def clustered_fingerprints(rng: random.Random) -> list[int]:
-    """Random values, the extremes, many identical and many differing in one band."""
-    seed = rng.getrandbits(64) - (1 << 63)
-    values = [rng.getrandbits(64) - (1 << 63) for _ in range(600)]
-    values += EXTREMES
-    values += [seed] * 150
-    values += [flip(seed, rng.sample(range(48, 64), rng.randint(1, 8))) for _ in range(300)]
-    values += [flip(seed, rng.sample(range(64), rng.randint(1, 12))) for _ in range(300)]
-    return values
 
 
 @pytest.mark.parametrize("bands", [3, 4, 5, 8, 16])
@@ -220,14 +168,6 @@ def test_enable_backfills_and_disable_leaves_the_documents(conn: psycopg.Connect
     conn.execute("INSERT INTO docs VALUES (9003, 'after disable')")
     conn.execute("SELECT nearsim_enable('docs', 'body')")
     assert_no_drift(conn)
-
-
-def error_of(conn: psycopg.Connection, statement: str, *args: object) -> psycopg.Error:
-    conn.execute("SAVEPOINT attempt")
-    with pytest.raises(psycopg.Error) as caught:
-        conn.execute(statement, args or None)
-    conn.execute("ROLLBACK TO SAVEPOINT attempt")
-    return caught.value
 
 
 def test_enable_errors_name_the_table(conn: psycopg.Connection) -> None:
@@ -665,262 +605,6 @@ def test_rebuild_changes_the_layout(conn: psycopg.Connection) -> None:
         for k in (0, 6, 12):
             assert bucket_search(conn, query, k) == brute_force(conn, query, k)
     assert_no_drift(conn, fingerprints=False)
-
-
-# -- privileges and hostile names ----------------------------------------------
-
-
-@pytest.fixture
-def roles(conn: psycopg.Connection) -> Iterator[psycopg.Connection]:
-    for role in ("nearsim_owner", "nearsim_writer", "nearsim_reader", "nearsim_outsider"):
-        conn.execute(sql.SQL("CREATE ROLE {}").format(sql.Identifier(role)))
-    conn.execute("CREATE SCHEMA docs_schema AUTHORIZATION nearsim_owner")
-    conn.execute("GRANT USAGE ON SCHEMA docs_schema TO PUBLIC")
-    yield conn
-
-
-def test_writers_write_documents_and_only_the_triggers_write_buckets(
-    roles: psycopg.Connection,
-) -> None:
-    conn = roles
-    conn.execute("SET ROLE nearsim_owner")
-    conn.execute("CREATE TABLE docs_schema.docs (id int PRIMARY KEY, body text)")
-    conn.execute("INSERT INTO docs_schema.docs VALUES (1, 'first document words')")
-    conn.execute("SELECT nearsim_enable('docs_schema.docs', 'body')")
-    conn.execute("GRANT SELECT, INSERT, UPDATE, DELETE, TRUNCATE ON docs_schema.docs"
-                 " TO nearsim_writer")
-    conn.execute("GRANT SELECT ON docs_schema.docs TO nearsim_reader")
-    conn.execute("RESET ROLE")
-    owners = conn.execute(
-        "SELECT DISTINCT pg_get_userbyid(relowner) FROM pg_class"
-        " WHERE relnamespace = 'docs_schema'::regnamespace").fetchall()
-    assert owners == [("nearsim_owner",)]
-
-    conn.execute("SET ROLE nearsim_writer")
-    conn.execute("INSERT INTO docs_schema.docs VALUES (2, 'second document words')")
-    conn.execute("UPDATE docs_schema.docs SET body = 'first document, new words' WHERE id = 1")
-    conn.execute("INSERT INTO docs_schema.docs VALUES (3, 'third') ON CONFLICT DO NOTHING")
-    conn.execute("DELETE FROM docs_schema.docs WHERE id = 3")
-    # the index is the owner's: a writer cannot drop it, nor the triggers
-    for statement in (
-        "DROP INDEX docs_schema.docs_nearsim_rotate_idx",
-        "ALTER TABLE docs_schema.docs DISABLE TRIGGER zz_nearsim_fingerprint",
-    ):
-        assert isinstance(error_of(conn, statement), psycopg.errors.InsufficientPrivilege)
-    # nor can it reuse the trigger function on a table of its own
-    conn.execute("CREATE TEMP TABLE mine (id int PRIMARY KEY, body text, si bigint)")
-    assert isinstance(error_of(
-        conn, "CREATE TRIGGER t BEFORE INSERT ON mine"
-        " FOR EACH ROW EXECUTE FUNCTION docs_schema.docs_nearsim_fingerprint()"),
-        psycopg.errors.InsufficientPrivilege)
-    conn.execute("RESET ROLE")
-    assert_no_drift(conn, "docs_schema.docs")
-
-    conn.execute("SET ROLE nearsim_reader")
-    found = conn.execute(
-        "SELECT (doc).id FROM docs_schema.docs_similar('second document words', 0)").fetchall()
-    assert found == [(2,)]
-    conn.execute("RESET ROLE")
-    conn.execute("SET ROLE nearsim_outsider")
-    # a role that may not read the documents may not search them
-    assert isinstance(error_of(conn, "SELECT * FROM docs_schema.docs_similar(1::bigint, 64)"),
-                      psycopg.errors.InsufficientPrivilege)
-    assert isinstance(error_of(
-        conn, "SELECT nearsim_search('docs_schema.docs', 'si', 1, 64)"),
-        psycopg.errors.InsufficientPrivilege)
-    assert isinstance(error_of(conn, "SELECT nearsim_disable('docs_schema.docs')"),
-                      psycopg.errors.InsufficientPrivilege)
-    # no role writes the registry by hand (nearsim_register and nearsim_unregister do)
-    assert isinstance(error_of(conn, "DELETE FROM nearsim_tables"),
-                      psycopg.errors.InsufficientPrivilege)
-    conn.execute("RESET ROLE")
-    assert conn.execute("SELECT count(*) FROM nearsim_tables").fetchone() == (1,)
-
-
-def test_a_superuser_enables_a_table_for_its_owner(roles: psycopg.Connection) -> None:
-    conn = roles
-    conn.execute("CREATE TABLE docs_schema.docs (id int PRIMARY KEY, body text)")
-    conn.execute("ALTER TABLE docs_schema.docs OWNER TO nearsim_owner")
-    conn.execute("SELECT nearsim_enable('docs_schema.docs', 'body')")
-    owners = conn.execute(
-        "SELECT DISTINCT pg_get_userbyid(relowner) FROM pg_class"
-        " WHERE relnamespace = 'docs_schema'::regnamespace"
-        " UNION SELECT DISTINCT pg_get_userbyid(proowner) FROM pg_proc"
-        " WHERE pronamespace = 'docs_schema'::regnamespace").fetchall()
-    assert owners == [("nearsim_owner",)]
-    assert conn.execute("SELECT current_user").fetchone() == ("postgres",)
-    conn.execute("SET ROLE nearsim_outsider")
-    assert isinstance(error_of(conn, "SELECT * FROM nearsim_rebuild('docs_schema.docs')"),
-                      psycopg.errors.InsufficientPrivilege)
-
-
-HOSTILE_SCHEMA = 'My "Schema"; DROP'
-HOSTILE_TABLE = 'Docs "Quoted" $x$ Table'
-
-
-def test_hostile_identifiers(conn: psycopg.Connection) -> None:
-    names = {n: sql.Identifier(n) for n in (
-        HOSTILE_SCHEMA, HOSTILE_TABLE, "Key Col'", 'Body "Text"', "Sim Hash")}
-    conn.execute(sql.SQL("CREATE SCHEMA {}").format(names[HOSTILE_SCHEMA]))
-    table = sql.Identifier(HOSTILE_SCHEMA, HOSTILE_TABLE)
-    conn.execute(sql.SQL("CREATE TABLE {} ({} text PRIMARY KEY, {} text)").format(
-        table, names["Key Col'"], names['Body "Text"']))
-    conn.execute(sql.SQL("INSERT INTO {} VALUES ('a''1', 'some words of a'), ('b\\2', 'some"
-                         " words of a!'), ('c', 'other words entirely')").format(table))
-    regclass = conn.execute(sql.SQL("SELECT {}::regclass::text").format(
-        sql.Literal(table.as_string(conn)))).fetchone()
-    assert regclass is not None
-    conn.execute("SELECT nearsim_enable(%s, %s, %s)",
-                 (regclass[0], 'Body "Text"', "Sim Hash"))
-    similar = sql.Identifier(HOSTILE_SCHEMA, HOSTILE_TABLE + "_similar")
-    found = conn.execute(sql.SQL("SELECT ((doc).{}) FROM {}('some words of a', 3) ORDER BY 1")
-                         .format(names["Key Col'"], similar)).fetchall()
-    assert found == [("a'1",), ("b\\2",)]
-    assert_no_drift(conn, regclass[0])
-    pairs = conn.execute("SELECT * FROM nearsim_pairs(%s, 0)", (regclass[0],)).fetchall()
-    assert pairs == [("a'1", "b\\2", 0)]
-    conn.execute(sql.SQL("UPDATE {} SET {} = 'x' WHERE {} = 'c'").format(
-        table, names["Key Col'"], names["Key Col'"]))
-    assert_no_drift(conn, regclass[0])
-    conn.execute("SELECT nearsim_disable(%s)", (regclass[0],))
-    assert conn.execute(sql.SQL("SELECT count(*) FROM {}").format(table)).fetchone() == (3,)
-
-
-# -- all pairs and clusters -----------------------------------------------------
-
-
-def test_pairs_are_exactly_the_brute_force_pairs(conn: psycopg.Connection) -> None:
-    rng = random.Random(11)
-    fingerprints = clustered_fingerprints(rng)[:900]
-    make_docs(conn, fingerprints)
-    for k in (0, 1, 3, 6, 9, 12):
-        expected = [
-            (str(i), str(j), hamming(a, b))
-            for i, a in enumerate(fingerprints) for j, b in enumerate(fingerprints)
-            if i < j and hamming(a, b) <= k
-        ]
-        found = conn.execute("SELECT * FROM nearsim_pairs('docs', %s)", (k,)).fetchall()
-        assert sorted(found, key=lambda p: (int(p[0]), int(p[1]))) == expected, k
-    # keys are compared as keys, not as text: 9 < 10
-    assert ("9", "10", hamming(fingerprints[9], fingerprints[10])) in conn.execute(
-        "SELECT * FROM nearsim_pairs('docs', 64)").fetchall()
-
-
-def adversarial_fingerprints(seed: int) -> list[int]:
-    """Enough values for the search by blocks (not each with each): random ones,
-    ones confined to their low 24 bits (every other block equal), clusters of
-    near values, and runs of copies."""
-    rng = np.random.default_rng(seed)
-    random_values = rng.integers(-(1 << 63), (1 << 63) - 1, size=12_000, dtype=np.int64)
-    low = rng.integers(0, 1 << 24, size=4_000, dtype=np.int64)
-    centres = rng.integers(-(1 << 63), (1 << 63) - 1, size=300, dtype=np.int64)
-    clusters = [flip(int(c), rng.choice(64, size=int(rng.integers(0, 12)), replace=False).tolist())
-                for c in centres for _ in range(12)]
-    copies = [int(random_values[0])] * 300 + [int(low[0])] * 40
-    values = [*random_values.tolist(), *low.tolist(), *clusters, *copies]
-    rng.shuffle(values)
-    return values
-
-
-@pytest.mark.parametrize("k", [1, 3, 6, 11])
-def test_pairs_of_many_values_are_the_exact_pairs_in_key_order(conn: psycopg.Connection,
-                                                              k: int) -> None:
-    fingerprints = adversarial_fingerprints(k)
-    make_docs(conn, fingerprints)
-    found = conn.execute("SELECT a::int, b::int, distance FROM nearsim_pairs('docs', %s)",
-                         (k,)).fetchall()
-    # the numpy search of nearsim.core.pairs, itself checked against every pair
-    first, second, distance = all_pairs(np.array(fingerprints, dtype=np.int64), k)
-    assert found == list(zip(first.tolist(), second.tolist(), distance.tolist(), strict=True))
-    # and each with each on a part of them: the same pairs among its keys
-    part = fingerprints[:1500]
-    expected = [(i, j, hamming(a, b)) for i, a in enumerate(part) for j, b in enumerate(part)
-                if i < j and hamming(a, b) <= k]
-    assert [pair for pair in found if pair[1] < len(part)] == expected
-
-
-@pytest.mark.parametrize(("k", "method"), [(3, "components"), (6, "pivot"), (9, "components"),
-                                         (2, "pivot")])
-def test_groups_of_many_values_are_the_groups_of_their_pairs(conn: psycopg.Connection, k: int,
-                                                            method: str) -> None:
-    fingerprints = adversarial_fingerprints(k + 100)
-    make_docs(conn, fingerprints)
-    found = conn.execute("SELECT key::int, cluster::int, pivot::int FROM"
-                         " nearsim_clusters('docs', %s, %s, 1)", (k, method)).fetchall()
-    # the groups nearsim.core.pairs makes of numpy's pairs, named by their least key
-    first, second, _ = all_pairs(np.array(fingerprints, dtype=np.int64), k)
-    count = len(fingerprints)
-    groups = (connected_components(count, first, second) if method == "components"
-              else pivot_groups(count, first, second)).tolist()
-    least: dict[int, int] = {}
-    for member, group in enumerate(groups):
-        least.setdefault(group, member)
-    assert found == [(member, least[group], group if method == "pivot" else None)
-                     for member, group in enumerate(groups)]
-    assert len({cluster for _, cluster, _ in found}) < count  # groups of more than one
-
-
-def test_pairs_of_many_pieces(conn: psycopg.Connection) -> None:
-    # 800 copies of one fingerprint and 200 at 1 bit from it: 499,500 pairs,
-    # which the search hands to the C function that makes the rows in
-    # several pieces; every pair once, with its distance, and the keys of
-    # the rows that share the fingerprint.
-    block = [0x1234_5678_9ABC_DEF0] * 800
-    near = [flip(block[0], [i % 64]) for i in range(200)]
-    make_docs(conn, block + near)
-    found = conn.execute("SELECT a::int, b::int, distance FROM nearsim_pairs('docs', 2)"
-                         ).fetchall()
-    expected = {
-        (i, j, hamming(a, b))
-        for i, a in enumerate(block + near) for j, b in enumerate(block + near)
-        if i < j and hamming(a, b) <= 2
-    }
-    assert len(found) == len(expected) == 499_500
-    assert set(found) == expected
-    identical = sum(1 for i, j, d in expected if d == 0)
-    assert conn.execute("SELECT count(*), count(DISTINCT (a, b)) FROM nearsim_pairs('docs', 0)"
-                        ).fetchone() == (identical, identical)
-
-
-def test_clusters(conn: psycopg.Connection) -> None:
-    # a chain A ~ B ~ C with A and C 8 bits apart, a pair D ~ E, a loner F
-    a = 0
-    b = flip(a, range(4))
-    c = flip(b, range(4, 8))
-    d = -1
-    e = flip(d, [60])
-    f = 0x0F0F0F0F0F0F0F0F
-    make_docs(conn, [a, b, c, d, e, f])
-    components = conn.execute(
-        "SELECT * FROM nearsim_clusters('docs', 4) ORDER BY key").fetchall()
-    assert components == [("0", "0", None), ("1", "0", None), ("2", "0", None),
-                          ("3", "3", None), ("4", "3", None)]
-    pivots = conn.execute(
-        "SELECT * FROM nearsim_clusters('docs', 4, 'pivot') ORDER BY key").fetchall()
-    # B has the most neighbours: it is the pivot, and A and C are each 4 bits from it
-    assert pivots == [("0", "0", "1"), ("1", "0", "1"), ("2", "0", "1"),
-                      ("3", "3", "3"), ("4", "3", "3")]
-    singles = conn.execute(
-        "SELECT key, cluster FROM nearsim_clusters('docs', 4, min_size => 1) WHERE key = '5'"
-    ).fetchall()
-    assert singles == [("5", "5")]
-    assert "unknown clustering method 'stars'" in str(
-        error_of(conn, "SELECT * FROM nearsim_clusters('docs', 4, 'stars')"))
-    # every member of a pivot group is within the distance of its pivot
-    rng = random.Random(5)
-    # dropping an enabled table takes its indexes and functions, which
-    # depend on it (hence CASCADE), and the registry row goes with it
-    refused = str(error_of(conn, "DROP TABLE docs"))
-    assert "function docs_similar(bigint,integer) depends on" in refused
-    conn.execute("DROP TABLE docs CASCADE")
-    assert conn.execute("SELECT to_regprocedure('docs_similar(bigint,integer)'), (SELECT count(*)"
-                        " FROM nearsim_tables)").fetchone() == (None, 0)
-    make_docs(conn, clustered_fingerprints(rng))
-    far = conn.execute(
-        "SELECT count(*) FROM nearsim_clusters('docs', 6, 'pivot') c"
-        " JOIN docs m ON m.id = c.key::bigint JOIN docs p ON p.id = c.pivot::bigint"
-        " WHERE hamming(m.si, p.si) > 6").fetchone()
-    assert far == (0,)
 
 
 # -- concurrent writers -------------------------------------------------------
