@@ -1,6 +1,10 @@
 -- complain if script is sourced in psql, rather than via CREATE EXTENSION
 \echo Use "CREATE EXTENSION nearsim" to load this file. \quit
 
+-- The one SQL source of the extension (over 800 lines, as the catalogue it
+-- declares is one): the install script is made from it at build time with
+-- the PL/Python body of each C function that calls one (python_bodies.awk).
+
 -- Fingerprint bits (C, src/bits.c)
 
 -- Planning a query that calls hamming() calls its support function, which

@@ -1,5 +1,9 @@
 """Every object the extension installs, called by hostile roles: a matrix read from the catalog.
 
+One file of over a thousand lines, for a reason: the matrix is one table,
+checked whole against the catalog, so that an object without an entry
+fails; split, no part could say that every object is in it.
+
 MATRIX names each function, operator class and family, access method,
 event trigger and table of the extension (``pg_depend`` deptype 'e' on
 nearsim) and each function nearsim makes for an enabled table, and says

@@ -1,5 +1,9 @@
 """Every search through the rotation indexes equals the scan, whatever sessions do.
 
+Over 800 lines, for a reason: one state machine, whose rules (writes,
+savepoints, VACUUM, sessions) and whose check of every search after each
+step only make sense together.
+
 An enabled table's rotation indexes (the nearsim_btree access method) keep
 a transaction's new entries in its backend until it commits, prepares,
 scans the index, runs a utility command or fills nearsim.insert_buffer.
