@@ -461,7 +461,7 @@ CREATE FUNCTION nearsim_similar_verified(tbl regclass, query text,
 	SET search_path = pg_catalog, pg_temp;
 
 COMMENT ON FUNCTION nearsim_similar_verified(regclass, text, double precision, text, integer) IS
-'documents of tbl whose exact similarity to query (measure s_r, s_l, s_j, containment, information_s_l or information_s_j) is at least min_similarity, most similar first; by S_R from 0.5 up without max_distance, candidates come from the table''s sketch index (a GIN index over nearsim_sketch(text column)) when it has one, otherwise from the rotation index within max_distance bits, by default the calibrated radius for min_similarity (nearsim_radius); short marks pairs where a text has fewer than 10 shingles';
+'documents of tbl whose exact similarity to query (measure s_r, s_l, s_j, containment, information_s_l or information_s_j) is at least min_similarity, most similar first; by S_R from 0.5 up without max_distance, candidates come from the table''s sketch index (a GIN index over nearsim_sketch(text column)) when it has one, otherwise from the rotation index within max_distance bits, by default the calibrated radius for min_similarity (nearsim_radius); by a word measure (s_l, s_j, information_s_l, information_s_j) from 0.5 up without max_distance, the candidates are the documents at least 0.5 similar by S_R, as the client takes them; short marks pairs where a text has fewer than 10 shingles';
 
 -- with a PL/Python body
 CREATE FUNCTION nearsim_pairs_verified(tbl regclass, min_similarity double precision DEFAULT 0.8,
@@ -471,7 +471,7 @@ CREATE FUNCTION nearsim_pairs_verified(tbl regclass, min_similarity double preci
 	LANGUAGE C STABLE;
 
 COMMENT ON FUNCTION nearsim_pairs_verified(regclass, double precision, text, integer) IS
-'pairs of documents of tbl whose exact similarity (measure, of a to b for containment) is at least min_similarity: for s_r without max_distance every such pair, whatever the distance of their fingerprints (an exact join of the shingle sets, nearsim_resemblance_pairs); otherwise the pairs of nearsim_pairs within max_distance (by default nearsim_radius(min_similarity)) that pass';
+'pairs of documents of tbl whose exact similarity (measure, of a to b for containment) is at least min_similarity: for s_r without max_distance every such pair, whatever the distance of their fingerprints (an exact join of the shingle sets, nearsim_resemblance_pairs); for a word measure (s_l, s_j, information_s_l, information_s_j) from 0.5 up without max_distance, the pairs of that join at 0.5 that pass, as the client takes them; otherwise the pairs of nearsim_pairs within max_distance (by default nearsim_radius(min_similarity)) that pass';
 
 -- with a PL/Python body
 CREATE FUNCTION nearsim_clusters_verified(tbl regclass, min_similarity double precision DEFAULT 0.8,

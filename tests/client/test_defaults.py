@@ -257,3 +257,34 @@ def test_pairs_by_s_l_within_a_radius_are_the_servers_pairs(
                 [table, radius])]
             assert groups == server_groups
         assert len(here) >= 2  # the drafts are found at 64 bits
+
+
+def test_sql_with_the_client_defaults_answers_as_the_client(database: str, stored: tuple[str, Path],
+                                                            draft: Path) -> None:
+    """nearsim_similar_verified and nearsim_pairs_verified by S_L at 0.87 take the
+    client's candidates (S_R from 0.5 up, at any distance): the 4 % draft,
+    beyond the radius calibrated for 0.87, is found by SQL as by the library."""
+    table, root = stored
+    query = draft.read_text()
+    with nearsim.connect(database, autocommit=True) as conn:
+        documents = nearsim.DocumentTable(conn, table)
+        in_client = [(m.key, m.distance, pytest.approx(m.similarity))
+                     for m in documents.similar_verified(query)]
+        in_sql = conn.execute(
+            "SELECT key, distance, similarity FROM nearsim_similar_verified(%s, %s, %s, %s)",
+            (table, query, measures.DEFAULT_MIN_SIMILARITY, measures.DEFAULT_MEASURE)).fetchall()
+        assert [key for key, *_ in in_client] == [str(root / "Ruth 1.txt")]
+        assert in_sql == in_client
+        # the same, as pairs of a table that holds the draft too
+        loaded = run("load", str(draft), "--dsn", database, "--table", table, "--quiet")
+        assert loaded.exit_code == 0, loaded.output
+        pairs_in_client = [(p.a, p.b, p.distance, pytest.approx(p.similarity))
+                           for p in documents.pairs_verified()]
+        pairs_in_sql = conn.execute(
+            "SELECT a, b, distance, similarity FROM nearsim_pairs_verified(%s, %s, %s)",
+            (table, measures.DEFAULT_MIN_SIMILARITY, measures.DEFAULT_MEASURE)).fetchall()
+        assert sorted(pairs_in_sql) == sorted(pairs_in_client)
+        assert {(a, b) for a, b, *_ in pairs_in_sql} == {
+            tuple(sorted((str(root / "Ruth 1.txt"), str(draft))))}
+        conn.execute(sql.SQL("DELETE FROM {} WHERE key = %s").format(sql.Identifier(table)),
+                     (str(draft),))

@@ -90,6 +90,9 @@ def similar_verified(
     """
     enabled = lookup(session, tbl)
     reg = enabled.registration
+    if _by_words(measure, min_similarity, max_distance) and reg.bucket_table is None:
+        return [] if query is None else _similar_by_words(session, enabled, query, measure,
+                                                           min_similarity)
     radius = _verified_radius(session, min_similarity, measure, max_distance, reg.profile)
     if query is None:
         return []
@@ -121,6 +124,58 @@ def similar_verified(
         if value >= min_similarity:
             found.append((row["key"], int(row["distance"]), value,
                           asked.short or candidate.short))  # fmt: skip
+    found.sort(key=lambda match: (-match[2], match[1], match[0]))
+    return found
+
+
+def _by_words(measure: str, min_similarity: float | None, max_distance: int | None) -> bool:
+    """Whether a verified search by a word measure takes its candidates by S_R.
+
+    From :data:`~nearsim.core.measures.CANDIDATE_RESEMBLANCE` up, without a
+    radius given, a word measure (S_L and its kin) measures the documents at
+    least that similar by S_R, whatever their distance: the radius calibrated
+    for S_R at the threshold misses light edits, which lower S_R about three
+    times as much as S_L.  The client's searches (nearsim.client.bywords)
+    take the same candidates, so SQL and the command line agree.
+    """
+    return (measure in measures.WORD_MEASURES and max_distance is None
+            and min_similarity is not None
+            and measures.CANDIDATE_RESEMBLANCE <= min_similarity <= 1)  # fmt: skip
+
+
+def _texts(session: Session, enabled: Enabled, keys: list[str]) -> dict[str, measures.Shingled]:
+    """The texts of the rows of these keys (as text) that the caller sees, shingled."""
+    key = session.ident(enabled.table.key_column)
+    text = session.ident(enabled.registration.text_column)
+    key_type = enabled.table.key_type.split(" COLLATE ")[0]
+    texts = {}
+    for row in session.execute(
+            f"SELECT {key}::text AS key, {text}::text AS body FROM ONLY {enabled.table.qualified}"
+            f" WHERE {key} = ANY ($1::pg_catalog.text[]::{key_type}[])", keys):
+        texts[row["key"]] = measures.Shingled(row["body"] or "")
+        checkpoint()
+    return texts
+
+
+def _similar_by_words(session: Session, enabled: Enabled, query: str, measure: str,
+                      min_similarity: float) -> list[tuple[str, int, float, bool]]:
+    """The documents at least CANDIDATE_RESEMBLANCE similar to query by S_R (C: the
+    sketch index or the calibrated radius), kept when their word measure passes."""
+    if len(query) > measures.MAX_MEASURED_CHARS:
+        session.fail(f"the query has {len(query):,} characters, more than the"
+                     f" {measures.MAX_MEASURED_CHARS:,} measure {measure} takes", sqlstate="54000",
+                     hint="Measures s_r and containment take queries of any length.")
+    candidates = session.execute(
+        f"SELECT v.key, v.distance FROM {session.ext}.nearsim_similar_verified("
+        f"{enabled.table.oid}::pg_catalog.oid::pg_catalog.regclass, $1::pg_catalog.text,"
+        " $2::pg_catalog.float8, 's_r') AS v", query, measures.CANDIDATE_RESEMBLANCE)
+    distances = {row["key"]: int(row["distance"]) for row in candidates}
+    asked = measures.Shingled(query)
+    found = []
+    for key, candidate in _texts(session, enabled, sorted(distances)).items():
+        value = measures.verified_measure(measure, asked, candidate)
+        if value >= min_similarity:
+            found.append((key, distances[key], value, asked.short or candidate.short))
     found.sort(key=lambda match: (-match[2], match[1], match[0]))
     return found
 
@@ -185,6 +240,12 @@ def pairs_verified(
     if measure == "s_r" and max_distance is None and min_similarity is not None \
             and 0 < min_similarity <= 1:
         return _resemblance_pairs(session, enabled, min_similarity)
+    if _by_words(measure, min_similarity, max_distance):
+        # the pairs at least CANDIDATE_RESEMBLANCE similar by S_R, whatever
+        # their distance (the exact join, C), measured by words
+        return _verified_pieces(
+            session, enabled, _resemblance_rows(session, enabled, measures.CANDIDATE_RESEMBLANCE),
+            measure, min_similarity)
     radius = _verified_radius(session, min_similarity, measure, max_distance, reg.profile)
     # The candidates: the pairs within the radius, from the C search of
     # nearsim_pairs, read a piece at a time
@@ -205,18 +266,9 @@ def _verified_pieces(
 ) -> Iterator[tuple[str, str, int, float, bool]]:
     """The candidate pairs that pass, a piece of candidates at a time: rows are
     passed on as they are found, never all held."""
-    key = session.ident(enabled.table.key_column)
-    text = session.ident(enabled.registration.text_column)
-    key_type = enabled.table.key_type.split(" COLLATE ")[0]
     while piece := list(islice(candidates, CANDIDATES)):
-        wanted = sorted({*(pair["a"] for pair in piece), *(pair["b"] for pair in piece)})
-        rows = session.execute(
-            f"SELECT {key}::text AS key, {text}::text AS body FROM ONLY {enabled.table.qualified}"
-            f" WHERE {key} = ANY ($1::pg_catalog.text[]::{key_type}[])", wanted)
-        texts = {}
-        for row in rows:
-            texts[row["key"]] = measures.Shingled(row["body"] or "")
-            checkpoint()
+        texts = _texts(session, enabled,
+                       sorted({*(pair["a"] for pair in piece), *(pair["b"] for pair in piece)}))
         for pair in piece:
             a, b, d = pair["a"], pair["b"], int(pair["distance"])
             if a not in texts or b not in texts:
@@ -235,15 +287,20 @@ def _resemblance_pairs(session: Session, enabled: Enabled,
     no candidate radius, so no pair is missed.  Its rows are passed on as
     they are read: a corpus of many copies has millions of pairs.
     """
+    rows = _resemblance_rows(session, enabled, min_similarity)
+    return ((r["a"], r["b"], r["distance"], r["similarity"], r["short"]) for r in rows)
+
+
+def _resemblance_rows(session: Session, enabled: Enabled,
+                      min_similarity: float) -> Iterator[dict[str, Any]]:
+    """The rows of nearsim_resemblance_pairs for the table, read a piece at a time."""
     reg = enabled.registration
-    rows = session.rows(
+    return session.rows(
         f"SELECT a, b, distance, similarity, short FROM {session.ext}.nearsim_resemblance_pairs("
         "$1::pg_catalog.regclass, $2::pg_catalog.name, $3::pg_catalog.name, $4::pg_catalog.name,"
         " $5::pg_catalog.float8)",
         enabled.table.qualified, enabled.table.key_column, reg.text_column, reg.hash_column,
-        float(min_similarity)
-    )
-    return ((r["a"], r["b"], r["distance"], r["similarity"], r["short"]) for r in rows)
+        float(min_similarity), batch=CANDIDATES)
 
 
 def clusters_verified(
