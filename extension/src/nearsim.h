@@ -91,6 +91,7 @@ typedef struct NearsimRegistration
 } NearsimRegistration;
 
 extern bool nearsim_read_registration(Oid relid, NearsimRegistration *reg);
+extern void nearsim_require_registration(Oid relid, NearsimRegistration *reg);
 
 /*
  * nearsim.c: nearsim.max_pairs, the pairs of fingerprints an all-pairs search

@@ -310,12 +310,7 @@ search_table(FunctionCallInfo fcinfo, const char *what, Oid relid, int max_dista
 						max_distance)));
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "nearsim: SPI_connect failed");
-	if (!nearsim_read_registration(relid, &reg))
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("table %s is not enabled for nearsim",
-						DatumGetCString(DirectFunctionCall1(regclassout, ObjectIdGetDatum(relid)))),
-				 errhint("Run SELECT nearsim_enable(table, text_column).")));
+	nearsim_require_registration(relid, &reg);
 	allowed = pg_class_aclcheck(relid, GetUserId(), ACL_SELECT);
 	if (allowed != ACLCHECK_OK)
 		aclcheck_error(allowed, OBJECT_TABLE, get_rel_name(relid));

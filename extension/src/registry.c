@@ -162,3 +162,15 @@ nearsim_unregister(PG_FUNCTION_ARGS)
 	SPI_finish();
 	PG_RETURN_VOID();
 }
+
+/* The registry row of table relid (inside SPI); an error naming it when it is not enabled */
+void
+nearsim_require_registration(Oid relid, NearsimRegistration *reg)
+{
+	if (!nearsim_read_registration(relid, reg))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("table %s is not enabled for nearsim",
+						DatumGetCString(DirectFunctionCall1(regclassout, ObjectIdGetDatum(relid)))),
+				 errhint("Run SELECT nearsim_enable(table, text_column).")));
+}

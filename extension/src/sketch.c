@@ -431,12 +431,7 @@ nearsim_sketch_index(PG_FUNCTION_ARGS)
 	sketch = nearsim_sketch_function(fcinfo->flinfo->fn_oid, &schema);
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "nearsim: SPI_connect failed");
-	if (!nearsim_read_registration(relid, &reg))
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("table %s is not enabled for nearsim",
-						DatumGetCString(DirectFunctionCall1(regclassout, ObjectIdGetDatum(relid)))),
-				 errhint("Run SELECT nearsim_enable(table, text_column).")));
+	nearsim_require_registration(relid, &reg);
 	{
 		Relation	rel = table_open(relid, AccessShareLock);
 

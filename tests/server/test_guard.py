@@ -11,20 +11,13 @@ from collections.abc import Iterator
 import psycopg
 import pytest
 from psycopg import sql
+from rotated import error_of
 
 PSALM = ("The fool hath said in his heart, There is no God. They are corrupt, they have done"
          " abominable works, there is none that doeth good.")
 PSALM_AGAIN = PSALM.replace("doeth good.", "doeth good!") + " Selah."
 GENESIS = "In the beginning God created the heaven and the earth, and the earth was void."
 NEAR_DUPLICATE = "23N01"
-
-
-def error_of(conn: psycopg.Connection, statement: str, *args: object) -> psycopg.Error:
-    conn.execute("SAVEPOINT attempt")
-    with pytest.raises(psycopg.Error) as caught:
-        conn.execute(statement, args or None)
-    conn.execute("ROLLBACK TO SAVEPOINT attempt")
-    return caught.value
 
 
 @pytest.fixture
