@@ -115,34 +115,42 @@ def text_of(name: str) -> str:
     return read.text
 
 
+def read_thread(path: Path, fields: tuple[str, ...]) -> dict[str, RecordInput]:
+    """The documents of a mail file with its five attachments, read as the loader
+    reads them (attachments come unread: its workers read them), by key; the
+    body and the attachments that are text (the image is passed over)."""
+    inputs = list(iter_inputs([str(path.parent)], SourceOptions(fields=fields)))
+    assert all(isinstance(item, RecordInput) for item in inputs), inputs
+    by_key = {item.key: read(item) for item in inputs if isinstance(item, RecordInput)}
+    mail = str(path)
+    assert list(by_key) == [mail, f"{mail}#1:contract.docx", f"{mail}#2:contract.pdf",
+                            f"{mail}#4:prices.html",
+                            f"{mail}#5:notes.txt"]  # fmt: skip
+    body = by_key[mail]
+    assert body.text.startswith(REPLY) and "> The unit price stays at 12 € per crate" in body.text
+    assert by_key[f"{mail}#1:contract.docx"].text.split() == ORIGINAL.replace(". ", "\n").split()
+    assert by_key[f"{mail}#1:contract.docx"].fields[-2:] == ("contract.docx", mail)
+    assert by_key[f"{mail}#2:contract.pdf"].text.split() == ORIGINAL.replace("€", "EUR").split()
+    assert by_key[f"{mail}#4:prices.html"].text == "Price list: 12 € per crate"
+    notes = by_key[f"{mail}#5:notes.txt"]
+    assert (notes.text, notes.encoding) == ("Notes on the contract: café, Zürich – “urgent”.",
+                                            "cp1252")  # fmt: skip
+    return by_key
+
+
 def test_an_eml_is_its_decoded_body_and_its_attachments_with_their_headers(
     tmp_path: Path,
 ) -> None:
     (tmp_path / "thread.eml").write_bytes(bytes(with_attachments(reply("base64"))))
     fields = ("from", "to", "cc", "date", "subject", "message_id", "in_reply_to",
               "attachment", "message")  # fmt: skip
-    inputs = list(iter_inputs([str(tmp_path)], SourceOptions(fields=fields)))
-    assert all(isinstance(item, RecordInput) for item in inputs), inputs
-    # attachments come unread: the loader's workers read them
-    by_key = {item.key: read(item) for item in inputs if isinstance(item, RecordInput)}
     eml = str(tmp_path / "thread.eml")
-    assert list(by_key) == [eml, f"{eml}#1:contract.docx", f"{eml}#2:contract.pdf",
-                            f"{eml}#4:prices.html",
-                            f"{eml}#5:notes.txt"]  # fmt: skip
-    body = by_key[eml]
-    assert body.text.startswith(REPLY) and "> The unit price stays at 12 € per crate" in body.text
+    body = read_thread(tmp_path / "thread.eml", fields)[eml]
     assert "Content-Transfer-Encoding" not in body.text and "base64" not in body.text
     assert body.fields == (
         "Bob Martin <bob@example.com>", "Bob Martin <bob@example.com>",
         "Legal <legal@example.com>", "2025-01-06T10:00:00+01:00",
         "Re: Supply contract – revised", body.fields[5], "<1@example.com>", None, None)
-    assert by_key[f"{eml}#1:contract.docx"].text.split() == ORIGINAL.replace(". ", "\n").split()
-    assert by_key[f"{eml}#1:contract.docx"].fields[-2:] == ("contract.docx", eml)
-    assert by_key[f"{eml}#2:contract.pdf"].text.split() == ORIGINAL.replace("€", "EUR").split()
-    assert by_key[f"{eml}#4:prices.html"].text == "Price list: 12 € per crate"
-    notes = by_key[f"{eml}#5:notes.txt"]
-    assert (notes.text, notes.encoding) == ("Notes on the contract: café, Zürich – “urgent”.",
-                                            "cp1252")  # fmt: skip
 
 
 def test_quoted_printable_and_html_only_bodies_are_decoded(tmp_path: Path) -> None:
@@ -321,28 +329,15 @@ def test_an_outlook_msg_is_its_body_and_its_attachments_with_their_headers(
     assert "stays at 12 € per".encode("utf-16-le") in stored  # Outlook's texts are UTF-16
     assert "stays at 12 € per".encode() not in stored
     fields = ("from", "to", "cc", "date", "subject", "attachment", "message")
-    inputs = list(iter_inputs([str(tmp_path)], SourceOptions(fields=fields)))
-    assert all(isinstance(item, RecordInput) for item in inputs), inputs
-    by_key = {item.key: read(item) for item in inputs if isinstance(item, RecordInput)}
     msg = str(tmp_path / "thread.msg")
-    assert list(by_key) == [msg, f"{msg}#1:contract.docx", f"{msg}#2:contract.pdf",
-                            f"{msg}#4:prices.html",
-                            f"{msg}#5:notes.txt"]  # fmt: skip
+    by_key = read_thread(tmp_path / "thread.msg", fields)
     body = by_key[msg]
-    assert body.text.startswith(REPLY) and "> The unit price stays at 12 € per crate" in body.text
     assert (body.encoding, body.fields[4], body.fields[5:]) == (
         "utf-16", "Re: Supply contract – revised", (None, None))
     assert "bob@example.com" in body.fields[0] and "Bob Martin" in body.fields[1]
     assert "legal@example.com" in body.fields[2]
     assert body.fields[3] == "2025-01-06T09:00:00+00:00"
-    assert by_key[f"{msg}#1:contract.docx"].text.split() == ORIGINAL.replace(". ", "\n").split()
-    assert by_key[f"{msg}#1:contract.docx"].fields[-2:] == ("contract.docx", msg)
     assert by_key[f"{msg}#1:contract.docx"].fields[4] == body.fields[4]
-    assert by_key[f"{msg}#2:contract.pdf"].text.split() == ORIGINAL.replace("€", "EUR").split()
-    assert by_key[f"{msg}#4:prices.html"].text == "Price list: 12 € per crate"
-    notes = by_key[f"{msg}#5:notes.txt"]
-    assert (notes.text, notes.encoding) == ("Notes on the contract: café, Zürich – “urgent”.",
-                                            "cp1252")  # fmt: skip
     names = [named.name for named in named_documents(msg, max_bytes=LIMIT)]
     assert names == list(by_key)
     assert text_of(f"{msg}#4:prices.html") == "Price list: 12 € per crate"
