@@ -264,8 +264,12 @@ class MemoryWatch:
                 if k in ("RssAnon", "VmHWM")}
 
     def watch(self) -> None:
-        while not self.stop.wait(0.1):
+        # from the start and often: nearsim_pairs of 200,000 rows takes a few
+        # hundredths of a second
+        while True:
             self.peak_anonymous = max(self.peak_anonymous, self.read().get("RssAnon", 0))
+            if self.stop.wait(0.01):
+                return
 
     def __enter__(self) -> MemoryWatch:
         self.thread.start()

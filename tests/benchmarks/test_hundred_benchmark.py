@@ -58,9 +58,11 @@ def test_it_refuses_to_start_without_the_disk_it_needs(database: str) -> None:
 
 
 def test_all_pairs_are_left_out_when_the_server_lacks_the_memory_they_take() -> None:
-    short = hundred.pairs_memory_short(100_000_000, 20 * hundred.GB)
-    assert short.startswith("not run: nearsim_pairs holds about 300 bytes per document")
-    assert "(30 GB here) and the machine has 20 GB available" in short
+    short = hundred.pairs_memory_short(300_000_000, 20 * hundred.GB)
+    assert short.startswith("not run: nearsim_pairs holds about"
+                            f" {hundred.PAIRS_BYTES_PER_DOC} bytes per document")
+    assert (f"({hundred.PAIRS_BYTES_PER_DOC * 300_000_000 / hundred.GB:.0f} GB here) and the"
+            " machine has 20 GB available") in short
     assert hundred.pairs_memory_short(3_000_000, 20 * hundred.GB) == ""
     assert hundred.pairs_memory_short(3_000_000, 0) == ""  # unknown: run it
     result = hundred.Result(100_000_000, 5_000_000, "229MB", "16GB", "128MB", 25 * hundred.GB,
