@@ -789,8 +789,11 @@ def test_ctrl_c_ends_a_command_with_130_and_one_line(
         # the command's query waits for the table until the signal comes
         locker.execute(sql.SQL("LOCK TABLE {} IN ACCESS EXCLUSIVE MODE").format(
             sql.Identifier(table)))
+        # Ctrl-C as a terminal sends it, also when the tests run in the
+        # background, where the shell starts them with SIGINT ignored
         process = subprocess.Popen([sys.executable, "-m", "nearsim.client.cli", *arguments],
-                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                   preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
         deadline = time.monotonic() + 30
         while not waiting_for_a_lock(database) and time.monotonic() < deadline:
             time.sleep(0.05)
