@@ -33,16 +33,17 @@ def function_calls(dsn: str) -> dict[str, int]:
             " JOIN pg_proc p ON p.oid = s.funcid")}
 
 
-def computed_in_the_server(dsn: str, write: Callable[[], LoadSummary]) -> dict[str, int]:
+def computed_in_the_server(dsn: str, write: Callable[[], LoadSummary]
+                           ) -> tuple[dict[str, int], LoadSummary]:
     """The calls of the fingerprint functions and triggers the server made while
-    ``write`` ran (its sessions count them: track_functions).
+    ``write`` ran (its sessions count them: track_functions), and what it wrote.
 
     The loader's sessions report their counts as they end; a sentinel's
     session, which starts after they ended, calls ``hamming`` once, and its
     count is awaited.
     """
     before = function_calls(dsn)
-    write()
+    summary = write()
     with psycopg.connect(dsn) as conn:
         conn.execute("SELECT hamming(0, 1)")
     deadline = time.monotonic() + 10
@@ -55,7 +56,7 @@ def computed_in_the_server(dsn: str, write: Callable[[], LoadSummary]) -> dict[s
     assert calls.get("hamming(bigint,bigint)") == 1, "the sentinel's call was not counted"
     return {name: count for name, count in calls.items()
             if count and (name.startswith(("simhash(", "simhash_python("))
-                          or name.split("(")[0].endswith("fingerprint"))}
+                          or name.split("(")[0].endswith("fingerprint"))}, summary
 
 
 @pytest.fixture
@@ -76,27 +77,19 @@ def test_the_streamed_copy_and_the_upsert_keep_the_declared_fingerprints(
     table = f"writers_{uuid.uuid4().hex[:8]}"
     paths = files(tmp_path / "docs", TEXTS)
     options = LoadOptions(workers=1)
-    summary = LoadSummary()
-
-    def first() -> LoadSummary:
-        nonlocal summary
-        summary = load_paths(paths, table, dsn=database, create=True, options=options)
-        return summary
 
     # New keys into an empty table: one COPY into the table itself.
-    assert computed_in_the_server(database, first) == {}
+    calls, summary = computed_in_the_server(database, lambda: load_paths(
+        paths, table, dsn=database, create=True, options=options))
+    assert calls == {}
     assert (summary.loaded, summary.failures) == (3, 0)
 
     # A changed text meets its stored key: the COPY fails, the batch is staged
     # and upserted.
     (tmp_path / "docs" / "ruth.txt").write_text(TEXTS["ruth.txt"] + " of Judah")
-
-    def rerun() -> LoadSummary:
-        nonlocal summary
-        summary = load_paths(paths, table, dsn=database, options=options)
-        return summary
-
-    assert computed_in_the_server(database, rerun) == {}
+    calls, summary = computed_in_the_server(database, lambda: load_paths(
+        paths, table, dsn=database, options=options))
+    assert calls == {}
     assert (summary.updated, summary.unchanged, summary.failures) == (1, 2, 0)
 
 
@@ -107,14 +100,9 @@ def test_a_screened_batch_keeps_the_declared_fingerprints(
     texts = {**TEXTS, "genesis-again.txt": TEXTS["genesis.txt"]}  # a near-duplicate
     paths = files(tmp_path / "docs", texts)
     options = LoadOptions(workers=1, on_near_duplicate="record")
-    summary = LoadSummary()
-
-    def screened() -> LoadSummary:
-        nonlocal summary
-        summary = load_paths(paths, table, dsn=database, create=True, options=options)
-        return summary
-
-    assert computed_in_the_server(database, screened) == {}
+    calls, summary = computed_in_the_server(database, lambda: load_paths(
+        paths, table, dsn=database, create=True, options=options))
+    assert calls == {}
     assert (summary.loaded, summary.recorded, summary.failures) == (4, 1, 0)
 
 
@@ -127,14 +115,9 @@ def test_the_merge_into_a_users_table_keeps_the_declared_fingerprints(
         conn.execute("SELECT nearsim_enable(%s, 'content')", [table])
     paths = files(tmp_path / "docs", TEXTS)
     options = LoadOptions(workers=1, key_column="name", text_column="content")
-    summary = LoadSummary()
-
-    def merged() -> LoadSummary:
-        nonlocal summary
-        summary = load_paths(paths, table, dsn=database, options=options)
-        return summary
-
-    assert computed_in_the_server(database, merged) == {}
+    calls, summary = computed_in_the_server(database, lambda: load_paths(
+        paths, table, dsn=database, options=options))
+    assert calls == {}
     assert (summary.loaded, summary.failures) == (3, 0)
     with psycopg.connect(database) as conn:
         stored = conn.execute(
