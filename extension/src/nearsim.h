@@ -92,6 +92,7 @@ typedef struct NearsimRegistration
 
 extern bool nearsim_read_registration(Oid relid, NearsimRegistration *reg);
 extern void nearsim_require_registration(Oid relid, NearsimRegistration *reg);
+extern bool nearsim_join_columns(Oid relid, NameData *columns);
 
 /*
  * nearsim.c: nearsim.max_pairs, the pairs of fingerprints an all-pairs search

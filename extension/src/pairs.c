@@ -602,7 +602,7 @@ nearsim_clusters_verified(PG_FUNCTION_ARGS)
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	MemoryContext caller = CurrentMemoryContext;
 	MemoryContext context;
-	NearsimRegistration reg;
+	NameData   *columns = palloc(sizeof(NameData) * 3);	/* the join's column arguments */
 	double		min_similarity;
 	char	   *method;
 	bool		by_pivot;
@@ -635,7 +635,7 @@ nearsim_clusters_verified(PG_FUNCTION_ARGS)
 	context = AllocSetContextCreate(caller, "nearsim_clusters_verified", ALLOCSET_DEFAULT_SIZES);
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "nearsim: SPI_connect failed");
-	if (!nearsim_read_registration(PG_GETARG_OID(0), &reg))
+	if (!nearsim_join_columns(PG_GETARG_OID(0), columns))
 	{
 		SPI_finish();
 		return nearsim_call_python_body(fcinfo);	/* its error names the table */
@@ -646,11 +646,7 @@ nearsim_clusters_verified(PG_FUNCTION_ARGS)
 	{
 		Oid			types[5] = {REGCLASSOID, NAMEOID, NAMEOID, NAMEOID, FLOAT8OID};
 		Datum		values[5];
-		NameData   *columns = palloc(sizeof(NameData) * 3);
 
-		namestrcpy(&columns[0], reg.key_column);
-		namestrcpy(&columns[1], reg.text_column);
-		namestrcpy(&columns[2], reg.hash_column);
 		values[0] = PG_GETARG_DATUM(0);
 		values[1] = NameGetDatum(&columns[0]);
 		values[2] = NameGetDatum(&columns[1]);

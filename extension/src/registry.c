@@ -174,3 +174,21 @@ nearsim_require_registration(Oid relid, NearsimRegistration *reg)
 						DatumGetCString(DirectFunctionCall1(regclassout, ObjectIdGetDatum(relid)))),
 				 errhint("Run SELECT nearsim_enable(table, text_column).")));
 }
+
+/*
+ * The arguments after the table of nearsim_resemblance_pairs for enabled
+ * table relid: its key, text and fingerprint columns as names, in the
+ * caller's memory (inside SPI); false when it is not enabled
+ */
+bool
+nearsim_join_columns(Oid relid, NameData *columns)
+{
+	NearsimRegistration reg;
+
+	if (!nearsim_read_registration(relid, &reg))
+		return false;
+	namestrcpy(&columns[0], reg.key_column);
+	namestrcpy(&columns[1], reg.text_column);
+	namestrcpy(&columns[2], reg.hash_column);
+	return true;
+}

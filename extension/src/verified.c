@@ -250,11 +250,9 @@ PG_FUNCTION_INFO_V1(nearsim_pairs_verified);
 Datum
 nearsim_pairs_verified(PG_FUNCTION_ARGS)
 {
-	MemoryContext caller = CurrentMemoryContext;
-	NearsimRegistration reg;
 	double		min_similarity;
 	bool		enabled;
-	NameData   *columns;
+	NameData   *columns = palloc(sizeof(NameData) * 3);
 
 	LOCAL_FCINFO(join, 5);
 
@@ -266,14 +264,7 @@ nearsim_pairs_verified(PG_FUNCTION_ARGS)
 		return nearsim_call_python_body(fcinfo);
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "nearsim: SPI_connect failed");
-	enabled = nearsim_read_registration(PG_GETARG_OID(0), &reg);
-	columns = MemoryContextAlloc(caller, sizeof(NameData) * 3);
-	if (enabled)
-	{
-		namestrcpy(&columns[0], reg.key_column);
-		namestrcpy(&columns[1], reg.text_column);
-		namestrcpy(&columns[2], reg.hash_column);
-	}
+	enabled = nearsim_join_columns(PG_GETARG_OID(0), columns);
 	SPI_finish();
 	if (!enabled)
 		return nearsim_call_python_body(fcinfo);	/* its error names the table */
