@@ -274,7 +274,12 @@ def run(dsn: str, statement: str, timeout: float = TIMEOUT,
         except (ProcessLookupError, FileNotFoundError):  # a terminated backend may be gone
             after = before
         if not conn.closed:
-            conn.rollback()
+            try:
+                conn.rollback()
+            except errors.QueryCanceled:
+                # The timeout can fire just after the statement has ended and
+                # land on ROLLBACK instead; the transaction is over either way.
+                conn.rollback()
     with psycopg.connect(dsn) as conn:  # the server is up
         assert conn.execute("SELECT 1").fetchone() == (1,)
     return Outcome(seconds, error, before, after)
