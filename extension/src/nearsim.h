@@ -137,6 +137,8 @@ extern Oid	nearsim_python_body(Oid outer);
 extern Datum nearsim_resemblance_pairs(PG_FUNCTION_ARGS);
 extern Datum nearsim_call_python_body(FunctionCallInfo fcinfo);
 extern void nearsim_rethrow_python_error(MemoryContext caller_context) pg_attribute_noreturn();
+extern void nearsim_require_computable_profile(const char *ext, Oid relid,
+											   const char *profile);
 
 /* What acting as a table's owner saved, to be restored (src/owner.c) */
 typedef struct NearsimOwnerState

@@ -314,18 +314,10 @@ search_table(FunctionCallInfo fcinfo, const char *what, Oid relid, int max_dista
 	allowed = pg_class_aclcheck(relid, GetUserId(), ACL_SELECT);
 	if (allowed != ACLCHECK_OK)
 		aclcheck_error(allowed, OBJECT_TABLE, get_rel_name(relid));
-	if (strcmp(reg.profile, DEFAULT_PROFILE) != 0)
-	{
-		/* fingerprints of a profile this server cannot compute are refused */
-		char	   *check = psprintf("SELECT %s.nearsim_check_profile($1, $2)",
-									 quote_identifier(get_namespace_name(
-										 get_func_namespace(fcinfo->flinfo->fn_oid))));
-		Oid			types[2] = {REGCLASSOID, TEXTOID};
-		Datum		values[2] = {ObjectIdGetDatum(relid), CStringGetTextDatum(reg.profile)};
-
-		if (SPI_execute_with_args(check, 2, types, values, NULL, true, 1) != SPI_OK_SELECT)
-			elog(ERROR, "nearsim: could not check the profile of %s", get_rel_name(relid));
-	}
+	/* fingerprints of a profile this server cannot compute are refused */
+	nearsim_require_computable_profile(quote_identifier(get_namespace_name(
+										   get_func_namespace(fcinfo->flinfo->fn_oid))),
+									   relid, reg.profile);
 	read_rows(relid, &reg, rows, context);
 	SPI_finish();
 

@@ -3,6 +3,8 @@
 #include "access/htup_details.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_proc.h"
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
 #include "fmgr.h"
 #include "nodes/makefuncs.h"
 #include "nodes/pg_list.h"
@@ -170,6 +172,29 @@ Datum
 nearsim_python_call(PG_FUNCTION_ARGS)
 {
 	return nearsim_call_python_body(fcinfo);
+}
+
+/*
+ * Refuse a table whose profile this server cannot compute (the PL/Python
+ * body of nearsim_check_profile says why); the default profile, computed
+ * in C, is taken without asking.  ext is the quoted schema of the
+ * extension; the caller has connected to SPI.
+ */
+void
+nearsim_require_computable_profile(const char *ext, Oid relid, const char *profile)
+{
+	char	   *check;
+	Oid			types[2] = {REGCLASSOID, TEXTOID};
+	Datum		values[2];
+
+	if (strcmp(profile, DEFAULT_PROFILE) == 0)
+		return;
+	check = psprintf("SELECT %s.nearsim_check_profile($1, $2)", ext);
+	values[0] = ObjectIdGetDatum(relid);
+	values[1] = CStringGetTextDatum(profile);
+	if (SPI_execute_with_args(check, 2, types, values, NULL, true, 1) != SPI_OK_SELECT)
+		elog(ERROR, "nearsim: could not check the profile of %s", get_rel_name(relid));
+	pfree(check);
 }
 
 PG_FUNCTION_INFO_V1(nearsim_check_profile);

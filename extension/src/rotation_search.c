@@ -26,8 +26,8 @@
 #include "rotation.h"
 
 /*
- * The search of a rotation index (one file for one search: its rings,
- * passes and window share the state below).  If two fingerprints differ in at most k
+ * The search of a rotation index: one file of over 800 lines for one
+ * search, whose rings, passes and window share the state below.  If two fingerprints differ in at most k
  * bits, then, for any bands they are cut into, the first bits of one of
  * the bands differ in at most that band's share of k (bands.c).  In a
  * band's index, whose key is the fingerprint rotated so that the band

@@ -101,16 +101,8 @@ search(FunctionCallInfo fcinfo, Relation rel, const char *schema,
 	 */
 	values[3] = BoolGetDatum(min_similarity * count < SHORT_SHINGLES + BOUND_SLACK);
 	InitMaterializedSRF(fcinfo, 0);
-	if (strcmp(reg->profile, DEFAULT_PROFILE) != 0)
-	{
-		/* the query's fingerprint must be one this server computes */
-		char	   *check = psprintf("SELECT %s.nearsim_check_profile(%s::pg_catalog.regclass,"
-									 " %s::pg_catalog.text)", ext, quote_literal_cstr(table),
-									 quote_literal_cstr(reg->profile));
-
-		if (SPI_execute(check, true, 1) != SPI_OK_SELECT)
-			elog(ERROR, "nearsim: could not check the profile of %s", table);
-	}
+	/* the query's fingerprint must be one this server computes */
+	nearsim_require_computable_profile(ext, relid, reg->profile);
 
 	initStringInfo(&fingerprint);
 	if (strcmp(reg->profile, DEFAULT_PROFILE) == 0)
