@@ -8,15 +8,16 @@ import re
 import uuid
 from pathlib import Path
 
+import numpy as np
 import pytest
 from click.testing import CliRunner, Result
 from psycopg import sql
 
 import nearsim
-from nearsim.client import bywords
 from nearsim.client.cli import cli
 from nearsim.client.samples import kjv_chapters
 from nearsim.core import measures
+from nearsim.core.pairs import connected_components, pivot_groups
 
 CHAPTERS = {c.ref: c.text for c in kjv_chapters(["Genesis", "Ruth", "Jude", "Obadiah"])}
 STORED = ("Genesis 24", "Ruth 1", "Jude 1")
@@ -216,23 +217,37 @@ def test_pairs_and_clusters_by_s_l_find_the_drafts_that_s_r_misses(
     assert page.read_text().count("<section>") == 1
 
 
-def test_groups_of_pairs_are_the_servers_groups(
+def _groups_of(pairs: list[tuple[str, str]], method: str) -> list[tuple[str | None, list[str]]]:
+    """The groups the pairs make, by the reference grouping of nearsim.core.pairs:
+    largest first, then by smallest key; members pivot first, then by key."""
+    keys = sorted({key for pair in pairs for key in pair})
+    position = {key: i for i, key in enumerate(keys)}
+    first = np.array([position[a] for a, _ in pairs], dtype=np.int64)
+    second = np.array([position[b] for _, b in pairs], dtype=np.int64)
+    grouping = connected_components if method == "components" else pivot_groups
+    members: dict[int, list[str]] = {}
+    for key, group in zip(keys, grouping(len(keys), first, second).tolist(), strict=True):
+        members.setdefault(group, []).append(key)
+    found = [(keys[group] if method == "pivot" else None,
+              sorted(group_keys, key=lambda k: (method == "pivot" and k != keys[group], k)))
+             for group, group_keys in members.items() if len(group_keys) >= 2]
+    return sorted(found, key=lambda g: (-len(g[1]), min(g[1])))
+
+
+def test_groups_are_the_groups_of_the_pairs(
     database: str, drafts: tuple[str, Path],
 ) -> None:  # fmt: skip
+    """By S_L (the default) and by S_R, the groups are those the verified pairs make."""
     table, _ = drafts
     with nearsim.connect(database, autocommit=True) as conn:
         documents = nearsim.DocumentTable(conn, table)
-        found = [(p.a, p.b) for p in documents.pairs_verified(0.5, "s_r")]
-        assert len(found) >= 2
-        for method in ("components", "pivot"):
-            server = [(c.pivot, c.members)
-                      for c in documents.clusters_verified(0.5, "s_r", method=method)]
-            assert bywords.groups(found, method) == server
-    star = [("a", "b"), ("a", "c"), ("d", "c"), ("e", "f")]
-    assert bywords.groups(star, "components") == [(None, ["a", "b", "c", "d"]),
-                                                  (None, ["e", "f"])]
-    assert bywords.groups(star, "pivot") == [("a", ["a", "b", "c"]), ("e", ["e", "f"])]
-    assert bywords.groups(star, "pivot", min_size=3) == [("a", ["a", "b", "c"])]
+        for measure in ("s_l", "s_r"):
+            found = [(p.a, p.b) for p in documents.pairs_verified(0.5, measure)]
+            assert len(found) >= 2
+            for method in ("components", "pivot"):
+                server = [(c.pivot, c.members)
+                          for c in documents.clusters_verified(0.5, measure, method=method)]
+                assert _groups_of(found, method) == server
 
 
 def test_pairs_by_s_l_within_a_radius_are_the_servers_pairs(

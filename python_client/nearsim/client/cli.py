@@ -352,7 +352,7 @@ def pairs(
 
     Measured on the texts, as in `nearsim similar`: by S_L, among the pairs
     at least 0.5 similar by S_R (an exact join in the server; S_L is then
-    measured here, a few ms a pair: --measure s_r is much faster); with
+    measured on their texts, a few ms a pair: --measure s_r is much faster); with
     --hamming, every pair whose fingerprints are within -k bits,
     unverified. One pair per line: similarity, distance in bits, the two
     keys.

@@ -26,16 +26,9 @@ import psycopg.rows
 from psycopg import sql
 
 from ..core.fingerprint import PROFILE
-from ..core.measures import (
-    CANDIDATE_RESEMBLANCE,
-    DEFAULT_MEASURE,
-    DEFAULT_MIN_SIMILARITY,
-    Shingled,
-    side_by_side,
-)
+from ..core.measures import DEFAULT_MEASURE, DEFAULT_MIN_SIMILARITY, Shingled, side_by_side
 from ..core.profiles import canonical, simhash
 from ..core.registry import EXTENSION_SCHEMA_QUERY, REGISTRY, Registration
-from . import bywords
 from .sources import file_key
 
 DEFAULT_TABLE = "docs"
@@ -123,8 +116,8 @@ class DocumentTable:
     handle on a table, as sqlite-utils' ``Table`` is, so every question a
     user asks of a table is a method here (32 of them, the longest 53
     lines).  Each states the question and its arguments and hands the work
-    to the server's functions or to the rooms of the client (``bywords``,
-    ``checks``, ``writers``); splitting it would split that one handle.
+    to the server's functions or to the rooms of the client (``checks``,
+    ``writers``); splitting it would split that one handle.
 
     >>> docs = nearsim.DocumentTable(nearsim.connect(autocommit=True), "docs")  # doctest: +SKIP
     >>> docs.create()  # the table and its rotation indexes, unless they exist  # doctest: +SKIP
@@ -439,29 +432,14 @@ class DocumentTable:
     ) -> list[VerifiedMatch]:
         """Documents at least ``min_similarity`` similar to ``query``, measured exactly.
 
-        See ``nearsim_similar_verified``: the rotation index gives the candidates
-        within the calibrated radius (or ``max_distance``), their texts decide.
-        By a word measure (:data:`~nearsim.core.measures.WORD_MEASURES`, S_L by
-        default) from 0.5 up without ``max_distance``, the candidates are the
-        documents at least :data:`~nearsim.core.measures.CANDIDATE_RESEMBLANCE`
-        similar by S_R (found in C, through the sketch index if the table has
-        one), and the word measure is computed here on their texts: the
-        radius calibrated for S_R at the same threshold misses light edits.
-        With ``side_by_side`` each match also gets its S_R and S_L, whichever
-        measure selected it.
+        ``nearsim_similar_verified`` answers: the rotation index gives the
+        candidates within the calibrated radius (or ``max_distance``), their
+        texts decide; by a word measure (S_L, the default) from 0.5 up without
+        ``max_distance``, the candidates are the documents at least 0.5 similar
+        by S_R, whatever their distance.  With ``side_by_side`` each match also
+        gets its S_R and S_L, whichever measure selected it.
         """
         self.require_enabled()
-        if bywords.by_words(measure, min_similarity, max_distance):
-            candidates = self._verified(query, CANDIDATE_RESEMBLANCE, "s_r", None, None)
-            matches = [VerifiedMatch(*row) for row in bywords.measured_matches(
-                query, ((m.key, m.distance, m.similarity, m.short) for m in candidates),
-                self._texts, measure, min_similarity, limit)]  # fmt: skip
-        else:
-            matches = self._verified(query, min_similarity, measure, max_distance, limit)
-        return self._side_by_side(query, matches, measure) if side_by_side else matches
-
-    def _verified(self, query: str, min_similarity: float, measure: str,
-                  max_distance: int | None, limit: int | None) -> list[VerifiedMatch]:  # fmt: skip
         statement = sql.SQL(
             """SELECT v.key, v.distance, v.similarity, v.short
                FROM {}.nearsim_similar_verified(%s::regclass, %s, %s, %s, %s) AS v LIMIT %s"""
@@ -469,7 +447,8 @@ class DocumentTable:
         rows = self.conn.execute(
             statement, [self.quoted, query, min_similarity, measure, max_distance, limit]
         ).fetchall()
-        return [VerifiedMatch(*row) for row in rows]
+        matches = [VerifiedMatch(*row) for row in rows]
+        return self._side_by_side(query, matches, measure) if side_by_side else matches
 
     def _texts(self, keys: Sequence[str]) -> dict[str, str]:
         """The texts of the documents of ``keys`` (compared as text); gone ones left out."""
@@ -485,13 +464,13 @@ class DocumentTable:
                       measure: str) -> list[VerifiedMatch]:  # fmt: skip
         """The matches with their S_R and S_L (None for a document deleted meanwhile)."""
         asked = Shingled(query)
+        texts = self._texts([match.key for match in matches])
         result = []
         for match in matches:
-            stored = None if match.s_r is not None else self.document(match.key)
-            if stored is None:
+            if match.key not in texts:
                 result.append(match)
                 continue
-            s_r, s_l = side_by_side(asked, stored.text or "", measure, match.similarity)
+            s_r, s_l = side_by_side(asked, texts[match.key], measure, match.similarity)
             result.append(replace(match, s_r=s_r, s_l=s_l))
         return result
 
@@ -513,28 +492,13 @@ class DocumentTable:
         self, min_similarity: float = DEFAULT_MIN_SIMILARITY, measure: str = DEFAULT_MEASURE,
         max_distance: int | None = None,
     ) -> Generator[VerifiedPair, None, None]:
-        """Pairs within the (calibrated) radius, at least ``min_similarity`` similar, streamed.
+        """Pairs at least ``min_similarity`` similar, streamed (``nearsim_pairs_verified``).
 
-        By a word measure (S_L...) from 0.5 up without ``max_distance``: the
-        pairs at least 0.5 similar by S_R (the server's exact join), whose
-        texts are then measured here (:mod:`nearsim.client.bywords`).
+        By a word measure (S_L, the default) from 0.5 up without
+        ``max_distance``, the candidates are the pairs at least 0.5 similar by
+        S_R, whatever their distance; otherwise those within the radius.
         """
         self.require_enabled()
-        if bywords.by_words(measure, min_similarity, max_distance):
-            candidates = list(self.pairs_verified(CANDIDATE_RESEMBLANCE, "s_r"))
-            for row in bywords.measured_pairs(
-                    ((p.a, p.b, p.distance, p.similarity, p.short) for p in candidates),
-                    self._texts, measure, min_similarity):  # fmt: skip
-                yield VerifiedPair(*row)
-            return
-        if max_distance is not None and bywords.pairs_by_words(measure, min_similarity):
-            # within the radius given: the pairs by bits (C), their words measured here
-            within = list(self.pairs(max_distance))
-            for row in bywords.measured_pairs(
-                    ((p.a, p.b, p.distance, None, None) for p in within), self._texts, measure,
-                    min_similarity):  # fmt: skip
-                yield VerifiedPair(*row)
-            return
         query = sql.SQL("SELECT a, b, distance, similarity, short"
                         " FROM {}.nearsim_pairs_verified(%s::regclass, %s, %s, %s)").format(
             self.extension)  # fmt: skip
@@ -558,12 +522,6 @@ class DocumentTable:
     ) -> Generator[Cluster, None, None]:
         """Groups linked by verified pairs (see :meth:`pairs_verified`), largest first."""
         self.require_enabled()
-        if bywords.by_words(measure, min_similarity, max_distance) or (
-                max_distance is not None and bywords.pairs_by_words(measure, min_similarity)):
-            found = [(p.a, p.b) for p in self.pairs_verified(min_similarity, measure,
-                                                             max_distance)]
-            return (Cluster(pivot, members)
-                    for pivot, members in bywords.groups(found, method, min_size))
         groups = sql.SQL("{}.nearsim_clusters_verified(%s::regclass, %s, %s, %s, %s, %s)").format(
             self.extension)
         return self._clusters(groups, [self.quoted, min_similarity, measure, max_distance,

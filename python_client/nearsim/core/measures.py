@@ -746,7 +746,7 @@ SET_DEFAULT_MIN_SIMILARITY = 0.8
 WORD_MEASURES = ("s_l", "s_j", "information_s_l", "information_s_j")
 """The verified measures counted on words and passages (:func:`compare`), not on shingle sets."""
 CANDIDATE_RESEMBLANCE = 0.5
-"""The S_R a document needs to be measured by a word measure in the client's search.
+"""The S_R a document needs to be measured by a word measure in a verified search.
 
 The radius calibrated for S_R >= s is too small for S_L >= s: a light edit
 lowers S_R about three times as much as S_L (``benchmarks/defaults.py``

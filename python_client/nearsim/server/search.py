@@ -135,8 +135,8 @@ def _by_words(measure: str, min_similarity: float | None, max_distance: int | No
     radius given, a word measure (S_L and its kin) measures the documents at
     least that similar by S_R, whatever their distance: the radius calibrated
     for S_R at the threshold misses light edits, which lower S_R about three
-    times as much as S_L.  The client's searches (nearsim.client.bywords)
-    take the same candidates, so SQL and the command line agree.
+    times as much as S_L.  The command line and the library ask these
+    functions too: one route, so SQL and the command line agree.
     """
     return (measure in measures.WORD_MEASURES and max_distance is None
             and min_similarity is not None
@@ -265,15 +265,21 @@ def _verified_pieces(
     min_similarity: float,
 ) -> Iterator[tuple[str, str, int, float, bool]]:
     """The candidate pairs that pass, a piece of candidates at a time: rows are
-    passed on as they are found, never all held."""
+    passed on as they are found, never all held.  Each pair of texts is
+    measured once a piece: a crawl's copies make many pairs of the same two
+    texts."""
     while piece := list(islice(candidates, CANDIDATES)):
         texts = _texts(session, enabled,
                        sorted({*(pair["a"] for pair in piece), *(pair["b"] for pair in piece)}))
+        measured: dict[tuple[str, str], float] = {}
         for pair in piece:
             a, b, d = pair["a"], pair["b"], int(pair["distance"])
             if a not in texts or b not in texts:
                 continue  # deleted since the fingerprints were read
-            value = measures.verified_measure(measure, texts[a], texts[b])
+            both = (texts[a].text, texts[b].text)
+            value = measured.get(both)
+            if value is None:
+                value = measured[both] = measures.verified_measure(measure, texts[a], texts[b])
             if value >= min_similarity:
                 yield a, b, d, value, texts[a].short or texts[b].short
 
