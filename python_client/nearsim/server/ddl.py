@@ -21,7 +21,8 @@ Next to the table, in its schema and owned by its owner:
 
 A table enabled before 0.4.0 also had a bucket table ``<prefix>_nearsim``
 and a trigger function writing it; they stay (and work) until
-``nearsim_rebuild`` replaces them with the rotation indexes.
+``nearsim_rebuild`` replaces them with the rotation indexes
+(:mod:`~nearsim.server.bucket_tables`).
 
 Every name is quoted and every call into the extension is qualified with
 its schema.
@@ -33,6 +34,7 @@ import re
 
 from ..core.bands import band_start
 from ..core.registry import TYPED_FUNCTIONS, typed_function_names
+from . import bucket_tables
 from .catalog import Enabled, rotation_indexes, simhash_sql, trigger_names
 from .database import Session, placeholders
 
@@ -46,9 +48,6 @@ TRIGGER_MODES = dict.fromkeys(FINGERPRINT_TRIGGERS.values(), "A")
 # The check-in guard's triggers (nearsim_guard): kept by nearsim_rebuild,
 # dropped with the table's other objects by nearsim_disable.
 GUARD_TRIGGERS = ("zzz_nearsim_guard", "zzz_nearsim_guard_update")
-# The triggers that kept the bucket table of a table enabled before 0.4.0.
-BUCKET_TRIGGERS = ("nearsim_insert", "nearsim_update", "nearsim_delete", "nearsim_truncate",
-                   "nearsim_replica")
 PINNED = "SET search_path = pg_catalog, pg_temp"
 
 
@@ -301,7 +300,7 @@ def drop_functions_and_triggers(session: Session, enabled: Enabled,
         for signature in TYPED_FUNCTIONS[kind]:
             session.run(f"DROP FUNCTION IF EXISTS {enabled.qualify(session, name)}{signature}")
     existing = trigger_names(session, enabled.table)
-    for name in (*FINGERPRINT_TRIGGERS.values(), *BUCKET_TRIGGERS,
+    for name in (*FINGERPRINT_TRIGGERS.values(), *bucket_tables.TRIGGERS,
                  *(GUARD_TRIGGERS if guard else ())):
         if name in existing:
             session.run(f"DROP TRIGGER {session.ident(name)} ON {enabled.table.qualified}")
@@ -310,20 +309,13 @@ def drop_functions_and_triggers(session: Session, enabled: Enabled,
             session.run(f"DROP FUNCTION IF EXISTS {enabled.qualify(session, function)}()")
 
 
-def drop_bucket_table(session: Session, enabled: Enabled) -> None:
-    """The bucket table of a table enabled before 0.4.0, if it has one."""
-    if enabled.registration.bucket_table is not None:
-        bucket = enabled.qualify(session, enabled.registration.bucket_table)
-        session.run(f"DROP TABLE IF EXISTS {bucket}")
-
-
 def drop_all(session: Session, enabled: Enabled) -> None:
     """Every object of the table: functions, triggers, indexes (and a bucket table).
 
     The links a guard recorded stay: they are the user's data.
     """
     drop_functions_and_triggers(session, enabled, guard=True)
-    drop_bucket_table(session, enabled)
+    bucket_tables.drop(session, enabled)
     drop_rotation_indexes(session, enabled)
 
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from ..core.bands import BandsError, band_start, check_bands, default_bands
 from ..core.registry import Registration, object_names, typed_function_names
-from . import ddl
+from . import bucket_tables, ddl
 from .catalog import (
     MAX_IDENTIFIER,
     TEXT_TYPES,
@@ -230,17 +230,7 @@ def breaks(session: Session, enabled: Enabled) -> list[str]:
         found.append(f"fingerprint column {session.ident(reg.hash_column)} is "
                      + ("gone" if hash_type is None else f"of type {hash_type}"))
     if reg.bucket_table is not None:
-        bucket = enabled.qualify(session, reg.bucket_table)
-        rows = session.execute(
-            "SELECT pg_catalog.format_type(a.atttypid, NULL) AS type"
-            " FROM pg_catalog.pg_attribute a"
-            " WHERE a.attrelid = pg_catalog.to_regclass($1::pg_catalog.text)"
-            " AND a.attname = 'key'", bucket)
-        if not rows:
-            found.append(f"bucket table {bucket} is gone")
-        elif documents.key_type and rows[0]["type"] != documents.key_type.split(" COLLATE ")[0]:
-            found.append(f"the key is of type {documents.key_type},"
-                         f" its buckets' of {rows[0]['type']}")
+        found.extend(bucket_tables.breaks(session, enabled))
     # Moved with the guard bypassed: its functions cannot follow it, as they
     # must be in its schema.  (Renamed: nearsim_verify finds that its
     # functions name the table as it was, and nearsim_rebuild makes them again.)
@@ -332,49 +322,36 @@ def _drift(session: Session, enabled: Enabled) -> dict[str, Any]:
     holds under another key, ``extra`` the entries of all of them that repeat
     another or name no row, ``wrong`` those under a key their row does not
     have, and ``indexed`` the fingerprinted rows every index holds.  A bucket
-    table kept from before 0.4.0 is written by triggers and is compared row
-    by row.
+    table kept from before 0.4.0 is compared row by row (bucket_tables.drift).
     """
     documents, reg = enabled.table, enabled.registration
     key, fp = session.ident(documents.key_column), session.ident(reg.hash_column)
-    if reg.bucket_table is None:
-        report = session.row(
-            f"SELECT pg_catalog.count({key}) AS documents, pg_catalog.count({fp}) AS fingerprinted"
-            f" FROM ONLY {documents.qualified}")
-        checks = index_checks(session, enabled)
-        unindexed = int(report["documents"]) - int(report["fingerprinted"])
-        missing = max((c["missing"] + c["wrong"] for c in checks.values()), default=0)
-        samples = sorted({tid for c in checks.values() for tid in c["sample"]})
-        report.update(
-            indexed=min((c["rows"] - c["missing"] - unindexed for c in checks.values()),
-                        default=report["fingerprinted"]),
-            missing=missing,
-            extra=sum(c["duplicated"] + c["dangling"] for c in checks.values()),
-            wrong=sum(c["wrong"] for c in checks.values()),
-            sample_keys=_keys_at(session, enabled, samples) if samples else None)
-        for index, check in checks.items():
-            if check["missing"] or check["duplicated"] or check["wrong"] or check["dangling"]:
-                session.warning(
-                    f"nearsim: rotation index {index} of table {documents.qualified} disagrees"
-                    f" with the table: {check['missing']} rows missing, {check['wrong']} entries"
-                    f" under another key, {check['duplicated']} repeated, {check['dangling']}"
-                    " naming no row",
-                    hint=f"SELECT nearsim_rebuild({session.literal(documents.qualified)})"
-                    " rebuilds it.")
-        return report
-    bucket = enabled.qualify(session, reg.bucket_table)
-    return session.row(
-        "SELECT pg_catalog.count(d.key) AS documents, pg_catalog.count(d.si) AS fingerprinted,"
-        " pg_catalog.count(b.key) AS indexed,"
-        " pg_catalog.count(*) FILTER (WHERE d.si IS NOT NULL AND b.key IS NULL) AS missing,"
-        " pg_catalog.count(*) FILTER (WHERE b.key IS NOT NULL AND d.si IS NULL) AS extra,"
-        " pg_catalog.count(*) FILTER (WHERE b.si <> d.si) AS wrong,"
-        " (pg_catalog.array_agg(COALESCE(d.key, b.key)::pg_catalog.text"
-        " ORDER BY COALESCE(d.key, b.key))"
-        "  FILTER (WHERE b.si IS DISTINCT FROM d.si))[1:10] AS sample_keys"
-        f" FROM (SELECT {key} AS key, {fp} AS si FROM ONLY {documents.qualified}) d"
-        f" FULL JOIN {bucket} b ON b.key OPERATOR(pg_catalog.=) d.key"
-    )
+    if reg.bucket_table is not None:
+        return bucket_tables.drift(session, enabled)
+    report = session.row(
+        f"SELECT pg_catalog.count({key}) AS documents, pg_catalog.count({fp}) AS fingerprinted"
+        f" FROM ONLY {documents.qualified}")
+    checks = index_checks(session, enabled)
+    unindexed = int(report["documents"]) - int(report["fingerprinted"])
+    missing = max((c["missing"] + c["wrong"] for c in checks.values()), default=0)
+    samples = sorted({tid for c in checks.values() for tid in c["sample"]})
+    report.update(
+        indexed=min((c["rows"] - c["missing"] - unindexed for c in checks.values()),
+                    default=report["fingerprinted"]),
+        missing=missing,
+        extra=sum(c["duplicated"] + c["dangling"] for c in checks.values()),
+        wrong=sum(c["wrong"] for c in checks.values()),
+        sample_keys=_keys_at(session, enabled, samples) if samples else None)
+    for index, check in checks.items():
+        if check["missing"] or check["duplicated"] or check["wrong"] or check["dangling"]:
+            session.warning(
+                f"nearsim: rotation index {index} of table {documents.qualified} disagrees"
+                f" with the table: {check['missing']} rows missing, {check['wrong']} entries"
+                f" under another key, {check['duplicated']} repeated, {check['dangling']}"
+                " naming no row",
+                hint=f"SELECT nearsim_rebuild({session.literal(documents.qualified)})"
+                " rebuilds it.")
+    return report
 
 
 def index_checks(session: Session, enabled: Enabled) -> dict[str, dict[str, Any]]:
@@ -494,9 +471,8 @@ def _repair(session: Session, enabled: Enabled, bands: int | None, fingerprints:
     # the table; so do indexes of another layout or left invalid.
     removed = 0
     if reg.bucket_table is not None:
-        bucket = enabled.qualify(session, reg.bucket_table)
-        removed = int(session.row(f"SELECT pg_catalog.count(*) AS n FROM {bucket}")["n"])
-        ddl.drop_bucket_table(session, enabled)
+        removed = bucket_tables.rows(session, enabled)
+        bucket_tables.drop(session, enabled)
     new_bands = _bands(session, reg.bands if bands is None else bands)
     relaid = Enabled(documents, reg.changed(bands=new_bands, profile=profile,
                                             bucket_table=None, bucket_function=None))

@@ -21,6 +21,7 @@ from ..core import calibration, measures
 from ..core.bits import BITS
 from ..core.interrupts import checkpoint
 from ..core.pairs import connected_components, pivot_groups
+from . import bucket_tables
 from .catalog import Enabled, check_table_profile, lookup, simhash_sql
 from .database import Session
 
@@ -199,15 +200,8 @@ def _candidates(session: Session, enabled: Enabled, radius: int) -> str:
         within = (f"d.ctid OPERATOR(pg_catalog.=) ANY ({ext}.nearsim_search("
                   "$2::pg_catalog.regclass, $3::pg_catalog.name, q.si,"
                   f" {int(radius)}::pg_catalog.int4))")
-    else:
-        # A table enabled before 0.4.0 keeps its bucket table until
-        # nearsim_rebuild, and the bucket table keeps the index layout of its
-        # release, which nearsim_search does not read: its fingerprints are
-        # compared one by one.
-        bucket = enabled.qualify(session, reg.bucket_table)
-        within = (f"d.{key} OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT b.key FROM {bucket} AS b"
-                  f" WHERE {ext}.hamming(b.si, q.si) OPERATOR(pg_catalog.<=)"
-                  f" {int(radius)}::pg_catalog.int4))")
+    else:  # a table enabled before 0.4.0, until nearsim_rebuild
+        within = bucket_tables.within(session, enabled, radius)
     return (f"(SELECT d.{key}::pg_catalog.text AS key, d.{text}::pg_catalog.text AS body,"
             f" {ext}.hamming(d.{fp}, q.si) AS distance"
             f" FROM (SELECT {fingerprint} AS si) AS q, ONLY {table.qualified} AS d"
