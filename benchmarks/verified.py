@@ -93,24 +93,18 @@ import psycopg
 from numpy.typing import NDArray
 from psycopg import sql
 
-from .common import SESSION_SETTINGS, cpu_model
+from .common import SESSION_SETTINGS, cpu_model, enable_timed, log, scratch_schema, timer
 from .corpus import CURVE_SIZES, SIZES, nested_corpus
-from .quality import (
+from .pair_methods import (
     MINHASH_PERMUTATIONS,
     SEED_RADIUS,
-    THRESHOLDS,
-    Scores,
-    enable_timed,
     fingerprints,
     hamming_of_codes,
-    log,
     lsh_candidates,
     minhash_signatures,
     radius_pairs,
-    score,
-    scratch_schema,
-    timer,
 )
+from .scoring import THRESHOLDS, Scores, score
 from .truth import Truth, pair_codes, similar_pairs
 from .wild import DOC_DIRECTORY, WildSet, copyright_sets, read_copyright_files
 
