@@ -3,16 +3,21 @@
 The connection and its session settings, the corpus of texts to
 fingerprint, one line of the summary, the error that ends a run with an exit
 status, and the printing and timing helpers: kept in one place so that every
-section prints its tables and numbers the same way.
+section prints its tables and numbers the same way.  Also what the
+benchmarks against the exact truth (quality.py, verified.py, minhash.py)
+share: a timer, a log line, a timed ``nearsim_enable`` and a scratch schema.
 """
 
 from __future__ import annotations
 
 import os
 import platform
+import secrets
+import sys
 import textwrap
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -180,3 +185,38 @@ def times(ratio: float) -> str:
 def count_rows(rows: int) -> str:
     return f"{rows // 1_000_000}M" if rows % 1_000_000 == 0 else (
         f"{rows // 1000}k" if rows % 1000 == 0 else f"{rows:,}")
+
+
+@contextmanager
+def timer() -> Iterator[Callable[[], float]]:
+    started = time.perf_counter()
+    finished: list[float] = []
+    yield lambda: finished[0] if finished else time.perf_counter() - started
+    finished.append(time.perf_counter() - started)
+
+
+def enable_timed(conn: Any, schema: str, name: str, phases: dict[str, float]) -> None:
+    """nearsim_enable of a loaded table, then ANALYZE, each timed into phases."""
+    with timer() as elapsed:
+        conn.execute("SELECT nearsim_enable(%s::regclass, 'body')", (f"{schema}.{name}",))
+    phases["nearsim_enable"] = elapsed()
+    with timer() as elapsed:
+        conn.execute(sql.SQL("ANALYZE {}").format(sql.Identifier(schema, name)))
+    phases["ANALYZE"] = elapsed()
+
+
+def log(message: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+@contextmanager
+def scratch_schema(dsn: str) -> Iterator[tuple[psycopg.Connection, str]]:
+    schema = f"nearsim_quality_{secrets.token_hex(4)}"
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("CREATE EXTENSION IF NOT EXISTS nearsim CASCADE")
+        conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
+        try:
+            yield conn, schema
+        finally:
+            conn.execute("RESET statement_timeout")
+            conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))

@@ -340,7 +340,7 @@ def spark_page(results: Path) -> str:
     if not data.exists():
         return "No results of `make bench-spark` (benchmarks/spark.py) next to this run."
     try:
-        from .spark import spark_section  # needs pyarrow, from the spark extra
+        from .spark_report import spark_section  # needs pyarrow, from the spark extra
     except ImportError as error:
         return f"The results of `make bench-spark` need the spark extra to be shown ({error})."
     return spark_section(json.loads(data.read_text(encoding="utf-8")))

@@ -69,10 +69,10 @@ from psycopg import sql
 
 from nearsim.core.measures import set_resemblance, word_shingles
 
-from .common import SESSION_SETTINGS, cpu_model
+from .common import SESSION_SETTINGS, cpu_model, enable_timed, log, scratch_schema, timer
 from .corpusfile import copy_into, corpus_file, read_texts
 from .minhash_report import merge, write
-from .quality import THRESHOLDS, enable_timed, log, score, scratch_schema, timer
+from .scoring import THRESHOLDS, score
 from .sketches import LIBRARIES, found_pairs, memory, reset_peak, run_minhash
 from .truth import pair_codes, similar_pairs
 

@@ -52,7 +52,7 @@ import nearsim
 
 from .common import BenchError, Connection, connect, cpu_model, prepare_session, print_table
 from .docsets import TEXT_LIKE, RealFingerprints, make_docset, text_like_fingerprints
-from .spark import timed_pairs
+from .spark_jobs import timed_pairs
 from .throughput import kjv_corpora
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -71,6 +71,10 @@ run takes about 8 minutes on 2 cores, half of it the truth of the 100,000
 documents (3.5 minutes, 3 GB); the budgets bound what a slow search can add
 (about 15 minutes).  ``--quick`` (the test suite) runs every step on a few
 hundred documents in seconds.
+
+benchmarks/verified_sets.py measures each set, benchmarks/verified_lookups.py
+the lookups; benchmarks/verified_report.py writes the targets, the figure and
+the Markdown.
 """
 
 from __future__ import annotations
@@ -79,420 +83,59 @@ import argparse
 import importlib.metadata
 import json
 import platform
-import random
-import resource
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import psycopg
-from numpy.typing import NDArray
-from psycopg import sql
 
-from .common import SESSION_SETTINGS, cpu_model
+from .common import SESSION_SETTINGS, cpu_model, log, scratch_schema
 from .corpus import CURVE_SIZES, SIZES, nested_corpus
-from .quality import (
-    MINHASH_PERMUTATIONS,
-    SEED_RADIUS,
-    THRESHOLDS,
-    Scores,
-    enable_timed,
-    fingerprints,
-    hamming_of_codes,
-    log,
-    lsh_candidates,
-    minhash_signatures,
-    radius_pairs,
-    score,
-    scratch_schema,
-    timer,
+from .scoring import THRESHOLDS
+from .verified_lookups import (
+    LOOKUP_BUDGET_SECONDS,
+    LOOKUP_TIMEOUT_SECONDS,
+    LOOKUPS,
+    RADIUS_PATH,
+    SKETCH_PATH,
+    lookups,
+    sketch_index,
 )
-from .truth import Truth, pair_codes, similar_pairs
+from .verified_report import (
+    FIGURE,
+    TARGET_F1,
+    TARGET_P50_MS,
+    TARGET_RECALL,
+    curve_points,
+    cut_list,
+    draw_cost_curve,
+    markdown,
+    summary_rows,
+)
+from .verified_sets import (
+    SetResult,
+    client_signatures,
+    drop_table,
+    load_table,
+    measure_set,
+    measured_truth,
+    megabytes,
+    prefix_positives,
+    truth_summary,
+)
 from .wild import DOC_DIRECTORY, WildSet, copyright_sets, read_copyright_files
 
-__all__ = ["Outcome", "evaluate", "main", "markdown", "prefix_positives"]
+__all__ = ["evaluate", "main"]
 
-Int64s = NDArray[np.int64]
-
-TARGET_RECALL = 0.99
-TARGET_F1 = 0.995
-TARGET_P50_MS = 3.0
 PAIR_BUDGET_SECONDS = 240.0
 """``statement_timeout`` of one ``nearsim_pairs_verified``: with it and the
 lookups' budget, a slow search adds at most about 15 minutes to the run."""
-LOOKUPS = 200
-LOOKUP_TIMEOUT_SECONDS = 10.0
-LOOKUP_BUDGET_SECONDS = 180.0
-LOOKUP_SEED = 1
 QUICK_SIZES = (250, 400)
 QUICK_WILD_FILES = 40
 QUICK_LOOKUPS = 20
-SUMMARY_COLUMNS = ("measurement", "value", "baseline", "ratio", "target", "met")
 DEFAULT_OUTPUT = Path(__file__).resolve().parent / "quality-results"
-FIGURE = "verified-cost.png"
-
-NEARSIM = "nearsim verified"
-MINHASH = "MinHashLSH + estimate"
-SIMHASH = f"simhash hamming<={SEED_RADIUS}"
-
-
-# --------------------------------------------------------------------------
-# Results
-
-
-@dataclass
-class Outcome:
-    """One method at one threshold on one set."""
-
-    method: str
-    threshold: float
-    documents: int
-    status: str
-    """``ok``, ``over budget`` (cut off; ``seconds`` is how long it ran) or ``skipped``."""
-    phases: dict[str, float]
-    """Seconds of each step; their sum is the cost."""
-    scores: Scores | None = None
-    notes: str = ""
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def seconds(self) -> float:
-        return float(sum(self.phases.values()))
-
-    def as_json(self) -> dict[str, Any]:
-        result = asdict(self)
-        result["seconds"] = self.seconds
-        return result
-
-
-@dataclass
-class SetResult:
-    """Every method at both thresholds on one set of documents."""
-
-    name: str
-    kind: str
-    """``corpus`` or ``wild``."""
-    documents: int
-    megabytes: float
-    truth: dict[str, Any]
-    outcomes: list[Outcome]
-    description: str = ""
-    summary: bool = True
-    """Whether its targets go into the summary (the curve's other sizes do not)."""
-
-    def as_json(self) -> dict[str, Any]:
-        return {"name": self.name, "kind": self.kind, "documents": self.documents,
-                "megabytes": self.megabytes, "truth": self.truth,
-                "description": self.description, "summary": self.summary,
-                "outcomes": [o.as_json() for o in self.outcomes]}  # fmt: skip
-
-
-def prefix_positives(truth: Truth, documents: int, threshold: float) -> Int64s:
-    """Sorted pair codes (for ``documents``) of the truth's positives among its
-    first ``documents`` documents."""
-    chosen = (truth.second < documents) & (truth.s_r >= threshold)
-    return np.sort(pair_codes(truth.first[chosen], truth.second[chosen], documents))
-
-
-def peak_memory_gb() -> float:
-    """The peak resident memory of this process so far (Linux reports KiB)."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 1e9
-
-
-def measured_truth(texts: Sequence[str]) -> tuple[Truth, dict[str, Any]]:
-    """The exact truth of ``texts`` and what it cost."""
-    before = peak_memory_gb()
-    truth = similar_pairs(texts, keep=min(THRESHOLDS))
-    return truth, {
-        "documents": len(texts), "seconds": truth.seconds, "shared_pairs": truth.shared_pairs,
-        "buckets": truth.buckets, "shingles": truth.shingles,
-        "peak_memory_gb_before": before, "peak_memory_gb_after": peak_memory_gb(),
-    }  # fmt: skip
-
-
-# --------------------------------------------------------------------------
-# nearsim in PostgreSQL
-
-
-def load_table(conn: psycopg.Connection, schema: str, name: str,
-               texts: Sequence[str]) -> dict[str, float]:
-    """A table of the texts, enabled: seconds of each step."""
-    table = sql.Identifier(schema, name)
-    phases: dict[str, float] = {}
-    with timer() as elapsed:
-        conn.execute(sql.SQL("CREATE TABLE {} (id integer PRIMARY KEY, body text NOT NULL)")
-                     .format(table))
-        with conn.cursor() as cursor, cursor.copy(
-            sql.SQL("COPY {} (id, body) FROM STDIN").format(table)
-        ) as copy:
-            for position, text in enumerate(texts):
-                copy.write_row((position, text))
-    phases["COPY"] = elapsed()
-    enable_timed(conn, schema, name, phases)
-    return phases
-
-
-def drop_table(conn: psycopg.Connection, schema: str, name: str) -> None:
-    """Disable and drop a table of :func:`load_table`, if there is one."""
-    qualified = f"{schema}.{name}"
-    if conn.execute("SELECT to_regclass(%s)", (qualified,)).fetchone() == (None,):
-        return
-    conn.execute("SELECT nearsim_disable(%s::regclass)", (qualified,))
-    conn.execute(sql.SQL("DROP TABLE {}").format(sql.Identifier(schema, name)))
-
-
-def set_timeout(conn: psycopg.Connection, seconds: float | None) -> None:
-    if seconds is None:
-        conn.execute("RESET statement_timeout")
-    else:
-        conn.execute(sql.SQL("SET statement_timeout = {}").format(
-            sql.Literal(max(1, round(seconds * 1000)))))
-
-
-def verified_pairs(conn: psycopg.Connection, qualified: str, threshold: float,
-                   documents: int, budget: float) -> tuple[Int64s | None, float]:
-    """Pair codes of ``nearsim_pairs_verified`` (None when cut off) and its seconds."""
-    set_timeout(conn, budget)
-    try:
-        with timer() as elapsed:
-            try:
-                rows = conn.execute(
-                    "SELECT a::integer, b::integer FROM nearsim_pairs_verified(%s::regclass,"
-                    " min_similarity => %s)", (qualified, threshold)).fetchall()
-            except psycopg.errors.QueryCanceled:
-                rows = None
-    finally:
-        set_timeout(conn, None)
-    if rows is None:
-        return None, elapsed()
-    first = np.array([r[0] for r in rows], dtype=np.int64)
-    second = np.array([r[1] for r in rows], dtype=np.int64)
-    return np.unique(pair_codes(first, second, documents)), elapsed()
-
-
-def calibrated_radius(conn: psycopg.Connection, threshold: float) -> int | None:
-    """``nearsim_radius(t)``, or None if the server has no such function."""
-    try:
-        with conn.transaction():
-            row = conn.execute("SELECT nearsim_radius(%s)", (threshold,)).fetchone()
-    except psycopg.Error:
-        return None
-    return None if row is None or row[0] is None else int(row[0])
-
-
-# --------------------------------------------------------------------------
-# One set
-
-
-@dataclass
-class Signatures:
-    """What the client computes once for the largest set: MinHashes with their
-    seconds up to each size, and fingerprints (for the radius, untimed)."""
-
-    minhash_present: Int64s
-    sketches: list[Any]
-    minhash_seconds: dict[int, float]
-    """Seconds of the MinHashes of the first N documents, for each size N."""
-    print_present: Int64s
-    prints: Int64s
-
-
-def client_signatures(texts: Sequence[str], sizes: Sequence[int]) -> Signatures:
-    presents: list[Int64s] = []
-    sketches: list[Any] = []
-    seconds: dict[int, float] = {}
-    total = 0.0
-    start = 0
-    for size in sizes:
-        with timer() as elapsed:
-            present, part = minhash_signatures(texts[start:size])
-        total += elapsed()
-        seconds[size] = total
-        presents.append(present + start)
-        sketches.extend(part)
-        start = size
-    print_present, prints = fingerprints(texts)
-    return Signatures(np.concatenate(presents), sketches, seconds, print_present, prints)
-
-
-def measure_set(conn: psycopg.Connection, schema: str, table: str, texts: Sequence[str],
-                documents: int, positives: dict[float, Int64s], signatures: Signatures,
-                budget: float, cut: dict[float, int]) -> list[Outcome]:
-    """nearsim verified, MinHashLSH and simhash on the first ``documents`` texts.
-
-    ``cut`` maps a threshold to the size at which nearsim went over the
-    budget: it is skipped at that threshold from then on (and added to here).
-    """
-    outcomes: list[Outcome] = []
-    in_prints = signatures.print_present < documents
-    present, prints = signatures.print_present[in_prints], signatures.prints[in_prints]
-
-    with timer() as elapsed:
-        codes, _ = radius_pairs(present, prints, SEED_RADIUS, documents)
-        codes = np.sort(codes)
-    for t in THRESHOLDS:
-        outcomes.append(Outcome(SIMHASH, t, documents, "ok", {"pairs": elapsed()},
-                                score(codes, positives[t]),
-                                notes="client fingerprints (untimed) and all pairs within"
-                                      f" {SEED_RADIUS} bits, unverified"))
-
-    count = int(np.count_nonzero(signatures.minhash_present < documents))
-    sketches = signatures.sketches[:count]
-    for t in THRESHOLDS:
-        with timer() as elapsed:
-            candidates, estimate = lsh_candidates(signatures.minhash_present[:count], sketches,
-                                                  t, documents)
-        found = candidates[estimate >= t]
-        outcomes.append(Outcome(
-            MINHASH, t, documents, "ok",
-            {"signatures": signatures.minhash_seconds[documents], "LSH": elapsed()},
-            score(found, positives[t]),
-            notes=f"datasketch, {MINHASH_PERMUTATIONS} permutations, LSH threshold {t};"
-                  f" {len(candidates):,} candidates",
-            extra={"candidates": len(candidates),
-                   "candidate_scores": asdict(score(candidates, positives[t]))}))
-
-    if all(t in cut for t in THRESHOLDS):
-        for t in THRESHOLDS:
-            outcomes.append(Outcome(NEARSIM, t, documents, "skipped", {},
-                                    notes=f"over the budget at {cut[t]:,} documents"))
-        return outcomes
-    phases = load_table(conn, schema, table, texts[:documents])
-    qualified = f"{schema}.{table}"
-    for t in THRESHOLDS:
-        if t in cut:
-            outcomes.append(Outcome(NEARSIM, t, documents, "skipped", {},
-                                    notes=f"over the budget at {cut[t]:,} documents"))
-            continue
-        pairs, seconds = verified_pairs(conn, qualified, t, documents, budget)
-        query = {**phases, "nearsim_pairs_verified": seconds}
-        if pairs is None:
-            cut[t] = documents
-            outcomes.append(Outcome(NEARSIM, t, documents, "over budget", query,
-                                    notes=f"statement_timeout {budget:g} s: cut off after"
-                                          f" {seconds:.1f} s",
-                                    extra={"budget_seconds": budget}))
-            continue
-        extra: dict[str, Any] = {"budget_seconds": budget}
-        radius = calibrated_radius(conn, t)
-        notes = f"nearsim_pairs_verified(min_similarity => {t})"
-        if radius is not None:
-            distance = hamming_of_codes(positives[t], documents, present, prints)
-            reachable = positives[t][distance <= radius]
-            beyond = positives[t][distance > radius]
-            within, outside = score(pairs, reachable), score(pairs, beyond)
-            extra.update(radius=radius, positives_within_radius=len(reachable),
-                         recall_within_radius=within.recall,
-                         found_outside_radius=outside.true_positives)
-            notes += (f"; calibrated radius {radius} bits (nearsim_radius): {len(reachable):,}"
-                      f" of the {len(positives[t]):,} positives lie within it, found"
-                      f" {within.true_positives:,} of them and {outside.true_positives:,} of"
-                      f" the {len(beyond):,} outside it")
-        outcomes.append(Outcome(NEARSIM, t, documents, "ok", query,
-                                score(pairs, positives[t]), notes=notes, extra=extra))
-    return outcomes
-
-
-def megabytes(texts: Sequence[str]) -> float:
-    return sum(len(t.encode()) for t in texts) / 1e6
-
-
-def truth_summary(info: dict[str, Any], truth: Truth, documents: int) -> dict[str, Any]:
-    return {**info, "positives": {
-        str(t): len(prefix_positives(truth, documents, t)) for t in THRESHOLDS}}
-
-
-# --------------------------------------------------------------------------
-# Lookups
-
-
-def lookups(conn: psycopg.Connection, qualified: str, texts: Sequence[str], truth: Truth,
-            count: int, timeout: float, budget: float, path: str) -> list[dict[str, Any]]:
-    """``nearsim_similar_verified`` for the texts of ``count`` random documents.
-
-    ``path`` names where the candidates come from (the table's indexes decide).
-    """
-    documents = len(texts)
-    asked = random.Random(LOOKUP_SEED).sample(range(documents), min(count, documents))
-    statement = ("SELECT key::integer FROM nearsim_similar_verified(%s::regclass, %s, %s)")
-    results = []
-    for t in THRESHOLDS:
-        wanted = np.array(asked, dtype=np.int64)
-        chosen = (truth.s_r >= t) & (np.isin(truth.first, wanted) | np.isin(truth.second, wanted))
-        partners: dict[int, set[int]] = {q: set() for q in asked}
-        for a, b in zip(truth.first[chosen].tolist(), truth.second[chosen].tolist(),
-                        strict=True):
-            if a in partners:
-                partners[a].add(b)
-            if b in partners:
-                partners[b].add(a)
-        set_timeout(conn, timeout)
-        seconds: list[float] = []
-        over = 0
-        found = expected = hit = 0
-        started = time.perf_counter()
-        try:
-            try:  # a warm-up: the first call of a session imports what the search needs
-                conn.execute(statement, (qualified, texts[asked[0]], t), prepare=True).fetchall()
-            except psycopg.errors.QueryCanceled:
-                pass
-            for query in asked:
-                if time.perf_counter() - started > budget:
-                    break
-                with timer() as elapsed:
-                    try:
-                        rows = conn.execute(statement, (qualified, texts[query], t),
-                                            prepare=True).fetchall()
-                    except psycopg.errors.QueryCanceled:
-                        rows = None
-                seconds.append(elapsed())
-                if rows is None:
-                    over += 1
-                    continue
-                keys = {r[0] for r in rows} - {query}
-                found += len(keys)
-                expected += len(partners[query])
-                hit += len(keys & partners[query])
-        finally:
-            set_timeout(conn, None)
-        answered = Scores.of_counts(found, expected, hit)
-        milliseconds = np.array(seconds) * 1000 if seconds else np.array([np.nan])
-        results.append({
-            "threshold": t, "path": path, "documents": documents, "asked": len(asked),
-            "timed": len(seconds),
-            "over_timeout": over, "timeout_seconds": timeout, "budget_seconds": budget,
-            "p50_ms": float(np.percentile(milliseconds, 50)),
-            "p90_ms": float(np.percentile(milliseconds, 90)),
-            "mean_found": found / max(1, len(seconds) - over),
-            "answers": asdict(answered),
-        })
-        log(f"  lookups at {t} ({path}): {len(seconds)} timed,"
-            f" p50 {results[-1]['p50_ms']:.2f} ms")
-    return results
-
-
-RADIUS_PATH = "rotation index, calibrated radius"
-SKETCH_PATH = "sketch index"
-
-
-def sketch_index(conn: psycopg.Connection, schema: str, table: str,
-                 documents: int) -> dict[str, float]:
-    """The sketch index of the table (GIN over nearsim_sketch(body)): seconds and size."""
-    index = sql.Identifier(schema, f"{table}_sketch")
-    with timer() as elapsed:
-        conn.execute(sql.SQL("CREATE INDEX {} ON {} USING gin (nearsim_sketch(body))").format(
-            sql.Identifier(f"{table}_sketch"), sql.Identifier(schema, table)))
-        conn.execute(sql.SQL("ANALYZE {}").format(sql.Identifier(schema, table)))
-    seconds = elapsed()
-    row = conn.execute("SELECT pg_relation_size(%s::regclass)",
-                       (index.as_string(conn),)).fetchone()
-    size = float(row[0]) if row else 0.0
-    log(f"  sketch index: {seconds:.1f} s, {size / documents:.0f} bytes per document")
-    return {"seconds": seconds, "bytes_per_document": size / documents}
 
 
 # --------------------------------------------------------------------------
@@ -617,268 +260,6 @@ def evaluate(dsn: str, quick: bool, output_dir: Path, sizes: Sequence[int] | Non
     (output_dir / "verified.md").write_text(markdown(results))
     log(f"wrote {output_dir} ({results['seconds']:.0f} s)")
     return results
-
-
-# --------------------------------------------------------------------------
-# Targets, figure and Markdown
-
-
-def _find(set_json: dict[str, Any], method: str, threshold: float) -> dict[str, Any]:
-    return next(o for o in set_json["outcomes"]
-                if o["method"] == method and o["threshold"] == threshold)
-
-
-def seconds_text(outcome: dict[str, Any]) -> str:
-    if outcome["status"] == "skipped":
-        return "not run"
-    if outcome["status"] == "over budget":  # what it ran before it was cut off: a lower bound
-        return f"over {outcome['seconds']:.0f} s"
-    return f"{outcome['seconds']:.1f} s"
-
-
-def summary_rows(results: dict[str, Any]) -> list[list[str]]:
-    """The targets, in the columns of benchmarks.run's summary."""
-    rows: list[list[str]] = []
-    for chosen in (s for s in results["sets"] if s["summary"]):
-        for t in THRESHOLDS:
-            nearsim, minhash = _find(chosen, NEARSIM, t), _find(chosen, MINHASH, t)
-            where = f"{chosen['name']}, S_R >= {t}"
-            if nearsim["status"] == "ok":
-                ratio = nearsim["seconds"] / minhash["seconds"] if minhash["seconds"] else 0.0
-                rows.append([f"verified pairs cost, {where}", f"{nearsim['seconds']:.1f} s",
-                             f"{minhash['seconds']:.1f} s (MinHashLSH)", f"{ratio:.2f}x",
-                             "<= MinHashLSH", "yes" if ratio <= 1.0 else "no"])
-                scores = nearsim["scores"]
-                met = scores["recall"] >= TARGET_RECALL and scores["f1"] >= TARGET_F1
-                mh = minhash["scores"]
-                rows.append([f"verified pairs recall / F1, {where}",
-                             f"{scores['recall']:.4f} / {scores['f1']:.4f}",
-                             f"{mh['recall']:.4f} / {mh['f1']:.4f} (MinHashLSH)", "-",
-                             f">= {TARGET_RECALL} / >= {TARGET_F1}", "yes" if met else "no"])
-            else:
-                rows.append([f"verified pairs cost, {where}", seconds_text(nearsim)
-                             + (f" ({nearsim['notes']})" if nearsim["status"] == "skipped"
-                                else ""),
-                             f"{minhash['seconds']:.1f} s (MinHashLSH)", "-", "<= MinHashLSH",
-                             "no"])
-                rows.append([f"verified pairs recall / F1, {where}", "not measured",
-                             "-", "-", f">= {TARGET_RECALL} / >= {TARGET_F1}", "no"])
-    for lookup in results.get("lookups", []):
-        enough = lookup["timed"] >= min(LOOKUPS, lookup["asked"]) and not lookup["over_timeout"]
-        met = enough and lookup["p50_ms"] <= TARGET_P50_MS
-        rows.append([f"nearsim_similar_verified p50, {lookup['documents']:,} documents, S_R >="
-                     f" {lookup['threshold']}, {lookup.get('path', RADIUS_PATH)}",
-                     f"{lookup['p50_ms']:.2f} ms (p90 {lookup['p90_ms']:.2f}; {lookup['timed']}"
-                     f" queries, {lookup['over_timeout']} over the timeout)", "-", "-",
-                     f"<= {TARGET_P50_MS:g} ms", "yes" if met else "no"])
-    return rows
-
-
-def cut_list(results: dict[str, Any]) -> list[str]:
-    """What the budgets cut, one sentence each."""
-    cut = []
-    for chosen in results["sets"]:
-        for o in chosen["outcomes"]:
-            if o["status"] != "ok":
-                cut.append(f"{o['method']} at S_R >= {o['threshold']} on {chosen['name']}:"
-                           f" {seconds_text(o)} ({o['notes']})")
-    for lookup in results.get("lookups", []):
-        if lookup["timed"] < lookup["asked"] or lookup["over_timeout"]:
-            cut.append(f"nearsim_similar_verified at S_R >= {lookup['threshold']}:"
-                       f" {lookup['timed']} of {lookup['asked']} queries timed within"
-                       f" {lookup['budget_seconds']:g} s, {lookup['over_timeout']} over the"
-                       f" {lookup['timeout_seconds']:g} s timeout")
-    return cut
-
-
-def curve_points(results: dict[str, Any]) -> list[dict[str, Any]]:
-    """Per corpus size and threshold: nearsim's and MinHashLSH's seconds."""
-    points = []
-    for chosen in (s for s in results["sets"] if s["kind"] == "corpus"):
-        for t in THRESHOLDS:
-            nearsim, minhash = _find(chosen, NEARSIM, t), _find(chosen, MINHASH, t)
-            points.append({"documents": chosen["documents"], "threshold": t,
-                           "nearsim_status": nearsim["status"],
-                           "nearsim_seconds": nearsim["seconds"],
-                           "nearsim_phases": nearsim["phases"],
-                           "minhash_seconds": minhash["seconds"],
-                           "minhash_phases": minhash["phases"]})  # fmt: skip
-    return points
-
-
-def draw_cost_curve(results: dict[str, Any], path: Path) -> str:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    from matplotlib.ticker import NullLocator
-
-    points = results["curve"]
-    budget = results["budgets"]["pair_seconds"]
-    figure, axes = plt.subplots(1, len(THRESHOLDS), figsize=(11, 4.2), sharey=True)
-    for axis, t in zip(axes, THRESHOLDS, strict=True):
-        chosen = [p for p in points if p["threshold"] == t]
-        sizes = [p["documents"] for p in chosen]
-        axis.plot(sizes, [p["minhash_seconds"] for p in chosen], marker="o",
-                  color="tab:orange", label="MinHashLSH + estimate (signatures + LSH)")
-        done = [p for p in chosen if p["nearsim_status"] == "ok"]
-        axis.plot([p["documents"] for p in done], [p["nearsim_seconds"] for p in done],
-                  marker="o", color="tab:blue",
-                  label="nearsim verified (COPY + enable + pairs)")
-        over = [p for p in chosen if p["nearsim_status"] == "over budget"]
-        if over:
-            axis.plot([p["documents"] for p in over], [p["nearsim_seconds"] for p in over],
-                      linestyle="none", marker="^", markersize=10, color="tab:blue",
-                      label=f"nearsim cut off (pairs query over {budget:g} s)")
-        skipped = [p["documents"] for p in chosen if p["nearsim_status"] == "skipped"]
-        for size in skipped:
-            axis.axvline(size, color="tab:blue", linestyle=":", linewidth=1)
-        axis.set_xscale("log")
-        axis.set_yscale("log")
-        axis.set_xticks(sizes, [f"{n:,}" for n in sizes])
-        axis.xaxis.set_minor_locator(NullLocator())
-        axis.set_title(f"all pairs at S_R >= {t}"
-                       + (" (dotted: nearsim not run)" if skipped else ""))
-        axis.set_xlabel("documents (evaluation corpus)")
-        axis.grid(True, which="both", alpha=0.3)
-    axes[0].set_ylabel("seconds, one core (log)")
-    axes[0].legend(loc="upper left", fontsize="small")
-    figure.tight_layout()
-    figure.savefig(path, dpi=110)
-    plt.close(figure)
-    return str(path)
-
-
-def _number(value: float) -> str:
-    return f"{value:.4f}"
-
-
-def _scores_cells(outcome: dict[str, Any]) -> list[str]:
-    s = outcome["scores"]
-    if s is None:
-        return ["-"] * 5
-    return [f"{s['predicted']:,}", f"{s['true_positives']:,}", _number(s["precision"]),
-            _number(s["recall"]), _number(s["f1"])]
-
-
-def _table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> list[str]:
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
-    return lines
-
-
-def _phases(outcome: dict[str, Any]) -> str:
-    return " + ".join(f"{name} {seconds:.1f}" for name, seconds in outcome["phases"].items())
-
-
-def markdown(results: dict[str, Any]) -> str:
-    budgets = results["budgets"]
-    reading = results["wild_reading"]
-    skipped = ", ".join(f"{n} {r}" for r, n in reading["skipped"].items() if n)
-    lines = [
-        f"Written by `{results['command']}` (`make bench`, or `make bench-verified` alone;"
-        f" {results['mode']} run, {results['seconds']:.0f} s, started {results['started']}):"
-        f" nearsim"
-        f" {results['nearsim']} (extension {results['nearsim_extension']}), PostgreSQL"
-        f" {results['postgresql']}, datasketch {results['datasketch']}, Python"
-        f" {results['python']}; {results['cpu']}. nearsim and MinHashLSH ran on the same"
-        " documents in this run, one after the other, each on one core; benchmarks/verified.py"
-        " says how each number is measured. nearsim verified = CREATE TABLE + COPY of the"
-        " texts, `nearsim_enable`, ANALYZE and one `nearsim_pairs_verified(tbl, min_similarity"
-        f" => t)` (statement_timeout {budgets['pair_seconds']:g} s); MinHashLSH + estimate ="
-        f" datasketch MinHash of the same word 3-shingles ({MINHASH_PERMUTATIONS} permutations),"
-        " MinHashLSH at threshold t, and the candidates whose estimate is at least t. Positives:"
-        " pairs whose exact S_R is at least t.",
-        "",
-        "### Targets",
-        "",
-        *_table(["measurement", "value", "baseline", "ratio", "target", "met?"],
-                results["summary"]),
-        "",
-        "### The sets",
-        "",
-        f"Real near-duplicates (benchmarks/wild.py): the files"
-        f" {reading['directory']}/*/copyright of this machine, {reading['paths']:,} paths,"
-        f" {reading['files']:,} distinct files read ({skipped}; {len(reading['not_utf8'])} not"
-        f" UTF-8, decoded with replacement characters); list digest"
-        f" `{reading['digest'][:16]}`, {reading['packages']:,} packages, versions digest"
-        f" `{reading['packages_digest'][:16]}` (verified.json lists them). Licence texts"
-        " repeated under each package's own headers; the paragraph set holds each distinct"
-        " paragraph of at least 40 words once. The corpus (benchmarks/corpus.py, seed 3):"
-        f" {results['corpus']['originals']:,} originals and their edited copies, each size the"
-        " first N documents of the largest.",
-        "",
-        *_table(["set", "documents", "MB", "positives S_R >= 0.8", "positives S_R >= 0.5",
-                 "truth seconds", "peak memory of the process"],
-                [[s["name"], f"{s['documents']:,}", f"{s['megabytes']:.1f}",
-                  f"{s['truth']['positives']['0.8']:,}", f"{s['truth']['positives']['0.5']:,}",
-                  f"{s['truth']['seconds']:.1f}",
-                  f"{s['truth']['peak_memory_gb_after']:.1f} GB"]
-                 for s in results["sets"]]),
-        "",
-        "The corpus's truth is computed once, on the largest size (its seconds and memory are"
-        " on every corpus row).",
-        "",
-        "### Precision, recall, F1 and cost",
-        "",
-    ]
-    rows = []
-    for chosen in results["sets"]:
-        for t in THRESHOLDS:
-            for outcome in (o for o in chosen["outcomes"] if o["threshold"] == t):
-                rows.append([chosen["name"], t, outcome["method"], seconds_text(outcome),
-                             _phases(outcome) or "-", *_scores_cells(outcome)])
-    lines += _table(["set", "S_R >=", "method", "seconds", "steps (s)", "predicted",
-                     "true pos.", "precision", "recall", "F1"], rows)
-    lines += ["", *(f"- {s['name']}, {o['method']} at {o['threshold']}: {o['notes']}"
-                    for s in results["sets"] for o in s["outcomes"]
-                    if o["method"] == NEARSIM and o["notes"]), ""]
-    lines += [
-        "### Cost curve",
-        "",
-        f"![verified pairs against MinHashLSH, seconds by documents]({FIGURE})",
-        "",
-        *_table(["documents", "S_R >=", "nearsim verified", "MinHashLSH + estimate",
-                 "nearsim / MinHashLSH"],
-                [[f"{p['documents']:,}", p["threshold"],
-                  f"{p['nearsim_seconds']:.1f} s" if p["nearsim_status"] == "ok" else (
-                      f"over {budgets['pair_seconds']:g} s" if p["nearsim_status"]
-                      == "over budget" else "not run"),
-                  f"{p['minhash_seconds']:.1f} s",
-                  f"{p['nearsim_seconds'] / p['minhash_seconds']:.2f}"
-                  if p["nearsim_status"] == "ok" and p["minhash_seconds"] else "-"]
-                 for p in results["curve"]]),
-        "",
-    ]
-    if results.get("lookups"):
-        lines += [
-            f"### nearsim_similar_verified at {results['lookups'][0]['documents']:,} documents",
-            "",
-            f"The texts of {results['lookups'][0]['asked']} documents drawn at random, asked"
-            " as a prepared statement after one warm-up query, each under a statement_timeout"
-            f" of {budgets['lookup_timeout_seconds']:g} s (at most"
-            f" {budgets['lookup_budget_seconds']:g} s per threshold); answers scored against"
-            " the truth, the query document left out.  First on the enabled table as it is"
-            " (candidates from the rotation index within the calibrated radius), then after"
-            " `CREATE INDEX ON tbl USING gin (nearsim_sketch(body))`"
-            + (f" ({results['sketch_index']['seconds']:.1f} s with ANALYZE,"
-               f" {results['sketch_index']['bytes_per_document']:.0f} bytes per document)"
-               if results.get("sketch_index") else "")
-            + ", which gives candidates by S_R at any distance.",
-            "",
-            *_table(["candidates from", "S_R >=", "queries timed", "over the timeout", "p50 ms",
-                     "p90 ms", "documents found (mean)", "precision", "recall"],
-                    [[lk.get("path", RADIUS_PATH), lk["threshold"], lk["timed"],
-                      lk["over_timeout"], f"{lk['p50_ms']:.2f}",
-                      f"{lk['p90_ms']:.2f}", f"{lk['mean_found']:.1f}",
-                      _number(lk["answers"]["precision"]), _number(lk["answers"]["recall"])]
-                     for lk in results["lookups"]]),
-            "",
-        ]
-    lines += ["### What the budgets cut", ""]
-    lines += [f"- {c}" for c in results["cut"]] or ["Nothing: every query finished."]
-    lines.append("")
-    return "\n".join(lines)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

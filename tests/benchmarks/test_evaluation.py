@@ -12,7 +12,7 @@ import pytest
 
 # The repository root, the working directory of `python -m pytest tests`,
 # where the benchmarks package is importable.
-from benchmarks import corpus, quality, truth
+from benchmarks import corpus, pair_methods, quality_simhash, scoring, truth
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -128,19 +128,19 @@ def test_truth_against_resemblance_itself(small: list[corpus.Document]) -> None:
 def test_scores_on_a_hand_made_example() -> None:
     positives = {(0, 1), (2, 3), (4, 5), (6, 7)}
     predicted = {(1, 0), (2, 3), (0, 9)}  # order inside a pair does not matter
-    scores = quality.score_pairs(predicted, positives)
+    scores = scoring.score_pairs(predicted, positives)
     assert (scores.predicted, scores.positives, scores.true_positives) == (3, 4, 2)
     assert scores.precision == pytest.approx(2 / 3)
     assert scores.recall == pytest.approx(0.5)
     assert scores.f1 == pytest.approx(2 * (2 / 3) * 0.5 / (2 / 3 + 0.5))
-    codes = quality.score(
+    codes = scoring.score(
         np.sort(truth.pair_codes(np.array([1, 2, 0]), np.array([0, 3, 9]), 10)),
         np.sort(truth.pair_codes(np.array([0, 2, 4, 6]), np.array([1, 3, 5, 7]), 10)))
     assert codes == scores
-    nothing = quality.Scores.of_counts(0, 4, 0)
+    nothing = scoring.Scores.of_counts(0, 4, 0)
     assert (nothing.precision, nothing.recall, nothing.f1) == (1.0, 0.0, 0.0)
     with pytest.raises(ValueError):
-        quality.Scores.of_counts(1, 4, 2)
+        scoring.Scores.of_counts(1, 4, 2)
 
 
 def test_si_v1_pair_counting_matches_brute_force() -> None:
@@ -149,8 +149,8 @@ def test_si_v1_pair_counting_matches_brute_force() -> None:
     values = [100, 75, 129, 130, 0, -50, -40, -64, 100, 71, 142, 10**15, 7 * 10**14 + 1]
     count = len(values)
     first, second = np.triu_indices(count, 1)
-    predicted, hit = quality.si_prediction(values, first.astype(np.int64),
-                                           second.astype(np.int64))
+    predicted, hit = pair_methods.si_prediction(values, first.astype(np.int64),
+                                                second.astype(np.int64))
     expected = [si_v1_similar(values[i], values[j]) or si_v1_similar(values[j], values[i])
                 for i, j in zip(first.tolist(), second.tolist(), strict=True)]
     assert predicted == sum(expected)
@@ -168,7 +168,7 @@ def test_quick_quality_run(database: str, tmp_path: Path) -> None:
     methods = results["methods"]
     names = {m["method"].split()[0] for m in methods}
     assert names == {"simhash", "nearsim", "SI", "MinHashLSH", "pg_trgm"}
-    for threshold in quality.THRESHOLDS:
+    for threshold in scoring.THRESHOLDS:
         assert sum(m["threshold"] == threshold for m in methods) == 6
     for method in methods:
         for key in ("precision", "recall", "f1"):
@@ -181,9 +181,9 @@ def test_quick_quality_run(database: str, tmp_path: Path) -> None:
         assert method["precision"] == 1.0
         assert method["extra"]["positives_within_radius"] > 0
     for curve in results["radius_curves"].values():
-        for threshold in quality.THRESHOLDS:
+        for threshold in scoring.THRESHOLDS:
             recall = curve[str(threshold)]["recall"]
-            assert len(recall) == quality.MAX_CURVE_RADIUS + 1
+            assert len(recall) == quality_simhash.MAX_CURVE_RADIUS + 1
             assert recall == sorted(recall)  # a larger radius never finds fewer
             assert all(0.0 <= p <= 1.0 for p in curve[str(threshold)]["precision"])
     kinds = {row["kind"] for row in results["seed003"]}

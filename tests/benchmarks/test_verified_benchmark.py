@@ -12,7 +12,7 @@ import numpy as np
 import psycopg
 import pytest
 
-from benchmarks import corpus, docs, truth, verified, wild
+from benchmarks import corpus, docs, truth, verified, verified_report, verified_sets, wild
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -122,7 +122,7 @@ def test_truth_of_a_prefix_is_the_truth_of_the_prefix() -> None:
     whole = truth.similar_pairs(texts, keep=0.5)
     part = truth.similar_pairs(texts[:250], keep=0.5)
     for threshold in (0.8, 0.5):
-        assert np.array_equal(verified.prefix_positives(whole, 250, threshold),
+        assert np.array_equal(verified_sets.prefix_positives(whole, 250, threshold),
                               part.codes(threshold))
 
 
@@ -143,13 +143,14 @@ def test_quick_verified_run(database: str, doc_directory: Path, tmp_path: Path) 
     assert results["wild_reading"]["files"] == 4
     for chosen in results["sets"]:
         methods = {(o["method"], o["threshold"]) for o in chosen["outcomes"]}
-        assert methods == {(m, t) for m in (verified.NEARSIM, verified.MINHASH, verified.SIMHASH)
+        assert methods == {(m, t) for m in (verified_sets.NEARSIM, verified_sets.MINHASH,
+                                            verified_sets.SIMHASH)
                            for t in (0.8, 0.5)}
         for outcome in chosen["outcomes"]:
             assert outcome["status"] == "ok"
             assert 0.0 <= outcome["scores"]["recall"] <= 1.0
             assert outcome["seconds"] == pytest.approx(sum(outcome["phases"].values()))
-        for outcome in (o for o in chosen["outcomes"] if o["method"] == verified.NEARSIM):
+        for outcome in (o for o in chosen["outcomes"] if o["method"] == verified_sets.NEARSIM):
             # Everything the table needs is in the cost, and verified pairs are exact.
             assert set(outcome["phases"]) == {"COPY", "nearsim_enable", "ANALYZE",
                                               "nearsim_pairs_verified"}
@@ -170,7 +171,7 @@ def test_quick_verified_run(database: str, doc_directory: Path, tmp_path: Path) 
     assert sum("cost" in m for m in measurements) == 6  # two wild sets and the largest size
     assert all(row[5] in ("yes", "no") for row in results["summary"])
     assert results["cut"] == []
-    assert (output / verified.FIGURE).exists()
+    assert (output / verified_report.FIGURE).exists()
     page = (output / "verified.md").read_text()
     assert "### Cost curve" in page and "| copyright paragraphs |" in page
     # benchmarks.docs takes the section and the missed targets from these files.
@@ -194,7 +195,7 @@ def test_over_budget_is_reported_and_larger_sizes_skipped(database: str, tmp_pat
     results = verified.evaluate(database, quick=True, output_dir=tmp_path, pair_budget=0.001,
                                 lookup_count=3, wild_directory=doc_directory)
     statuses = [(s["name"], o["threshold"], o["status"]) for s in results["sets"]
-                for o in s["outcomes"] if o["method"] == verified.NEARSIM]
+                for o in s["outcomes"] if o["method"] == verified_sets.NEARSIM]
     assert ("corpus, 250 documents", 0.8, "over budget") in statuses
     assert ("corpus, 400 documents", 0.8, "skipped") in statuses
     assert ("corpus, 400 documents", 0.5, "skipped") in statuses

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from benchmarks.spark import BILLION, added_sizes, band_model, spark_section
+from benchmarks.spark import added_sizes
+from benchmarks.spark_report import BILLION, band_model, spark_section
 
 
 def run_results(sizes: bool = True, corpus: bool = True) -> dict[str, Any]:
