@@ -1,8 +1,11 @@
-"""docs/ARCHITECTURE.md names every C file and every Python module of the package."""
+"""docs/ARCHITECTURE.md names every C file and every Python module of the package;
+long files and classes say why at their top."""
 
 from __future__ import annotations
 
+import ast
 import re
+import subprocess
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -47,3 +50,45 @@ def test_the_routes_are_drawn() -> None:
     headings = re.findall(r"^## (.+)$", PAGE.read_text(encoding="utf-8"), flags=re.M)
     for route in ("One document", "One query", "One guarded INSERT", "One `nearsim similar`"):
         assert any(heading.startswith(route) for heading in headings), route
+
+
+LONGEST_FILE = 800
+LONGEST_CLASS = 300
+SOURCES = re.compile(r"\.(py|c|h|sql|awk|sh|in)$|(^|/)Makefile$")
+
+
+def tracked_sources() -> list[Path]:
+    listed = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True,
+                            check=True).stdout.split()  # fmt: skip
+    return [ROOT / name for name in listed if SOURCES.search(name) and (ROOT / name).exists()]
+
+
+def test_a_long_file_says_why_at_its_top() -> None:
+    """Over 800 lines only with the reason in its first lines (generated files excepted)."""
+    unexplained = []
+    for path in tracked_sources():
+        lines = path.read_text(encoding="utf-8").splitlines()
+        top = "\n".join(lines[:40])
+        if (len(lines) > LONGEST_FILE and "do not edit" not in top.lower()
+                and not re.search(r"over (800|a thousand) lines", top, flags=re.I)):
+            unexplained.append(f"{path.relative_to(ROOT)} ({len(lines)} lines)")
+    assert unexplained == [], "split them, or say at the top why they are one"
+
+
+def test_a_long_class_says_why_in_its_docstring() -> None:
+    """Over 300 lines only with "for a reason" in its docstring, or in a long
+    file that says why at its top."""
+    unexplained = []
+    for path in tracked_sources():
+        if path.suffix != ".py":
+            continue
+        text = path.read_text(encoding="utf-8")
+        file_says_why = re.search(r"over (800|a thousand) lines", text[:3000], flags=re.I)
+        for node in ast.walk(ast.parse(text)):
+            if not isinstance(node, ast.ClassDef) or node.end_lineno is None:
+                continue
+            length = node.end_lineno - node.lineno + 1
+            says_why = file_says_why or "for a reason" in (ast.get_docstring(node) or "")
+            if length > LONGEST_CLASS and not says_why:
+                unexplained.append(f"{path.relative_to(ROOT)}: {node.name} ({length} lines)")
+    assert unexplained == [], "split them, or say in the docstring why they are one"
