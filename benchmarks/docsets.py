@@ -35,7 +35,7 @@ from .common import BenchError, Connection, Corpus, count_rows, prewarm_table, p
 
 
 @dataclass(frozen=True)
-class BucketPlan:
+class IndexPlan:
     """Sizes and counts of the index sections (4 to 8) of one run."""
 
     sizes: tuple[int, ...]  # documents per table
@@ -46,11 +46,11 @@ class BucketPlan:
     pairs_timeout: int  # seconds
 
 
-FULL_PLAN = BucketPlan((10_000, 100_000, 1_000_000), 200, 100_000, 5_000, 3, 300)
-QUICK_PLAN = BucketPlan((2_000,), 6, 2_000, 100, 1, 60)
+FULL_PLAN = IndexPlan((10_000, 100_000, 1_000_000), 200, 100_000, 5_000, 3, 300)
+QUICK_PLAN = IndexPlan((2_000,), 6, 2_000, 100, 1, 60)
 
 TARGET_ROWS = 1_000_000  # the search, pairs and storage targets are for this many documents
-TARGET_BUCKET_BYTES = 100.0  # the rotation indexes, per document
+TARGET_INDEX_BYTES = 100.0  # the rotation indexes, per document
 SEED = 20_241_122  # of the random generator: every run measures the same data
 
 UNIFORM = "uniform"
@@ -264,7 +264,7 @@ class DocSet:
         return f"{self.kind} {count_rows(self.rows)}{other}"
 
 
-def check_bucket_api(conn: Connection) -> None:
+def check_rotation_index_api(conn: Connection) -> None:
     row = conn.execute(
         "SELECT to_regprocedure('nearsim_enable(regclass, name, name, integer, name, integer,"
         " text)') IS NOT NULL AND to_regprocedure('nearsim_rebuild(regclass, integer, boolean,"
@@ -379,7 +379,7 @@ def load_docsets(conn: Connection, schema: str, sizes: Sequence[int], queries: i
 # --- 7: storage --------------------------------------------------------------
 
 
-def bucket_storage_table(sets: Sequence[DocSet]) -> None:
+def index_storage_table(sets: Sequence[DocSet]) -> None:
     print("\n7. Index storage per document, default layout\n")
     wrap(
         "Bytes per document of the rotation indexes on the documents table (btrees over"
@@ -388,7 +388,7 @@ def bucket_storage_table(sets: Sequence[DocSet]) -> None:
         " COPY into the enabled table, the btrees grown by its inserts (in key order at its"
         " commit, up to nearsim.insert_buffer at a time);"
         " \"built\": after REINDEX, as nearsim_enable builds them on a filled table."
-        f" Target: <= {TARGET_BUCKET_BYTES:g} bytes per document."
+        f" Target: <= {TARGET_INDEX_BYTES:g} bytes per document."
     )
     rows = []
     for d in sets:
@@ -397,9 +397,9 @@ def bucket_storage_table(sets: Sequence[DocSet]) -> None:
         rows.append([
             d.label, str(d.bands), str(d.loaded.count), f"{d.loaded.per_doc(per):.1f}",
             f"{d.reindexed.per_doc(per):.1f}",
-            f"{max(d.loaded.per_doc(per), d.reindexed.per_doc(per)) / TARGET_BUCKET_BYTES:.2f}",
+            f"{max(d.loaded.per_doc(per), d.reindexed.per_doc(per)) / TARGET_INDEX_BYTES:.2f}",
         ])
     print()
     print_table(["set", "bands", "indexes", "as loaded", "built",
-                 f"worst vs {TARGET_BUCKET_BYTES:g} B"],
+                 f"worst vs {TARGET_INDEX_BYTES:g} B"],
                 rows, "<>>>>>")

@@ -89,7 +89,7 @@ from .docsets import (
     SEED,
     DocSet,
     Fingerprints,
-    check_bucket_api,
+    check_rotation_index_api,
     copy_rows,
     flip_masks,
     index_storage,
@@ -553,7 +553,7 @@ def run(dsn: str, size: int, batch: int, plain_rows: int, queries: int, checked:
     insert_buffer = f"{-(-batch * ENTRY_BYTES // (1024 * 1024))}MB"
     with conn:
         version = prepare_session(conn)
-        check_bucket_api(conn)
+        check_rotation_index_api(conn)
         row = conn.execute("SELECT pg_catalog.pg_size_bytes(coalesce(%s,"
                            " pg_catalog.current_setting('max_wal_size')))",
                            (max_wal_size,)).fetchone()

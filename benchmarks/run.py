@@ -28,8 +28,8 @@ project's targets, and with ``--results FILE`` writes every number as JSON
 (``python -m benchmarks.docs`` turns it into docs/BENCHMARKS.md).  Every table
 lives in a scratch schema that is dropped at the end.  Missed targets do not
 change the exit status; errors do (1), and so does a database that cannot be
-reached (2).  benchmarks/README.md explains each measurement and records the
-numbers of a full run.
+reached (2).  benchmarks/README.md explains each measurement; docs/BENCHMARKS.md
+shows the numbers of the last full run.
 """
 
 from __future__ import annotations
@@ -75,13 +75,13 @@ from .common import (
 from .docsets import (
     FULL_PLAN,
     QUICK_PLAN,
-    TARGET_BUCKET_BYTES,
+    TARGET_INDEX_BYTES,
     TARGET_ROWS,
     UNIFORM,
-    BucketPlan,
     DocSet,
-    bucket_storage_table,
-    check_bucket_api,
+    IndexPlan,
+    check_rotation_index_api,
+    index_storage_table,
 )
 from .layouts import band_layouts
 from .scan import RADIUS, TARGET_SPEEDUP, ScanResult, hamming_scan
@@ -135,9 +135,9 @@ def summary(db: Sequence[tuple[Corpus, float]], client: Sequence[tuple[Corpus, f
     return rows
 
 
-def bucket_summary(searches: Sequence[SearchResult], pairs: Sequence[PairsResult],
+def index_summary(searches: Sequence[SearchResult], pairs: Sequence[PairsResult],
                    sets: Sequence[DocSet], writes: dict[str, dict[str, float]],
-                   plan: BucketPlan) -> list[Row]:
+                   plan: IndexPlan) -> list[Row]:
     rows = []
     largest = max(plan.sizes)
     target_n = count_rows(TARGET_ROWS)
@@ -146,12 +146,12 @@ def bucket_summary(searches: Sequence[SearchResult], pairs: Sequence[PairsResult
             continue
         scan = r.p50(HAMMING)
         for name, plan_kind in ((GENERIC, "generic"), (CUSTOM, "custom")):
-            bucket = r.p50(name)
+            searched = r.p50(name)
             rows.append(Row(
                 f"index search k=6, {r.docset.label}, {plan_kind} plan, p50 ms",
-                ms(bucket), f"{ms(scan)} (hamming() scan)", f"{times(scan / bucket)} faster",
+                ms(searched), f"{ms(scan)} (hamming() scan)", f"{times(scan / searched)} faster",
                 f">= {TARGET_SEARCH_SPEEDUP:g}x at {target_n}",
-                yes_no(scan / bucket >= TARGET_SEARCH_SPEEDUP) if largest == TARGET_ROWS
+                yes_no(scan / searched >= TARGET_SEARCH_SPEEDUP) if largest == TARGET_ROWS
                 else "-",
             ))
     p50 = {(r.docset.name, r.k): r.p50(GENERIC) for r in searches}
@@ -175,8 +175,8 @@ def bucket_summary(searches: Sequence[SearchResult], pairs: Sequence[PairsResult
         rows.append(Row(
             f"index storage, {d.label}, bytes/doc as loaded",
             f"{loaded:.1f}", f"{built:.1f} (built)", f"{loaded / built:.2f}x",
-            f"<= {TARGET_BUCKET_BYTES:g} at >= 100k",
-            yes_no(max(loaded, built) <= TARGET_BUCKET_BYTES) if d.rows >= 100_000 else "-",
+            f"<= {TARGET_INDEX_BYTES:g} at >= 100k",
+            yes_no(max(loaded, built) <= TARGET_INDEX_BYTES) if d.rows >= 100_000 else "-",
         ))
     plain, enabled = writes[TRIGGER_KINDS[0]], writes[TRIGGER_KINDS[1]]
     counts = {"insert": plan.trigger_rows, "single inserts": plan.trigger_statements,
@@ -274,14 +274,14 @@ def peers_summary(peer: peers.PeersResult) -> list[Row]:
     return rows
 
 
-def run(dsn: str, rows: int, repeat: int, quick: bool, plan: BucketPlan,
+def run(dsn: str, rows: int, repeat: int, quick: bool, plan: IndexPlan,
         results_file: str | None = None) -> None:
     started = time.perf_counter()
     conn = connect(dsn)
     schema = f"nearsim_bench_{os.getpid()}_{secrets.token_hex(3)}"
     with conn:
         version = prepare_session(conn)
-        check_bucket_api(conn)
+        check_rotation_index_api(conn)
         mode = "quick run" if quick else "full run"
         print(f"nearsim benchmarks ({mode}: {rows:,} rows, best of {repeat}; rotation index with"
               f" {', '.join(f'{n:,}' for n in plan.sizes)} documents, {plan.queries:,} queries)")
@@ -301,7 +301,7 @@ def run(dsn: str, rows: int, repeat: int, quick: bool, plan: BucketPlan,
             sets, searches = search_latency(conn, schema, plan, corpora[0])
             band_layouts(conn, schema, [d for d in sets if d.kind == UNIFORM])
             pairs = all_pairs(conn, sets, plan.pairs_timeout, searches)
-            bucket_storage_table(sets)
+            index_storage_table(sets)
             writes = trigger_writes(conn, schema, plan)
             loads, load_problems = loading.bulk_load(dsn, conn, schema, kjv_chapters(), quick)
             peer = peers.run(conn, schema, kjv_chapters(), quick)
@@ -315,7 +315,7 @@ def run(dsn: str, rows: int, repeat: int, quick: bool, plan: BucketPlan,
 
     print("\nSummary (MB = 10^6 bytes; one core each; ratio = value against the baseline)\n")
     table = (summary(db, client, scan, reference)
-             + bucket_summary(searches, pairs, sets, writes, plan)
+             + index_summary(searches, pairs, sets, writes, plan)
              + load_summary(loads) + peers_summary(peer))
     print_table(
         ["measurement", "value", "baseline", "ratio", "target", "met?"],

@@ -76,11 +76,11 @@ from .common import (
 )
 from .docsets import (
     SEED,
-    TARGET_BUCKET_BYTES,
+    TARGET_INDEX_BYTES,
     UNIFORM,
     DocSet,
     LoadIO,
-    check_bucket_api,
+    check_rotation_index_api,
     copy_rows,
     flip_masks,
     load_docsets,
@@ -491,7 +491,7 @@ def run(dsn: str, sizes: Sequence[int], queries: int, scan_queries: int, connect
     schema = f"nearsim_scale_{os.getpid()}_{secrets.token_hex(3)}"
     with conn:
         version = prepare_session(conn)
-        check_bucket_api(conn)
+        check_rotation_index_api(conn)
         print(f"nearsim at scale: {', '.join(count_rows(n) for n in sizes)} documents,"
               f" enabled empty, filled by COPY; {queries} queries ({scan_queries} for the scans)")
         print(f"   nearsim {nearsim.__version__}; PostgreSQL {version}; {cpu_model()},"
@@ -622,8 +622,8 @@ def report(results: Sequence[SetResult], fresh: tuple[list[float], list[float]] 
         assert d.loaded is not None
         per = d.loaded.per_doc(d.rows)
         summary.append([f"index storage, {d.label}, bytes/doc as loaded", f"{per:.1f}", "-",
-                        "-", f"<= {TARGET_BUCKET_BYTES:g} at >= 1M",
-                        yes_no(per <= TARGET_BUCKET_BYTES) if d.rows >= 1_000_000 else "-"])
+                        "-", f"<= {TARGET_INDEX_BYTES:g} at >= 1M",
+                        yes_no(per <= TARGET_INDEX_BYTES) if d.rows >= 1_000_000 else "-"])
         first, last = d.million_rate(0), d.million_rate(-1)
         if first and last and len(d.million_seconds) > 1:
             summary.append([f"COPY into {d.label}, last million, rows/s", f"{last:,.0f}",

@@ -36,9 +36,9 @@ from .docsets import (
     BOILERPLATE_ROWS,
     QUERY_MAX_FLIPS,
     QUERY_RANDOM_SHARE,
-    BucketPlan,
     DocSet,
     Fingerprints,
+    IndexPlan,
     load_docsets,
     popcount,
     prewarm_search,
@@ -196,12 +196,13 @@ def plan_shape(node: dict[str, Any], names: dict[str, str]) -> str:
     return f"{label} ({', '.join(parts)})"
 
 
-def bucket_candidates(node: dict[str, Any], bucket: str) -> int:
-    """Rows the search fetched by tuple id: those the Tid Scan kept or filtered out."""
-    if node.get("Relation Name") == bucket:
+def fetched_candidates(node: dict[str, Any], table: str) -> int:
+    """Rows the search fetched from ``table`` by tuple id: those its scan of the
+    table kept or filtered out."""
+    if node.get("Relation Name") == table:
         return int(node["Actual Rows"] + node.get("Rows Removed by Filter", 0)
                    + node.get("Rows Removed by Index Recheck", 0))
-    return sum(bucket_candidates(c, bucket) for c in node.get("Plans") or [])
+    return sum(fetched_candidates(c, table) for c in node.get("Plans") or [])
 
 
 def explain_search(conn: Connection, docset: DocSet, k: int, query: int,
@@ -227,7 +228,7 @@ def explain_search(conn: Connection, docset: DocSet, k: int, query: int,
     plan = row[0][0]
     names = {docset.name: "documents"}
     return PlanCheck(plan_shape(plan["Plan"], names),
-                     bucket_candidates(plan["Plan"], docset.name),
+                     fetched_candidates(plan["Plan"], docset.name),
                      int(plan["Plan"]["Actual Rows"]), float(plan["Execution Time"]),
                      float(plan.get("Planning Time", 0.0)))
 
@@ -256,7 +257,7 @@ def describe_sets(sets: Sequence[DocSet]) -> None:
     )
 
 
-def search_latency(conn: Connection, schema: str, plan: BucketPlan,
+def search_latency(conn: Connection, schema: str, plan: IndexPlan,
                    chapters: Corpus) -> tuple[list[DocSet], list[SearchResult]]:
     queries = plan.queries
     print(f"\n4. Search latency: rotation index against sequential scans,"

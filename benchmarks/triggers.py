@@ -21,7 +21,7 @@ from psycopg import sql
 from nearsim.core.bands import default_bands
 
 from .common import BenchError, Connection, best_of, print_table, times, wrap
-from .docsets import SEED, BucketPlan, random_fingerprints
+from .docsets import SEED, IndexPlan, random_fingerprints
 
 TRIGGER_KINDS = ("plain table", "enabled (nearsim)")
 
@@ -84,7 +84,7 @@ def trigger_round(conn: Connection, schema: str, kind: str, rows: int, statement
     return seconds
 
 
-def trigger_writes(conn: Connection, schema: str, plan: BucketPlan) -> dict[str, dict[str, float]]:
+def trigger_writes(conn: Connection, schema: str, plan: IndexPlan) -> dict[str, dict[str, float]]:
     rows, statements, repeat = plan.trigger_rows, plan.trigger_statements, plan.trigger_repeat
     print("\n8. Writes: an enabled table against a plain one\n")
     rng = np.random.default_rng(SEED + 1)

@@ -82,11 +82,11 @@ def test_quick_benchmark_run(database: str, tmp_path: Path) -> None:
 
 def test_check_same_names_the_difference() -> None:
     same = frozenset({(1, 0), (2, 3)})
-    search.check_same("k = 6", {"numpy": same, "bucket": same, "hamming()": same})
-    difference = r"bucket returned 1 rows.*only in numpy: \[\(2, 3\)\]"
+    search.check_same("k = 6", {"numpy": same, "index": same, "hamming()": same})
+    difference = r"index returned 1 rows.*only in numpy: \[\(2, 3\)\]"
     with pytest.raises(common.BenchError, match=difference):
         search.check_same("k = 6", {"numpy": same, "hamming()": same,
-                                    "bucket": frozenset({(1, 0)})})
+                                    "index": frozenset({(1, 0)})})
 
 
 def test_flip_masks_flip_distinct_bits() -> None:
@@ -109,7 +109,7 @@ def scratch(database: str) -> Iterator[tuple[psycopg.Connection, str]]:
         conn.close()
 
 
-def test_search_timing_stops_when_the_bucket_search_misses_a_row(
+def test_search_timing_stops_when_the_index_search_misses_a_row(
         scratch: tuple[psycopg.Connection, str]) -> None:
     conn, schema = scratch
     rng = np.random.default_rng(11)
