@@ -8,7 +8,7 @@ as ``bit(64)`` through an HNSW index (``bit_hamming_ops``, its default build
 parameters m = 16 and ef_construction = 64), approximately: its answers are
 scored by recall, the share of its rows that are among the true 10 nearest
 (a row at the distance of the true 10th counts: ties are interchangeable).
-HNSW is measured at its default ``hnsw.ef_search`` (40), which the issue's
+HNSW is measured at its default ``hnsw.ef_search`` (40), which the
 target names, and at larger values, which buy recall with time.
 
 Both on the uniform and the text-like sets of :mod:`benchmarks.docsets`
