@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import random
 import signal
@@ -16,6 +17,7 @@ import pytest
 from click.testing import CliRunner
 
 from nearsim.client.cli import cli
+from nearsim.client.sparkrun import _CtrlC
 from nearsim.spark.runtime import local_driver_memory, memory_size, parse_conf
 
 GIB = 1 << 30
@@ -189,3 +191,26 @@ def test_ctrl_c_cancels_the_job_stops_the_jvm_and_ends_with_130(tmp_path: Path) 
         time.sleep(0.2)
     assert not [command for pid, command in started.items() if alive(pid)]
     assert not (tmp_path / "never").exists()
+
+
+def test_py4j_connection_errors_it_logs_on_the_root_logger_are_not_shown(
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    """A broken connection Py4J retries, or one of its garbage collector's calls,
+    is logged on the root logger with a traceback while the command goes on; a
+    call that fails raises in the command (one line) all the same."""
+    handler = logging.StreamHandler()  # as logging.exception() installs when none is set
+    logging.getLogger().addHandler(handler)
+    try:
+        with _CtrlC().watching():
+            try:
+                raise ConnectionResetError("the JVM went away")
+            except ConnectionResetError:
+                logging.exception("Exception while sending command.")
+                logging.exception("KeyboardInterrupt while sending command.")
+            logging.error("a message of the command's own")
+    finally:
+        logging.getLogger().removeHandler(handler)
+    shown = capsys.readouterr().err
+    assert "sending command" not in shown and "ConnectionResetError" not in shown
+    assert "a message of the command's own" in shown

@@ -267,8 +267,12 @@ class _CtrlC:
 
 
 def _py4j_interrupted(record: logging.LogRecord) -> bool:
-    """Py4J logs the interrupt of a call with its traceback, on the root logger: not shown."""
-    return not str(record.msg).startswith("KeyboardInterrupt while sending command")
+    """Py4J logs, on the root logger and with a traceback, the interrupt of a call and
+    a call whose connection broke: not shown.  A call that failed raises in the
+    command all the same (one line), and one retried or made for the garbage
+    collector of a Java object is no news to the user."""
+    return not str(record.msg).startswith(("KeyboardInterrupt while sending command",
+                                           "Exception while sending command"))
 
 
 def _quietly_stop(stop: Callable[..., None], spark: Any, owned: bool,
