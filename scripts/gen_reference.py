@@ -97,6 +97,7 @@ ERRORS: dict[str, str] = {
     "nearsim_compare": "22023 if `min_chunk_words` or `shingle_words` is below 1",
     "nearsim_resemblance": "none (NULL in, NULL out)",
     "nearsim_containment": "none (NULL in, NULL out)",
+    "nearsim_literal_similarity": "none (NULL in, NULL out)",
     "nearsim_shingle_count": "none (NULL in, NULL out)",
     "nearsim_sketch": "none (NULL in, NULL out; NULL for a text without words)",
     "nearsim_resemblance_pairs": "22023 for a `min_similarity` not above 0 or above 1; 42501"

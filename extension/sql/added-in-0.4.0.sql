@@ -122,6 +122,13 @@ CREATE FUNCTION nearsim_containment(a text, b text) RETURNS double precision
 COMMENT ON FUNCTION nearsim_containment(text, text) IS
 'containment of a in b: the share of the distinct word 3-shingles of a that b also has (0 when a has no word); not symmetric';
 
+CREATE FUNCTION nearsim_literal_similarity(a text, b text) RETURNS double precision
+	AS 'MODULE_PATHNAME', 'nearsim_literal_similarity'
+	LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+COMMENT ON FUNCTION nearsim_literal_similarity(text, text) IS
+'S_L of two texts (src/literal.c): the words of the longer text in common chunks of at least 5 words, matched one to one, over its words, as nearsim_compare(a, b).s_l (0 when either has no word)';
+
 CREATE FUNCTION nearsim_shingle_count(document text) RETURNS bigint
 	AS 'MODULE_PATHNAME', 'nearsim_shingle_count'
 	LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;

@@ -107,6 +107,7 @@ typedef struct Shingler
 	Size		token_start;	/* of the token being read */
 	bool		in_token;
 	uint64		tokens;			/* complete tokens so far */
+	bool		keep_all;		/* keep every token in buf (for S_L) */
 	Votes	   *votes;
 	/* a chunk of ASCII text lower-cased, for the ASCII steps */
 	char	   *lowered;
@@ -532,7 +533,9 @@ reserve(Shingler *sh, Size n)
 
 	if (sh->len + n <= sh->cap)
 		return;
-	if (sh->tokens >= 2)
+	if (sh->keep_all)
+		keep = 0;
+	else if (sh->tokens >= 2)
 		keep = sh->starts[0];
 	else if (sh->tokens == 1)
 		keep = sh->starts[1];
@@ -1057,13 +1060,15 @@ sort_uint64(uint64 *values, Size n)
  * text in code points (twice: normalised), and the buffer.
  */
 static uint64
-read_text(const unsigned char *s, Size len, Votes *votes, uint64 *single)
+read_text(const unsigned char *s, Size len, Votes *votes, uint64 *single, char **kept,
+		  Size *kept_len)
 {
 	Shingler	sh;
 	Size		start = 0;
 
 	memset(&sh, 0, sizeof(sh));
 	sh.votes = votes;
+	sh.keep_all = kept != NULL;
 	memset(votes->waiting_count, 0, sizeof(votes->waiting_count));
 	votes->hashed = 0;
 	memset(votes->counts, 0, sizeof(votes->counts));
@@ -1092,7 +1097,13 @@ read_text(const unsigned char *s, Size len, Votes *votes, uint64 *single)
 		*single = XXH64(sh.buf + first, sh.len - 1 - first, 0);
 	}
 
-	pfree(sh.buf);
+	if (kept != NULL)
+	{
+		*kept = sh.buf;
+		*kept_len = sh.len;
+	}
+	else
+		pfree(sh.buf);
 	if (sh.wchars != NULL)
 		pfree(sh.wchars);
 	if (sh.lowered != NULL)
@@ -1113,7 +1124,7 @@ fingerprint_utf8(const unsigned char *s, Size len, uint64 *result)
 	uint64		value = 0;
 
 	votes.collected = NULL;
-	tokens = read_text(s, len, &votes, &single);
+	tokens = read_text(s, len, &votes, &single, NULL, NULL);
 	if (tokens >= SHINGLE_WORDS)
 	{
 		/* more than half of the features (ties give 0) */
@@ -1144,7 +1155,7 @@ nearsim_shingle_hashes_utf8(const unsigned char *s, Size len, uint64 **hashes)
 
 	votes.collected_cap = 64;
 	votes.collected = palloc(votes.collected_cap * sizeof(uint64));
-	tokens = read_text(s, len, &votes, &single);
+	tokens = read_text(s, len, &votes, &single, NULL, NULL);
 	if (tokens > 0 && tokens < SHINGLE_WORDS)
 	{
 		votes.collected[0] = single;
@@ -1161,6 +1172,30 @@ nearsim_shingle_hashes_utf8(const unsigned char *s, Size len, uint64 **hashes)
 	}
 	*hashes = votes.collected;
 	return distinct;
+}
+
+/*
+ * The tokens of UTF-8 text s of len bytes (steps 1 to 3), each followed by
+ * one space, in *tokens (palloc'd, NULL when none), *bytes long; their
+ * number.  The tokens of nearsim.core.text.tokens, on which S_L is defined.
+ */
+uint64
+nearsim_tokens_utf8(const unsigned char *s, Size len, char **tokens, Size *bytes)
+{
+	Votes	   *votes = palloc(sizeof(Votes));
+	uint64		single = 0;
+	uint64		count;
+
+	votes->collected = NULL;
+	count = read_text(s, len, votes, &single, tokens, bytes);
+	pfree(votes);
+	if (count == 0)
+	{
+		pfree(*tokens);
+		*tokens = NULL;
+		*bytes = 0;
+	}
+	return count;
 }
 
 /*

@@ -56,9 +56,13 @@ extern char *nearsim_registry_name(void);
 extern Oid	nearsim_relation_owner(Oid relid);
 extern void nearsim_check_owner_rights(Oid owner, Oid relid);
 
-/* fingerprint.c: text as UTF-8; the distinct hashes of its word shingles */
+/* fingerprint.c: text as UTF-8; the distinct hashes of its word shingles; its tokens */
 extern const char *nearsim_utf8(const char *data, int *len);
 extern Size nearsim_shingle_hashes_utf8(const unsigned char *s, Size len, uint64 **hashes);
+extern uint64 nearsim_tokens_utf8(const unsigned char *s, Size len, char **tokens,
+								 Size *bytes);
+/* literal.c: S_L of two texts (nearsim.core.measures.compare(a, b).s_l) */
+extern double nearsim_literal_of(text *a, text *b);
 
 /* A text with fewer distinct shingles than this is short (measures.SHORT_SHINGLES) */
 #define SHORT_SHINGLES 10
@@ -74,6 +78,14 @@ extern Size nearsim_text_shingles(text *document, uint64 **hashes);
  * SKETCH_MIN_SIMILARITY up at any distance of the fingerprints.
  */
 #define SKETCH_MIN_SIMILARITY 0.5
+
+/*
+ * A verified search by S_L from this threshold up, without a radius, takes
+ * as candidates the documents at least this similar by S_R, at any
+ * distance (measures.CANDIDATE_RESEMBLANCE): light edits lower S_R, and
+ * move the fingerprint, more than S_L.
+ */
+#define CANDIDATE_RESEMBLANCE 0.5
 extern Oid	nearsim_sketch_function(Oid caller, char **schema);
 extern Oid	nearsim_sketch_index_of(Relation table, Oid sketch, const char *text_column,
 									bool usable_only, bool *usable);

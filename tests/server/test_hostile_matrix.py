@@ -355,6 +355,8 @@ MATRIX: dict[str, Cell] = {
         Kind.PURE, select("nearsim_resemblance", "{t.near}, {t.other}")),
     "function nearsim_containment(text,text)": Cell(
         Kind.PURE, select("nearsim_containment", "{t.near}, {t.other}")),
+    "function nearsim_literal_similarity(text,text)": Cell(
+        Kind.PURE, select("nearsim_literal_similarity", "{t.near}, {t.other}")),
     "function nearsim_shingle_count(text)": Cell(Kind.PURE, select("nearsim_shingle_count",
                                                                    "{t.near}")),
     "function nearsim_sketch(text)": Cell(Kind.PURE, select("nearsim_sketch", "{t.near}")),

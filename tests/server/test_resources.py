@@ -92,6 +92,8 @@ ENTRIES: dict[str, tuple[str, bool]] = {
         (f"SELECT * FROM nearsim_compare({MEASURED}, {MEASURED}, 1, 1)", True),
     "nearsim_resemblance(text,text)": (f"SELECT nearsim_resemblance({BIG}, {BIG} || 'x')", True),
     "nearsim_containment(text,text)": (f"SELECT nearsim_containment({BIG}, {BIG} || 'x')", True),
+    "nearsim_literal_similarity(text,text)": (
+        f"SELECT nearsim_literal_similarity({BIG}, {BIG} || 'x')", True),
     "nearsim_shingle_count(text)": (f"SELECT nearsim_shingle_count({BIG})", True),
     "nearsim_sketch(text)": (f"SELECT nearsim_sketch({BIG})", True),
     "nearsim_sketch_index(regclass)": ("SELECT * FROM nearsim_sketch_index('docs')", False),

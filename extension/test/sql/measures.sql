@@ -82,6 +82,13 @@ SELECT nearsim_containment('quick brown fox', 'the quick brown fox jumps') AS in
        nearsim_containment('the quick brown fox jumps', 'quick brown fox') AS around;
 SELECT nearsim_resemblance('', ''), nearsim_resemblance('one', 'ONE'),
        nearsim_resemblance('Straße', 'STRASSE'), nearsim_resemblance(NULL, 'x');
+-- S_L in C: equal to nearsim_compare's, whichever text comes first
+SELECT nearsim_literal_similarity(a, b) AS s_l, nearsim_literal_similarity(b, a) AS swapped,
+       (nearsim_compare(a, b)).s_l AS reference
+FROM (VALUES ('the lord said unto moses go up to the mount and the people',
+              'and the lord said unto moses go up to the mount'),
+             ('', 'one two three'), ('one two', 'ONE TWO'), ('Straße', 'STRASSE')) AS t(a, b);
+SELECT nearsim_literal_similarity(NULL, 'x');
 SELECT nearsim_shingle_count(''), nearsim_shingle_count('one'), nearsim_shingle_count('one two'),
        nearsim_shingle_count('a b c a b c a b c'), nearsim_shingle_count(NULL);
 -- every pair at least 0.5 similar, exactly
