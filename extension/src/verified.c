@@ -24,7 +24,10 @@
  * SKETCH_MIN_SIMILARITY up with no radius given, when the table has one) or
  * from the rotation index within a radius (max_distance, else the radius
  * calibrated for the threshold), and one statement fetches and measures
- * them with the caller's rights.  The PL/Python body answers what only it
+ * them with the caller's rights.  S_L (literal.c) from
+ * CANDIDATE_RESEMBLANCE up without a radius takes the same route: its
+ * candidates are those of S_R at CANDIDATE_RESEMBLANCE, and the ones that
+ * reach it are measured by S_L.  The PL/Python body answers what only it
  * can: the other measures, the radii of other profiles' calibrations (it
  * then calls this function again with that radius), tables enabled before
  * 0.4.0 that keep a bucket table until nearsim_rebuild, and every error in
@@ -47,27 +50,39 @@ calibrated_radius(double t)
 	return found;
 }
 
-/* The C function of a set measure, or NULL for a measure the PL/Python body measures */
+/*
+ * The C function of a measure, or NULL for one the PL/Python body measures;
+ * *candidates is the S_R its candidates need (0 for none).
+ */
 static const char *
-set_measure_function(const char *measure)
+measure_function_of(const char *measure, double min_similarity, bool radius_given,
+					double *candidates)
 {
+	*candidates = 0.0;
 	if (strcmp(measure, "s_r") == 0)
 		return "nearsim_resemblance";
 	if (strcmp(measure, "containment") == 0)
 		return "nearsim_containment";
+	if (strcmp(measure, "s_l") == 0 && !radius_given
+		&& min_similarity >= CANDIDATE_RESEMBLANCE && min_similarity <= 1.0)
+	{
+		*candidates = CANDIDATE_RESEMBLANCE;
+		return "nearsim_literal_similarity";
+	}
 	return NULL;
 }
 
 /*
  * The search, in one statement, into the result set of fcinfo: the
  * candidates, by tuple id from the sketch index (sketch valid) or within
- * radius through the rotation index, each measured once; rows of (key,
- * distance, similarity, short) ordered by similarity, distance and key.
+ * radius through the rotation index, those at least candidates similar by
+ * S_R (when above 0) each measured once; rows of (key, distance,
+ * similarity, short) ordered by similarity, distance and key.
  */
 static void
 search(FunctionCallInfo fcinfo, Relation rel, const char *schema,
 	   const NearsimRegistration *reg, text *query, double min_similarity,
-	   const char *measure_function, Oid sketch, int radius)
+	   const char *measure_function, double candidates_s_r, Oid sketch, int radius)
 {
 	Oid			relid = RelationGetRelid(rel);
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
@@ -84,6 +99,8 @@ search(FunctionCallInfo fcinfo, Relation rel, const char *schema,
 	Datum		values[5];
 	uint64	   *hashes = NULL;
 	Size		count = nearsim_text_shingles(query, &hashes);
+	/* what a candidate that passes has at least: S_R, or the measure itself */
+	double		at_least = candidates_s_r > 0.0 ? candidates_s_r : min_similarity;
 
 	if (count < SHORT_SHINGLES)
 		ereport(NOTICE,
@@ -99,7 +116,7 @@ search(FunctionCallInfo fcinfo, Relation rel, const char *schema,
 	 * when that is below SHORT_SHINGLES can it be short, and only then are
 	 * its shingles counted again.
 	 */
-	values[3] = BoolGetDatum(min_similarity * count < SHORT_SHINGLES + BOUND_SLACK);
+	values[3] = BoolGetDatum(at_least * count < SHORT_SHINGLES + BOUND_SLACK);
 	InitMaterializedSRF(fcinfo, 0);
 	/* the query's fingerprint must be one this server computes */
 	nearsim_require_computable_profile(ext, relid, reg->profile);
@@ -116,7 +133,7 @@ search(FunctionCallInfo fcinfo, Relation rel, const char *schema,
 		if (count == 0)
 			return;				/* no words: nothing shares a shingle */
 		values[4] = PointerGetDatum(nearsim_sketch_candidates(rel, sketch, hashes, count,
-															  min_similarity));
+															  at_least));
 		appendStringInfoString(&candidates, "d.ctid OPERATOR(pg_catalog.=) ANY ($5)");
 	}
 	else
@@ -132,6 +149,11 @@ search(FunctionCallInfo fcinfo, Relation rel, const char *schema,
 	}
 	if (hashes != NULL)
 		pfree(hashes);
+	if (candidates_s_r > 0.0)
+		appendStringInfo(&candidates,
+						 " AND %s.nearsim_resemblance($1, d.%s::pg_catalog.text)"
+						 " OPERATOR(pg_catalog.>=) %.17g::pg_catalog.float8",
+						 ext, body, candidates_s_r);
 
 	/*
 	 * The candidates are fetched by tuple id; the inner query is not
@@ -180,6 +202,7 @@ nearsim_similar_verified(PG_FUNCTION_ARGS)
 	Oid			relid;
 	double		min_similarity;
 	const char *measure_function;
+	double		candidates_s_r;
 	int			radius = -1;
 	char	   *schema;
 	Oid			sketch_function;
@@ -191,7 +214,8 @@ nearsim_similar_verified(PG_FUNCTION_ARGS)
 		return nearsim_call_python_body(fcinfo);
 	relid = PG_GETARG_OID(0);
 	min_similarity = PG_GETARG_FLOAT8(2);
-	measure_function = set_measure_function(text_to_cstring(PG_GETARG_TEXT_PP(3)));
+	measure_function = measure_function_of(text_to_cstring(PG_GETARG_TEXT_PP(3)),
+										   min_similarity, !PG_ARGISNULL(4), &candidates_s_r);
 	if (measure_function == NULL || !(min_similarity >= 0.0 && min_similarity <= 1.0))
 		return nearsim_call_python_body(fcinfo);
 	if (!PG_ARGISNULL(4))
@@ -212,15 +236,18 @@ nearsim_similar_verified(PG_FUNCTION_ARGS)
 		Relation	rel = table_open(relid, AccessShareLock);
 		Oid			sketch = InvalidOid;
 
-		if (radius < 0 && strcmp(measure_function, "nearsim_resemblance") == 0
-			&& min_similarity >= SKETCH_MIN_SIMILARITY)
+		/* the S_R the candidates are found by: the threshold's, or S_L's candidates' */
+		double		by_s_r = candidates_s_r > 0.0 ? candidates_s_r
+			: strcmp(measure_function, "nearsim_resemblance") == 0 ? min_similarity : 0.0;
+
+		if (radius < 0 && by_s_r >= SKETCH_MIN_SIMILARITY)
 			sketch = nearsim_sketch_index_of(rel, sketch_function, reg.text_column, true, NULL);
 		if (!OidIsValid(sketch) && radius < 0 && strcmp(reg.profile, DEFAULT_PROFILE) == 0)
-			radius = calibrated_radius(min_similarity);
+			radius = calibrated_radius(candidates_s_r > 0.0 ? candidates_s_r : min_similarity);
 		if (OidIsValid(sketch) || radius >= 0)
 		{
 			search(fcinfo, rel, schema, &reg, PG_GETARG_TEXT_PP(1), min_similarity,
-				   measure_function, sketch, radius);
+				   measure_function, candidates_s_r, sketch, radius);
 			answered = true;
 		}
 		table_close(rel, AccessShareLock);

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 import nearsim
-from nearsim.core import bands, bits, fingerprint, profiles, registry
+from nearsim.core import bands, bits, fingerprint, measures, profiles, registry
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "python_client" / "nearsim"
@@ -141,6 +141,7 @@ def test_the_c_side_keeps_the_same_rules() -> None:
     assert header_value("NEARSIM_EXTENSION") == f'"{registry.EXTENSION}"'
     assert header_value("NEARSIM_REGISTRY") == f'"{registry.REGISTRY}"'
     assert header_value("DEFAULT_PROFILE") == f'"{fingerprint.PROFILE}"'
+    assert float(header_value("CANDIDATE_RESEMBLANCE")) == measures.CANDIDATE_RESEMBLANCE
     # the registry's own check on the number of bands
     assert (f"CHECK (bands OPERATOR(pg_catalog.>=) {bands.MIN_BANDS}"
             f" AND bands OPERATOR(pg_catalog.<=) {bands.MAX_BANDS})") in SQL.read_text()

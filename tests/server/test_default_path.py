@@ -67,6 +67,18 @@ def test_all_pairs_groups_and_verified_pairs_of_a_default_table_need_no_python(
         assert python_started(conn)
 
 
+def test_verified_search_by_s_l_of_a_default_table_needs_no_python(tables: str) -> None:
+    """S_L (the command line's default) is measured in C, among the S_R candidates."""
+    with psycopg.connect(tables, autocommit=True) as conn:
+        found = conn.execute("SELECT key, similarity FROM nearsim_similar_verified('plain', %s,"
+                             " 0.87, 's_l') ORDER BY key", [CHAPTER]).fetchall()  # fmt: skip
+        assert [key for key, _ in found][:2] == ["1", "2"]
+        assert found[0][1] == 1.0
+        assert conn.execute("SELECT nearsim_literal_similarity(%s, %s)",
+                            [CHAPTER, CHAPTER + " and void"]).fetchone() == (found[1][1],)
+        assert not python_started(conn)
+
+
 def test_another_profile_starts_python(tables: str) -> None:
     with psycopg.connect(tables, autocommit=True) as conn:
         assert conn.execute("SELECT (doc).id FROM stemmed_similar(%s, 0)",

@@ -96,6 +96,39 @@ SEARCH_BY = ("SELECT key, distance, similarity, short"
              " FROM nearsim_similar_verified(%s, %s, %s, %s)")
 
 
+@pytest.mark.parametrize("minimum", [0.5, 0.87, 0.95])
+def test_by_s_l_exactly_the_s_r_candidates_whose_s_l_passes(
+    database: str, corpus: tuple[str, dict[int, str]], minimum: float
+) -> None:
+    """Without a radius, S_L takes as candidates the documents at least
+    CANDIDATE_RESEMBLANCE similar by S_R within that threshold's radius, and
+    measures them in C (src/literal.c) as the reference does."""
+    table, bodies = corpus
+    radius = calibration.radius_for(measures.CANDIDATE_RESEMBLANCE)
+    rng = random.Random(int(minimum * 1000) + 7)
+    answered = 0
+    with psycopg.connect(database) as conn:
+        for attempt in range(6):
+            original = bodies[rng.randrange(250)]
+            query = edited(rng, original) if attempt % 2 else original + " amen"
+            rows = conn.execute(SEARCH_BY, [table, query, minimum, "s_l"]).fetchall()
+            fingerprint = nearsim.simhash(query)
+            assert fingerprint is not None
+            expected = {}
+            for key, body in bodies.items():
+                si = nearsim.simhash(body)
+                if (si is None or nearsim.hamming(si, fingerprint) > radius
+                        or measures.resemblance(query, body) < measures.CANDIDATE_RESEMBLANCE):
+                    continue
+                value = measures.compare(query, body).s_l
+                if value >= minimum:
+                    expected[str(key)] = value
+            assert {key: similarity for key, _, similarity, _ in rows} == expected
+            assert [(-s, d, k) for k, d, s, _ in rows] == sorted((-s, d, k) for k, d, s, _ in rows)
+            answered += bool(rows)
+    assert answered >= 3
+
+
 def set_measure(measure: str, query: str, body: str) -> float:
     """The measure as src/verified.c takes it: containment of the query in the document."""
     return (measures.resemblance(query, body) if measure == "s_r"
