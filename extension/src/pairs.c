@@ -582,8 +582,10 @@ PG_FUNCTION_INFO_V1(nearsim_clusters_verified);
 /*
  * nearsim_clusters_verified(tbl, min_similarity, measure, max_distance,
  * method, min_size): by S_R without max_distance (the default), the groups
- * of the pairs of the exact join (nearsim_resemblance_pairs), here;
- * anything else through the PL/Python body.  As there, the documents are
+ * of the pairs of the exact join (nearsim_resemblance_pairs), here; so by
+ * S_L without max_distance from CANDIDATE_RESEMBLANCE, over the pairs of
+ * nearsim_pairs_verified (verified.c); anything else through the PL/Python
+ * body.  As there, the documents are
  * those of some pair, numbered in the order of their keys as text compared
  * code point by code point (which decides the ties of pivots), and each
  * group is named after its least key in that order.
@@ -596,6 +598,9 @@ nearsim_clusters_verified(PG_FUNCTION_ARGS)
 	MemoryContext context;
 	NameData   *columns = palloc(sizeof(NameData) * 3);	/* the join's column arguments */
 	double		min_similarity;
+	char	   *measure;
+	bool		by_literal;
+	const char *ext;
 	char	   *method;
 	bool		by_pivot;
 	int32		min_size;
@@ -616,10 +621,12 @@ nearsim_clusters_verified(PG_FUNCTION_ARGS)
 		if (PG_ARGISNULL(i) != (i == 3))
 			return nearsim_call_python_body(fcinfo);
 	min_similarity = PG_GETARG_FLOAT8(1);
+	measure = text_to_cstring(PG_GETARG_TEXT_PP(2));
+	by_literal = nearsim_pairs_by_literal(measure, min_similarity, false);
 	method = text_to_cstring(PG_GETARG_TEXT_PP(4));
 	by_pivot = strcmp(method, "pivot") == 0;
 	min_size = PG_GETARG_INT32(5);
-	if (strcmp(text_to_cstring(PG_GETARG_TEXT_PP(2)), "s_r") != 0 ||
+	if ((!by_literal && strcmp(measure, "s_r") != 0) ||
 		!(min_similarity > 0.0 && min_similarity <= 1.0) || min_size < 1 ||
 		(!by_pivot && strcmp(method, "components") != 0))
 		return nearsim_call_python_body(fcinfo);
@@ -633,8 +640,13 @@ nearsim_clusters_verified(PG_FUNCTION_ARGS)
 		return nearsim_call_python_body(fcinfo);	/* its error names the table */
 	}
 	InitMaterializedSRF(fcinfo, 0);
-	statement = psprintf("SELECT p.a, p.b FROM %s.nearsim_resemblance_pairs($1, $2, $3, $4, $5) p",
-						 quote_identifier(get_namespace_name(get_func_namespace(fcinfo->flinfo->fn_oid))));
+	ext = quote_identifier(get_namespace_name(get_func_namespace(fcinfo->flinfo->fn_oid)));
+	if (by_literal)
+		statement = psprintf("SELECT p.a, p.b FROM (%s) p",
+							 nearsim_literal_pairs_statement(PG_GETARG_OID(0), ext, columns));
+	else
+		statement = psprintf("SELECT p.a, p.b FROM %s.nearsim_resemblance_pairs($1, $2, $3, $4, $5) p",
+							 ext);
 	{
 		Oid			types[5] = {REGCLASSOID, NAMEOID, NAMEOID, NAMEOID, FLOAT8OID};
 		Datum		values[5];

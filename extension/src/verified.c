@@ -1,6 +1,7 @@
 #include "postgres.h"
 
 #include "access/table.h"
+#include "catalog/pg_operator.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "fmgr.h"
@@ -10,6 +11,8 @@
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
+#include "utils/syscache.h"
+#include "utils/typcache.h"
 #include "utils/rel.h"
 
 #include "nearsim.h"
@@ -258,32 +261,144 @@ nearsim_similar_verified(PG_FUNCTION_ARGS)
 	return (Datum) 0;
 }
 
+/*
+ * The statement of every pair of table relid at least $5 similar by S_L,
+ * with parameters $1 to $4 those of nearsim_resemblance_pairs: the pairs of
+ * the exact join at CANDIDATE_RESEMBLANCE, in its order, whose texts (read
+ * again by key, with the caller's rights) reach $5 by S_L (literal.c).
+ * Rows of (a, b, distance, similarity, short).
+ */
+char *
+nearsim_literal_pairs_statement(Oid relid, const char *ext, const NameData *columns)
+{
+	char	   *table = quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
+												   get_rel_name(relid));
+	AttrNumber	key_number = get_attnum(relid, NameStr(columns[0]));
+	Oid			key_type = get_atttype(relid, key_number);
+	TypeCacheEntry *cache = lookup_type_cache(key_type, TYPECACHE_EQ_OPR);
+	const char *key = quote_identifier(NameStr(columns[0]));
+	const char *body = quote_identifier(NameStr(columns[1]));
+	char	   *equal;
+	HeapTuple	operator;
+	Form_pg_operator form;
+
+	if (!OidIsValid(cache->eq_opr))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_FUNCTION),
+				 errmsg("the key of %s, of type %s, has no equality operator", table,
+						format_type_be(key_type))));
+	operator = SearchSysCache1(OPEROID, ObjectIdGetDatum(cache->eq_opr));
+	if (!HeapTupleIsValid(operator))
+		elog(ERROR, "nearsim: cache lookup failed for operator %u", cache->eq_opr);
+	form = (Form_pg_operator) GETSTRUCT(operator);
+	equal = psprintf("OPERATOR(%s.%s)", quote_identifier(get_namespace_name(form->oprnamespace)),
+					 NameStr(form->oprname));
+	ReleaseSysCache(operator);
+	return psprintf("SELECT p.a, p.b, p.distance, s.similarity, p.short"
+					" FROM %s.nearsim_resemblance_pairs($1, $2, $3, $4, %.17g::pg_catalog.float8)"
+					" WITH ORDINALITY AS p(a, b, distance, resemblance, short, n)"
+					" JOIN ONLY %s AS da ON da.%s %s p.a::%s"
+					" JOIN ONLY %s AS db ON db.%s %s p.b::%s,"
+					" LATERAL (SELECT %s.nearsim_literal_similarity(da.%s::pg_catalog.text,"
+					" db.%s::pg_catalog.text) AS similarity) AS s"
+					" WHERE s.similarity OPERATOR(pg_catalog.>=) $5"
+					" ORDER BY p.n",
+					ext, CANDIDATE_RESEMBLANCE,
+					table, key, equal, format_type_be_qualified(key_type),
+					table, key, equal, format_type_be_qualified(key_type),
+					ext, body, body);
+}
+
+/* Whether a verified pairs' arguments are S_L's route in C: no radius, from CANDIDATE_RESEMBLANCE */
+bool
+nearsim_pairs_by_literal(const char *measure, double min_similarity, bool radius_given)
+{
+	return strcmp(measure, "s_l") == 0 && !radius_given
+		&& min_similarity >= CANDIDATE_RESEMBLANCE && min_similarity <= 1.0;
+}
+
+/* The pairs by S_L into the result set of fcinfo, read a piece at a time */
+static void
+literal_pairs(FunctionCallInfo fcinfo, const NameData *columns, double min_similarity)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	Oid			relid = PG_GETARG_OID(0);
+	const char *ext = quote_identifier(get_namespace_name(
+												 get_func_namespace(fcinfo->flinfo->fn_oid)));
+	Oid			types[5] = {REGCLASSOID, NAMEOID, NAMEOID, NAMEOID, FLOAT8OID};
+	Datum		values[5];
+	SPIPlanPtr	plan;
+	Portal		cursor;
+
+	InitMaterializedSRF(fcinfo, 0);
+	values[0] = ObjectIdGetDatum(relid);
+	for (int i = 0; i < 3; i++)
+		values[i + 1] = NameGetDatum(&columns[i]);
+	values[4] = Float8GetDatum(min_similarity);
+	plan = SPI_prepare(nearsim_literal_pairs_statement(relid, ext, columns), 5, types);
+	if (plan == NULL)
+		elog(ERROR, "nearsim: could not prepare the pairs by S_L: %s",
+			 SPI_result_code_string(SPI_result));
+	cursor = SPI_cursor_open(NULL, plan, values, NULL, true);
+	for (;;)
+	{
+		SPI_cursor_fetch(cursor, true, 10000);
+		if (SPI_processed == 0)
+			break;
+		for (uint64 i = 0; i < SPI_processed; i++)
+		{
+			Datum		row[5];
+			bool		nulls[5];
+
+			for (int column = 0; column < 5; column++)
+				row[column] = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc,
+											column + 1, &nulls[column]);
+			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, row, nulls);
+		}
+		SPI_freetuptable(SPI_tuptable);
+		CHECK_FOR_INTERRUPTS();
+	}
+	SPI_cursor_close(cursor);
+}
+
 PG_FUNCTION_INFO_V1(nearsim_pairs_verified);
 /*
  * nearsim_pairs_verified(tbl, min_similarity, measure, max_distance): by
  * S_R without max_distance (the default), every pair at least
  * min_similarity similar, here, by the exact set-similarity join of
- * resemblance.c; anything else through the PL/Python body, which measures
- * the pairs of nearsim_pairs within the radius.
+ * resemblance.c; by S_L without max_distance from CANDIDATE_RESEMBLANCE,
+ * the pairs of that join at CANDIDATE_RESEMBLANCE measured by S_L, here;
+ * anything else through the PL/Python body, which measures the pairs of
+ * nearsim_pairs within the radius.
  */
 Datum
 nearsim_pairs_verified(PG_FUNCTION_ARGS)
 {
 	double		min_similarity;
 	bool		enabled;
+	bool		by_literal;
+	char	   *measure;
 	NameData   *columns = palloc(sizeof(NameData) * 3);
 
 	LOCAL_FCINFO(join, 5);
 
-	if (PG_ARGISNULL(0) || PG_ARGISNULL(1) || PG_ARGISNULL(2) || !PG_ARGISNULL(3))
+	if (PG_ARGISNULL(0) || PG_ARGISNULL(1) || PG_ARGISNULL(2))
 		return nearsim_call_python_body(fcinfo);
 	min_similarity = PG_GETARG_FLOAT8(1);
-	if (strcmp(text_to_cstring(PG_GETARG_TEXT_PP(2)), "s_r") != 0 ||
-		!(min_similarity > 0.0 && min_similarity <= 1.0))
+	measure = text_to_cstring(PG_GETARG_TEXT_PP(2));
+	by_literal = nearsim_pairs_by_literal(measure, min_similarity, !PG_ARGISNULL(3));
+	if (!by_literal && (strcmp(measure, "s_r") != 0 || !PG_ARGISNULL(3) ||
+						!(min_similarity > 0.0 && min_similarity <= 1.0)))
 		return nearsim_call_python_body(fcinfo);
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "nearsim: SPI_connect failed");
 	enabled = nearsim_join_columns(PG_GETARG_OID(0), columns);
+	if (enabled && by_literal)
+	{
+		literal_pairs(fcinfo, columns, min_similarity);
+		SPI_finish();
+		return (Datum) 0;
+	}
 	SPI_finish();
 	if (!enabled)
 		return nearsim_call_python_body(fcinfo);	/* its error names the table */

@@ -60,10 +60,18 @@ def test_all_pairs_groups_and_verified_pairs_of_a_default_table_need_no_python(
                                        "'plain', 0.8, method => 'pivot')").fetchall()
         assert ("2", "1") in verified_groups
         assert not python_started(conn)
-        # another measure is PL/Python's, over the pairs of nearsim_pairs
-        by_words = conn.execute("SELECT a, b FROM nearsim_pairs_verified('plain', 0.8,"
+        # so are those by S_L, the command line's default
+        by_words = conn.execute("SELECT a, b FROM nearsim_pairs_verified('plain', 0.87,"
                                 " 's_l')").fetchall()  # fmt: skip
         assert ("1", "2") in by_words
+        groups_by_words = conn.execute("SELECT key, cluster FROM nearsim_clusters_verified("
+                                       "'plain', 0.87, 's_l')").fetchall()
+        assert ("2", "1") in groups_by_words
+        assert not python_started(conn)
+        # another measure is PL/Python's, over the pairs of nearsim_pairs
+        by_s_j = conn.execute("SELECT a, b FROM nearsim_pairs_verified('plain', 0.8,"
+                              " 's_j')").fetchall()  # fmt: skip
+        assert ("1", "2") in by_s_j
         assert python_started(conn)
 
 

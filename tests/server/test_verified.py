@@ -321,6 +321,52 @@ def test_verified_pairs_and_groups_by_s_r_in_c_equal_the_pl_python_ones(
             assert len(in_c) >= 20, function
 
 
+@pytest.mark.parametrize("minimum", [0.5, 0.87])
+def test_verified_pairs_and_groups_by_s_l_in_c_equal_the_pl_python_ones(
+    database: str, corpus: tuple[str, dict[int, str]], minimum: float
+) -> None:
+    """By S_L without a radius, from CANDIDATE_RESEMBLANCE up, both answer in C
+    (the pairs of the exact join at 0.5, measured by nearsim_literal_similarity);
+    their PL/Python bodies give the same rows in the same order."""
+    table, _ = corpus
+    with psycopg.connect(database) as conn:
+        for function, arguments in (
+                ("nearsim_pairs_verified", "%s, %s, 's_l', NULL"),
+                ("nearsim_clusters_verified", "%s, %s, 's_l', NULL, 'pivot', 1"),
+                ("nearsim_clusters_verified", "%s, %s, 's_l', NULL, 'components', 3")):
+            in_c = conn.execute(f"SELECT * FROM {function}({arguments})",
+                                [table, minimum]).fetchall()
+            in_python = conn.execute(f"SELECT * FROM {function}_python({arguments})",
+                                     [table, minimum]).fetchall()
+            assert in_c == in_python, function
+            assert len(in_c) >= 10, function
+
+
+@pytest.mark.parametrize("key_type", ["text", "integer", "uuid"])
+def test_verified_pairs_by_s_l_of_odd_documents_and_keys(database: str, key_type: str) -> None:
+    """Empty, NULL, one-word, repeated and Unicode texts under keys of several types."""
+    bodies = {number: body for number, body in ODD_BODIES.items()}
+    table = f"odd_sl_{uuid.uuid4().hex[:8]}"
+    key = {"text": "'k' || {n}", "integer": "{n}",
+           "uuid": "('00000000-0000-0000-0000-' || lpad('{n}', 12, '0'))::uuid"}[key_type]
+    with psycopg.connect(database, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE TABLE {} (id {} PRIMARY KEY, body text)").format(
+            sql.Identifier(table), sql.SQL(key_type)))
+        for number, body in bodies.items():
+            conn.execute(sql.SQL("INSERT INTO {} VALUES ({}, %s)").format(
+                sql.Identifier(table), sql.SQL(key.format(n=number))), [body])
+        conn.execute("SELECT nearsim_enable(%s, 'body')", [table])
+        try:
+            in_c = conn.execute("SELECT * FROM nearsim_pairs_verified(%s, 0.5, 's_l')",
+                                [table]).fetchall()
+            in_python = conn.execute("SELECT * FROM nearsim_pairs_verified_python(%s, 0.5,"
+                                     " 's_l', NULL)", [table]).fetchall()
+        finally:
+            conn.execute(sql.SQL("DROP TABLE {} CASCADE").format(sql.Identifier(table)))
+    assert in_c == in_python
+    assert len(in_c) >= 3
+
+
 ODD_BODIES = {
     1: "", 2: None, 3: "one", 4: "one", 5: "two words", 6: "words two", 7: "two words",
     8: "a b c", 9: "a b c a b c a b c", 10: "a b c d", 11: "!!! ... ???",
