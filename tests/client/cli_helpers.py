@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -44,3 +45,21 @@ MAX_BYTES = 100_000  # a file size limit: the .docx and .pdf files are smaller
 def load(dsn: str, table: str, *paths: str, extra: tuple[str, ...] = ()) -> Result:
     return run("load", *paths, "--dsn", dsn, "--table", table, "--create", "--quiet",
                "--max-bytes", str(MAX_BYTES), *extra)
+
+
+def chapter_files(tmp_path: Path) -> Path:
+    """A folder of the chapters, one file each (``<ref>.txt``)."""
+    root = tmp_path / "docs"
+    root.mkdir()
+    for ref, text in CHAPTERS.items():
+        (root / f"{ref}.txt").write_text(text)
+    return root
+
+
+def loaded_chapters(dsn: str, tmp_path: Path) -> tuple[str, Path]:
+    """A new table holding the chapters as loaded from their files, and the folder."""
+    root = chapter_files(tmp_path)
+    table = table_name()
+    loaded = load(dsn, table, str(root))
+    assert loaded.exit_code == 0, loaded.output
+    return table, root

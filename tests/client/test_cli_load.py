@@ -15,7 +15,7 @@ from pathlib import Path
 import docx
 import psycopg
 import pytest
-from cli_helpers import CHAPTERS, MAX_BYTES, load, rows, run, table_name, verify
+from cli_helpers import CHAPTERS, MAX_BYTES, chapter_files, load, rows, run, table_name, verify
 from fpdf import FPDF
 from psycopg import sql
 
@@ -122,10 +122,7 @@ def test_a_tree_loads_every_good_file_and_reports_every_bad_one(
 def test_loading_again_adds_nothing_and_changed_files_are_updated(
     database: str, tmp_path: Path
 ) -> None:
-    root = tmp_path / "docs"
-    root.mkdir()
-    for ref, text in CHAPTERS.items():
-        (root / f"{ref}.txt").write_text(text)
+    root = chapter_files(tmp_path)
     table = table_name()
     first = load(database, table, str(root), extra=("--json",))
     assert first.exit_code == 0, first.output

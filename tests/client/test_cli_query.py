@@ -12,7 +12,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from cli_helpers import CHAPTERS, load, rows, run, table_name
+from cli_helpers import CHAPTERS, load, loaded_chapters, rows, run, table_name
 
 import nearsim
 from nearsim.client.samples import kjv_chapters
@@ -20,12 +20,7 @@ from nearsim.core import measures
 
 
 def test_similar_finds_a_planted_near_duplicate(database: str, tmp_path: Path) -> None:
-    root = tmp_path / "docs"
-    root.mkdir()
-    for ref, text in CHAPTERS.items():
-        (root / f"{ref}.txt").write_text(text)
-    table = table_name()
-    assert load(database, table, str(root)).exit_code == 0
+    table, root = loaded_chapters(database, tmp_path)
     original = CHAPTERS["Genesis 24"]
     edited = tmp_path / "edited.txt"
     edited.write_text(original.replace("Rebekah", "Rebecca", 1) + "Amen.\n")
@@ -154,12 +149,7 @@ def test_pairs_clusters_compare_and_stats(database: str, tmp_path: Path) -> None
 
 
 def test_similar_nearest_gives_the_scans_first_rows(database: str, tmp_path: Path) -> None:
-    root = tmp_path / "docs"
-    root.mkdir()
-    for ref, text in CHAPTERS.items():
-        (root / f"{ref}.txt").write_text(text)
-    table = table_name()
-    assert load(database, table, str(root)).exit_code == 0
+    table, root = loaded_chapters(database, tmp_path)
     query = CHAPTERS["Genesis 24"].replace("Rebekah", "Rebecca", 1)
     result = run("similar", query, "--nearest", "3", "--dsn", database, "--table", table,
                  "--json")  # fmt: skip

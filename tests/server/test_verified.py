@@ -300,46 +300,40 @@ def test_verified_pairs_and_clusters_are_the_brute_force_ones(
         assert cluster == min(k for k, c in cluster_of.items() if c == cluster)
 
 
+def assert_c_answers_as_pl_python(conn: psycopg.Connection, table: str, minimum: float,
+                                  measure: str, method: str, fewest: int) -> None:  # fmt: skip
+    """The C route of verified pairs and groups gives the rows of their PL/Python
+    bodies (the route of the other measures), in the same order."""
+    for function, arguments in (
+            ("nearsim_pairs_verified", f"%s, %s, '{measure}', NULL"),
+            ("nearsim_clusters_verified", f"%s, %s, '{measure}', NULL, '{method}', 1"),
+            ("nearsim_clusters_verified", f"%s, %s, '{measure}', NULL, '{method}', 3")):
+        in_c = conn.execute(f"SELECT * FROM {function}({arguments})", [table, minimum]).fetchall()
+        in_python = conn.execute(f"SELECT * FROM {function}_python({arguments})",
+                                 [table, minimum]).fetchall()
+        assert in_c == in_python, function
+        assert len(in_c) >= fewest, function
+
+
 @pytest.mark.parametrize("minimum", [0.3, 0.8])
 @pytest.mark.parametrize("method", ["components", "pivot"])
 def test_verified_pairs_and_groups_by_s_r_in_c_equal_the_pl_python_ones(
     database: str, corpus: tuple[str, dict[int, str]], minimum: float, method: str
 ) -> None:
-    """By S_R without a radius both answer in C; their PL/Python bodies (the
-    route of the other measures) give the same rows in the same order."""
-    table, _ = corpus
+    """By S_R without a radius both answer in C."""
     with psycopg.connect(database) as conn:
-        for function, arguments in (
-                ("nearsim_pairs_verified", "%s, %s, 's_r', NULL"),
-                ("nearsim_clusters_verified", f"%s, %s, 's_r', NULL, '{method}', 1"),
-                ("nearsim_clusters_verified", f"%s, %s, 's_r', NULL, '{method}', 3")):
-            in_c = conn.execute(f"SELECT * FROM {function}({arguments})",
-                                [table, minimum]).fetchall()
-            in_python = conn.execute(f"SELECT * FROM {function}_python({arguments})",
-                                     [table, minimum]).fetchall()
-            assert in_c == in_python, function
-            assert len(in_c) >= 20, function
+        assert_c_answers_as_pl_python(conn, corpus[0], minimum, "s_r", method, 20)
 
 
 @pytest.mark.parametrize("minimum", [0.5, 0.87])
+@pytest.mark.parametrize("method", ["components", "pivot"])
 def test_verified_pairs_and_groups_by_s_l_in_c_equal_the_pl_python_ones(
-    database: str, corpus: tuple[str, dict[int, str]], minimum: float
+    database: str, corpus: tuple[str, dict[int, str]], minimum: float, method: str
 ) -> None:
     """By S_L without a radius, from CANDIDATE_RESEMBLANCE up, both answer in C
-    (the pairs of the exact join at 0.5, measured by nearsim_literal_similarity);
-    their PL/Python bodies give the same rows in the same order."""
-    table, _ = corpus
+    (the pairs of the exact join at 0.5, measured by nearsim_literal_similarity)."""
     with psycopg.connect(database) as conn:
-        for function, arguments in (
-                ("nearsim_pairs_verified", "%s, %s, 's_l', NULL"),
-                ("nearsim_clusters_verified", "%s, %s, 's_l', NULL, 'pivot', 1"),
-                ("nearsim_clusters_verified", "%s, %s, 's_l', NULL, 'components', 3")):
-            in_c = conn.execute(f"SELECT * FROM {function}({arguments})",
-                                [table, minimum]).fetchall()
-            in_python = conn.execute(f"SELECT * FROM {function}_python({arguments})",
-                                     [table, minimum]).fetchall()
-            assert in_c == in_python, function
-            assert len(in_c) >= 10, function
+        assert_c_answers_as_pl_python(conn, corpus[0], minimum, "s_l", method, 10)
 
 
 @pytest.mark.parametrize("key_type", ["text", "integer", "uuid"])
