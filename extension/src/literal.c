@@ -1,5 +1,6 @@
 #include "postgres.h"
 
+#include "common/hashfn.h"
 #include "fmgr.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
@@ -15,12 +16,13 @@
  *
  * 1. the tokens of both texts (fingerprint.c); the longer text first (on
  *    equal counts, the one whose tokens come later in code point order);
- * 2. words as integers in order of first occurrence, then each w-word
- *    window as an integer in the lexicographic order of the windows;
+ * 2. words as integers in order of first occurrence, and equal w-word
+ *    windows as equal integers (by hashing, with the words compared);
  * 3. every pair of equal windows of the two texts, sorted by diagonal and
  *    position, gives the maximal common runs.  Past PAIR_BUDGET pairs, the
  *    windows with the most pairs are paired by rank within a band, as the
- *    reference does (the result may then fall short of the true maximum);
+ *    reference does, its ties broken by the windows' lexicographic order
+ *    (the result may then fall short of the true maximum);
  * 4. greedy string tiling: the longest run not yet used becomes a chunk
  *    (ties: the earliest start in the first text, then in the second); a
  *    run partly used is cut into its free pieces of at least w words.
@@ -121,42 +123,88 @@ orders_before(const Words *x, const Words *y)
 	return false;
 }
 
-/* All tokens of both texts, the first's then the second's, for sorting */
-static const Words *sort_first;
-static const Words *sort_second;
-
-static inline void
-token_at(int64 i, const char **token, int32 *length)
+/*
+ * ids[i] for items 0 .. n - 1: equal items (by hash and equal) get equal
+ * integers, numbered in order of first occurrence (as a dict's setdefault
+ * numbers them); their number.  Open addressing over twice as many slots.
+ */
+static int64
+number_by_first_occurrence(int64 n, uint64 (*hash) (int64 item, const void *arg),
+						   bool (*equal) (int64 a, int64 b, const void *arg), const void *arg,
+						   int64 *ids)
 {
-	if (i < sort_first->count)
+	uint64		size = 16;
+	int64	   *slots;
+	int64		next = 0;
+
+	while (size < (uint64) n * 2)
+		size *= 2;
+	slots = palloc_extended(size * sizeof(int64), MCXT_ALLOC_HUGE);
+	memset(slots, 0xff, size * sizeof(int64));	/* -1: empty */
+	for (int64 i = 0; i < n; i++)
 	{
-		*token = sort_first->token[i];
-		*length = sort_first->length[i];
+		uint64		at = hash(i, arg) & (size - 1);
+
+		for (;;)
+		{
+			if (slots[at] < 0)
+			{
+				slots[at] = i;
+				ids[i] = next++;
+				break;
+			}
+			if (equal(slots[at], i, arg))
+			{
+				ids[i] = ids[slots[at]];
+				break;
+			}
+			at = (at + 1) & (size - 1);
+		}
+		if (i % (CHECK_EVERY * 16) == 0)
+			CHECK_FOR_INTERRUPTS();
 	}
-	else
-	{
-		*token = sort_second->token[i - sort_first->count];
-		*length = sort_second->length[i - sort_first->count];
-	}
+	pfree(slots);
+	return next;
 }
 
-static int
-by_token_then_position(const void *x, const void *y)
+/* The tokens of both texts, the first's then the second's */
+typedef struct BothTexts
 {
-	int64		i = *(const int64 *) x;
-	int64		j = *(const int64 *) y;
-	const char *a;
-	const char *b;
-	int32		na;
-	int32		nb;
-	int			order;
+	const Words *first;
+	const Words *second;
+} BothTexts;
 
-	token_at(i, &a, &na);
-	token_at(j, &b, &nb);
-	order = compare_tokens(a, na, b, nb);
-	if (order != 0)
-		return order;
-	return (i > j) - (i < j);
+static inline void
+token_at(const BothTexts *both, int64 i, const char **token, int32 *length)
+{
+	const Words *words = i < both->first->count ? both->first : both->second;
+	int64		at = i < both->first->count ? i : i - both->first->count;
+
+	*token = words->token[at];
+	*length = words->length[at];
+}
+
+static uint64
+token_hash(int64 i, const void *arg)
+{
+	const char *token;
+	int32		length;
+
+	token_at(arg, i, &token, &length);
+	return hash_bytes_extended((const unsigned char *) token, length, 0);
+}
+
+static bool
+tokens_equal(int64 a, int64 b, const void *arg)
+{
+	const char *x;
+	const char *y;
+	int32		nx;
+	int32		ny;
+
+	token_at(arg, a, &x, &nx);
+	token_at(arg, b, &y, &ny);
+	return nx == ny && memcmp(x, y, nx) == 0;
 }
 
 /*
@@ -166,90 +214,98 @@ by_token_then_position(const void *x, const void *y)
 static int64 *
 word_ids(const Words *first, const Words *second)
 {
+	BothTexts	both = {first, second};
 	int64		n = first->count + second->count;
-	int64	   *order = palloc_extended(n * sizeof(int64), MCXT_ALLOC_HUGE);
-	int64	   *leader = palloc_extended(n * sizeof(int64), MCXT_ALLOC_HUGE);
 	int64	   *ids = palloc_extended(n * sizeof(int64), MCXT_ALLOC_HUGE);
-	int64		next = 0;
 
-	for (int64 i = 0; i < n; i++)
-		order[i] = i;
-	sort_first = first;
-	sort_second = second;
-	qsort(order, n, sizeof(int64), by_token_then_position);
-	for (int64 k = 0; k < n; k++)
-	{
-		const char *a;
-		const char *b;
-		int32		na;
-		int32		nb;
-
-		if (k > 0)
-		{
-			token_at(order[k - 1], &a, &na);
-			token_at(order[k], &b, &nb);
-		}
-		/* the first of a run of equal tokens is its earliest occurrence */
-		leader[order[k]] = (k > 0 && compare_tokens(a, na, b, nb) == 0)
-			? leader[order[k - 1]] : order[k];
-	}
-	for (int64 i = 0; i < n; i++)
-		ids[i] = leader[i] == i ? next++ : ids[leader[i]];
-	pfree(order);
-	pfree(leader);
+	number_by_first_occurrence(n, token_hash, tokens_equal, &both, ids);
 	return ids;
 }
 
-/* The windows of w words, by start, over ids; sorted by their words */
-static const int64 *window_ids;
-static int	window_words;
+/* The windows of w words over ids, by their start */
+typedef struct Windows
+{
+	const int64 *ids;
+	int			w;
+	int64		words_a;		/* windows of a start below this in ids */
+	int64		count_a;		/* windows of a */
+} Windows;
+
+/* Where the window numbered i (a's, then b's) starts in ids */
+static inline int64
+window_start(const Windows *windows, int64 i)
+{
+	return i < windows->count_a ? i : windows->words_a + (i - windows->count_a);
+}
+
+static uint64
+window_hash(int64 i, const void *arg)
+{
+	const Windows *windows = arg;
+
+	return hash_bytes_extended((const unsigned char *) (windows->ids + window_start(windows, i)),
+							   windows->w * sizeof(int64), 0);
+}
+
+static bool
+windows_equal(int64 a, int64 b, const void *arg)
+{
+	const Windows *windows = arg;
+
+	return memcmp(windows->ids + window_start(windows, a), windows->ids + window_start(windows, b),
+				  windows->w * sizeof(int64)) == 0;
+}
+
+/* Windows compared word by word, for their lexicographic order */
+static const Windows *sort_windows;
 
 static int
-by_window(const void *x, const void *y)
+by_window_words(const void *x, const void *y)
 {
-	const int64 *a = window_ids + *(const int64 *) x;
-	const int64 *b = window_ids + *(const int64 *) y;
+	const int64 *a = sort_windows->ids + window_start(sort_windows, *(const int64 *) x);
+	const int64 *b = sort_windows->ids + window_start(sort_windows, *(const int64 *) y);
 
-	for (int k = 0; k < window_words; k++)
+	for (int k = 0; k < sort_windows->w; k++)
 		if (a[k] != b[k])
 			return (a[k] > b[k]) - (a[k] < b[k]);
 	return 0;
 }
 
 /*
- * grams[i] for the window starting at word i of the first text (i < na)
- * and at word j of the second (at na + j): equal windows get equal
- * integers, numbered in the windows' order (np.unique's); their number.
- * ids hold the words of the first text, then of the second; a window never
- * spans the two.
+ * grams[i] for the window starting at word i of the first text (i < the
+ * windows of a) and at word j of the second (after them): equal windows
+ * get equal integers; their number.  ids hold the words of the first text,
+ * then of the second; a window never spans the two.
  */
 static int64
-gram_ids(const int64 *ids, int64 words_a, int64 words_b, int w, int64 *grams)
+gram_ids(const Windows *windows, int64 count_b, int64 *grams)
 {
-	int64		na = words_a - w + 1;
-	int64		nb = words_b - w + 1;
-	int64		n = na + nb;
-	int64	   *order = palloc_extended(Max(n, 1) * sizeof(int64), MCXT_ALLOC_HUGE);
-	int64		kinds = 0;
+	return number_by_first_occurrence(windows->count_a + count_b, window_hash, windows_equal,
+									  windows, grams);
+}
 
-	for (int64 i = 0; i < na; i++)
-		order[i] = i;
-	for (int64 j = 0; j < nb; j++)
-		order[na + j] = words_a + j;	/* start in ids */
-	window_ids = ids;
-	window_words = w;
-	qsort(order, n, sizeof(int64), by_window);
-	for (int64 k = 0; k < n; k++)
-	{
-		int64		start = order[k];
-		int64		slot = start < words_a ? start : na + (start - words_a);
+/*
+ * rank[g] of each of the kinds of window: its place in the lexicographic
+ * order of their words, the order np.unique numbers them in (which breaks
+ * the ties of the reference between windows of as many pairs).
+ */
+static int64 *
+lexicographic_ranks(const Windows *windows, const int64 *grams, int64 windows_total, int64 kinds)
+{
+	int64	   *first = palloc_extended(kinds * sizeof(int64), MCXT_ALLOC_HUGE);
+	int64	   *rank = palloc_extended(kinds * sizeof(int64), MCXT_ALLOC_HUGE);
+	int64		seen = 0;
 
-		if (k > 0 && by_window(&order[k - 1], &order[k]) != 0)
-			kinds++;
-		grams[slot] = kinds;
-	}
-	pfree(order);
-	return n > 0 ? kinds + 1 : 0;
+	/* first occurrences come in the order of the kinds' numbers */
+	for (int64 i = 0; i < windows_total && seen < kinds; i++)
+		if (grams[i] == seen)
+			first[seen++] = i;
+	sort_windows = windows;
+	qsort(first, kinds, sizeof(int64), by_window_words);
+	for (int64 r = 0; r < kinds; r++)
+		rank[grams[first[r]]] = r;
+	pfree(first);
+	return rank;
 }
 
 static int
@@ -263,11 +319,12 @@ by_diagonal_then_position(const void *x, const void *y)
 	return (a->a > b->a) - (a->a < b->a);
 }
 
-/* The window kinds in order of their number of pairs, ties by kind */
+/* The window kinds in order of their number of pairs, ties by their words */
 static const int64 *sort_pairs_per_gram;
+static const int64 *sort_rank;
 
 static int
-by_pairs_then_kind(const void *x, const void *y)
+by_pairs_then_words(const void *x, const void *y)
 {
 	int64		i = *(const int64 *) x;
 	int64		j = *(const int64 *) y;
@@ -275,7 +332,7 @@ by_pairs_then_kind(const void *x, const void *y)
 	if (sort_pairs_per_gram[i] != sort_pairs_per_gram[j])
 		return (sort_pairs_per_gram[i] > sort_pairs_per_gram[j])
 			- (sort_pairs_per_gram[i] < sort_pairs_per_gram[j]);
-	return (i > j) - (i < j);
+	return (sort_rank[i] > sort_rank[j]) - (sort_rank[i] < sort_rank[j]);
 }
 
 /*
@@ -289,7 +346,8 @@ maximal_runs(const int64 *ids, int64 na, int64 nb, int w, Run **runs)
 	int64		windows_b = nb - w + 1;
 	int64	   *grams = palloc_extended((windows_a + windows_b) * sizeof(int64),
 										MCXT_ALLOC_HUGE);
-	int64		kinds = gram_ids(ids, na, nb, w, grams);
+	Windows		windows = {ids, w, na, windows_a};
+	int64		kinds = gram_ids(&windows, windows_b, grams);
 	const int64 *grams_a = grams;
 	const int64 *grams_b = grams + windows_a;
 	int64	   *count_a = palloc_extended(kinds * sizeof(int64), MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
@@ -330,7 +388,9 @@ maximal_runs(const int64 *ids, int64 na, int64 nb, int w, Run **runs)
 			fewest_first[g] = g;
 		}
 		sort_pairs_per_gram = pairs_per_gram;
-		qsort(fewest_first, kinds, sizeof(int64), by_pairs_then_kind);
+		sort_rank = lexicographic_ranks(&windows, grams, windows_a + windows_b, kinds);
+		qsort(fewest_first, kinds, sizeof(int64), by_pairs_then_words);
+		pfree((void *) sort_rank);
 		for (; k < kinds; k++)
 		{
 			sum += pairs_per_gram[fewest_first[k]];

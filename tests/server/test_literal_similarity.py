@@ -118,3 +118,36 @@ def test_repeated_lines_past_the_pair_budget(session: psycopg.Connection, copies
 def test_null_gives_null(session: psycopg.Connection) -> None:
     row = session.execute("SELECT nearsim_literal_similarity(NULL, 'a b c')").fetchone()
     assert row == (None,)
+
+
+TIE_VOCABULARY = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu".split()
+
+
+def repeated_lines(seed: int) -> tuple[str, str]:
+    """Two texts of a few short lines repeated hundreds of times, a word now and
+    then between them: past the pair budget, with windows of as many pairs."""
+    rng = random.Random(seed)
+    lines = [" ".join(rng.choice(TIE_VOCABULARY) for _ in range(rng.randint(5, 9)))
+             for _ in range(rng.randint(1, 3))]  # fmt: skip
+
+    def text(copies: int) -> str:
+        out = []
+        for _ in range(copies):
+            out.append(rng.choice(lines))
+            if rng.random() < 0.05:
+                out.append(rng.choice(TIE_VOCABULARY))
+        return " ".join(out)
+
+    return text(rng.randint(250, 600)), text(rng.randint(250, 600))
+
+
+@pytest.mark.parametrize("seed", [1151])
+def test_ties_past_the_pair_budget_are_broken_as_the_reference_breaks_them(
+    session: psycopg.Connection, seed: int
+) -> None:  # fmt: skip
+    """Windows with as many pairs keep all their pairs in the order of their words
+    (np.unique's numbering); with seed 1151 numbering them by first occurrence
+    instead gives another S_L."""
+    a, b = repeated_lines(seed)
+    assert not measures.compare(a, b).exact
+    assert_reference(session, a, b)
