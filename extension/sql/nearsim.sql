@@ -109,7 +109,7 @@ CREATE FUNCTION nearsim_band_probes(query bigint, max_distance integer, bands in
 	LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 
 COMMENT ON FUNCTION nearsim_band_probes(bigint, integer, integer, integer) IS
-'values of one band to look up so that a search finds every fingerprint within max_distance bits of query (multi-index hashing)';
+'values of one band to look up so that a search finds every fingerprint within max_distance bits of query (multi-index hashing); called by the search functions of tables enabled before 0.4.0, which keep them until nearsim_rebuild';
 
 CREATE FUNCTION nearsim_rotate(fingerprint bigint, shift integer) RETURNS bigint
 	AS 'MODULE_PATHNAME', 'nearsim_rotate'
