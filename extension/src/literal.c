@@ -27,8 +27,9 @@
  *    (ties: the earliest start in the first text, then in the second); a
  *    run partly used is cut into its free pieces of at least w words.
  *
- * Memory: a few words of 8 bytes per token of either text, plus at most
- * about PAIR_BUDGET pairs of 16 bytes (32 MB).
+ * Memory: a few words of 8 bytes per token of either text, plus the pairs
+ * of equal windows (16 bytes each) and the runs they make (24 bytes each),
+ * at most about PAIR_BUDGET of each: 80 MB for the most repetitive texts.
  */
 
 /* Seed 001's w: a chunk has at least this many words */
