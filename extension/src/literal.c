@@ -273,19 +273,6 @@ by_window_words(const void *x, const void *y)
 }
 
 /*
- * grams[i] for the window starting at word i of the first text (i < the
- * windows of a) and at word j of the second (after them): equal windows
- * get equal integers; their number.  ids hold the words of the first text,
- * then of the second; a window never spans the two.
- */
-static int64
-gram_ids(const Windows *windows, int64 count_b, int64 *grams)
-{
-	return number_by_first_occurrence(windows->count_a + count_b, window_hash, windows_equal,
-									  windows, grams);
-}
-
-/*
  * rank[g] of each of the kinds of window: its place in the lexicographic
  * order of their words, the order np.unique numbers them in (which breaks
  * the ties of the reference between windows of as many pairs).
@@ -348,7 +335,9 @@ maximal_runs(const int64 *ids, int64 na, int64 nb, int w, Run **runs)
 	int64	   *grams = palloc_extended((windows_a + windows_b) * sizeof(int64),
 										MCXT_ALLOC_HUGE);
 	Windows		windows = {ids, w, na, windows_a};
-	int64		kinds = gram_ids(&windows, windows_b, grams);
+	/* grams: a's windows, then b's; equal windows get equal numbers */
+	int64		kinds = number_by_first_occurrence(windows_a + windows_b, window_hash,
+												   windows_equal, &windows, grams);
 	const int64 *grams_a = grams;
 	const int64 *grams_b = grams + windows_a;
 	int64	   *count_a = palloc_extended(kinds * sizeof(int64), MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);

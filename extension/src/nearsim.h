@@ -86,9 +86,8 @@ extern Size nearsim_text_shingles(text *document, uint64 **hashes);
  * move the fingerprint, more than S_L.
  */
 #define CANDIDATE_RESEMBLANCE 0.5
-/* verified.c: the pairs by S_L, for nearsim_pairs_verified and nearsim_clusters_verified */
-extern bool nearsim_pairs_by_literal(const char *measure, double min_similarity,
-									 bool radius_given);
+/* verified.c: S_L's route in C, and its pairs (also for nearsim_clusters_verified) */
+extern bool nearsim_by_literal(const char *measure, double min_similarity, bool radius_given);
 extern char *nearsim_literal_pairs_statement(Oid relid, const char *ext,
 											 const NameData *columns);
 extern Oid	nearsim_sketch_function(Oid caller, char **schema);

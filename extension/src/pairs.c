@@ -622,7 +622,7 @@ nearsim_clusters_verified(PG_FUNCTION_ARGS)
 			return nearsim_call_python_body(fcinfo);
 	min_similarity = PG_GETARG_FLOAT8(1);
 	measure = text_to_cstring(PG_GETARG_TEXT_PP(2));
-	by_literal = nearsim_pairs_by_literal(measure, min_similarity, false);
+	by_literal = nearsim_by_literal(measure, min_similarity, false);
 	method = text_to_cstring(PG_GETARG_TEXT_PP(4));
 	by_pivot = strcmp(method, "pivot") == 0;
 	min_size = PG_GETARG_INT32(5);

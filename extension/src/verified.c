@@ -54,6 +54,36 @@ calibrated_radius(double t)
 }
 
 /*
+ * Whether a verified search's, pairs' or groups' arguments are S_L's route
+ * in C: by S_L from CANDIDATE_RESEMBLANCE up, no radius given.
+ */
+bool
+nearsim_by_literal(const char *measure, double min_similarity, bool radius_given)
+{
+	return strcmp(measure, "s_l") == 0 && !radius_given
+		&& min_similarity >= CANDIDATE_RESEMBLANCE && min_similarity <= 1.0;
+}
+
+/* Every row SPI has read into the result set (their columns are the result's) */
+static void
+put_rows(ReturnSetInfo *rsinfo)
+{
+	int			columns = rsinfo->setDesc->natts;
+	Datum	   *row = palloc(columns * sizeof(Datum));
+	bool	   *nulls = palloc(columns * sizeof(bool));
+
+	for (uint64 i = 0; i < SPI_processed; i++)
+	{
+		for (int column = 0; column < columns; column++)
+			row[column] = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc,
+										column + 1, &nulls[column]);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, row, nulls);
+	}
+	pfree(row);
+	pfree(nulls);
+}
+
+/*
  * The C function of a measure, or NULL for one the PL/Python body measures;
  * *candidates is the S_R its candidates need (0 for none).
  */
@@ -66,8 +96,7 @@ measure_function_of(const char *measure, double min_similarity, bool radius_give
 		return "nearsim_resemblance";
 	if (strcmp(measure, "containment") == 0)
 		return "nearsim_containment";
-	if (strcmp(measure, "s_l") == 0 && !radius_given
-		&& min_similarity >= CANDIDATE_RESEMBLANCE && min_similarity <= 1.0)
+	if (nearsim_by_literal(measure, min_similarity, radius_given))
 	{
 		*candidates = CANDIDATE_RESEMBLANCE;
 		return "nearsim_literal_similarity";
@@ -181,16 +210,7 @@ search(FunctionCallInfo fcinfo, Relation rel, const char *schema,
 	if (SPI_execute_with_args(statement.data, 5, types, values,
 							  OidIsValid(sketch) ? NULL : "    n", true, 0) != SPI_OK_SELECT)
 		elog(ERROR, "nearsim: the verified search of %s failed", table);
-	for (uint64 i = 0; i < SPI_processed; i++)
-	{
-		Datum		row[4];
-		bool		nulls[4];
-
-		for (int column = 0; column < 4; column++)
-			row[column] = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc,
-										column + 1, &nulls[column]);
-		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, row, nulls);
-	}
+	put_rows(rsinfo);
 }
 
 PG_FUNCTION_INFO_V1(nearsim_similar_verified);
@@ -309,14 +329,6 @@ nearsim_literal_pairs_statement(Oid relid, const char *ext, const NameData *colu
 					ext, body, body);
 }
 
-/* Whether a verified pairs' arguments are S_L's route in C: no radius, from CANDIDATE_RESEMBLANCE */
-bool
-nearsim_pairs_by_literal(const char *measure, double min_similarity, bool radius_given)
-{
-	return strcmp(measure, "s_l") == 0 && !radius_given
-		&& min_similarity >= CANDIDATE_RESEMBLANCE && min_similarity <= 1.0;
-}
-
 /* The pairs by S_L into the result set of fcinfo, read a piece at a time */
 static void
 literal_pairs(FunctionCallInfo fcinfo, const NameData *columns, double min_similarity)
@@ -345,16 +357,7 @@ literal_pairs(FunctionCallInfo fcinfo, const NameData *columns, double min_simil
 		SPI_cursor_fetch(cursor, true, 10000);
 		if (SPI_processed == 0)
 			break;
-		for (uint64 i = 0; i < SPI_processed; i++)
-		{
-			Datum		row[5];
-			bool		nulls[5];
-
-			for (int column = 0; column < 5; column++)
-				row[column] = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc,
-											column + 1, &nulls[column]);
-			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, row, nulls);
-		}
+		put_rows(rsinfo);
 		SPI_freetuptable(SPI_tuptable);
 		CHECK_FOR_INTERRUPTS();
 	}
@@ -386,7 +389,7 @@ nearsim_pairs_verified(PG_FUNCTION_ARGS)
 		return nearsim_call_python_body(fcinfo);
 	min_similarity = PG_GETARG_FLOAT8(1);
 	measure = text_to_cstring(PG_GETARG_TEXT_PP(2));
-	by_literal = nearsim_pairs_by_literal(measure, min_similarity, !PG_ARGISNULL(3));
+	by_literal = nearsim_by_literal(measure, min_similarity, !PG_ARGISNULL(3));
 	if (!by_literal && (strcmp(measure, "s_r") != 0 || !PG_ARGISNULL(3) ||
 						!(min_similarity > 0.0 && min_similarity <= 1.0)))
 		return nearsim_call_python_body(fcinfo);
