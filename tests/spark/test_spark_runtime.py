@@ -193,6 +193,28 @@ def test_ctrl_c_cancels_the_job_stops_the_jvm_and_ends_with_130(tmp_path: Path) 
     assert not (tmp_path / "never").exists()
 
 
+def test_after_ctrl_c_the_jvm_logs_nothing() -> None:
+    """Work an interrupted call left running in the JVM (a broadcast being stored)
+    fails as the context stops, and logs ERROR: after Ctrl-C nothing the JVM logs
+    is shown, whenever it comes."""
+    program = textwrap.dedent("""
+        from nearsim.spark import session, stop, runtime
+        spark = session("local[1]", config={"spark.ui.enabled": "false"},
+                        driver_memory="600m")
+        log = spark.sparkContext._jvm.org.apache.logging.log4j.LogManager.getLogger(
+            "org.apache.spark.broadcast.TorrentBroadcast")
+        log.error("before Ctrl-C")
+        runtime._cancel_aside(spark.sparkContext, 30)  # what an interrupted stop does first
+        log.error("after Ctrl-C")
+        stop(spark)
+    """)
+    ran = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True,
+                         timeout=300, check=False)  # fmt: skip
+    assert ran.returncode == 0, ran.stderr
+    assert "ERROR TorrentBroadcast: before Ctrl-C" in ran.stderr
+    assert "after Ctrl-C" not in ran.stderr, ran.stderr
+
+
 def test_py4j_connection_errors_it_logs_on_the_root_logger_are_not_shown(
     capsys: pytest.CaptureFixture[str],
 ) -> None:  # fmt: skip

@@ -223,15 +223,26 @@ def stop(spark: SparkSession | None = None, timeout: float = JVM_EXIT_SECONDS,
 
 
 def _cancel_aside(context: SparkContext | None, timeout: float) -> None:
-    """Cancel every job of ``context`` from another thread (another connection)."""
+    """Silence the JVM's logging, then cancel every job of ``context``, from another
+    thread (another connection).
+
+    After Ctrl-C nothing the JVM logs is the user's concern: cancelled tasks,
+    and work the interrupted call left running (a broadcast being stored)
+    failing as the context stops, would otherwise print ERROR lines after the
+    user pressed Ctrl-C.
+    """
     if context is None:
         return
 
+    def silence() -> None:
+        context.setLogLevel("OFF")
+
     def cancel() -> None:
-        try:
-            context.cancelAllJobs()
-        except Exception:
-            pass
+        for step in (silence, context.cancelAllJobs):
+            try:
+                step()
+            except Exception:
+                pass
 
     thread = threading.Thread(target=cancel, name="nearsim-cancel", daemon=True)
     thread.start()
