@@ -78,19 +78,29 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import psycopg
 from numpy.typing import NDArray
+from psycopg import sql
 
 import nearsim
 from nearsim.core.calibration import radius_for
-from nearsim.core.measures import VERIFIED_MEASURES, compare, set_resemblance, word_shingles
+from nearsim.core.measures import (
+    DEFAULT_MEASURE,
+    DEFAULT_MIN_SIMILARITY,
+    VERIFIED_MEASURES,
+    compare,
+    set_resemblance,
+    word_shingles,
+)
 from nearsim.core.text import tokens
 
+from .common import scratch_schema, timer
 from .corpus import SIZES, Document, build_corpus
 from .truth import intersections, shingle_matrix
 
 __all__ = [
     "CANDIDATE_OVERLAP", "HEAVY_CHANGE", "LIGHT_CHANGE", "THRESHOLDS", "Pairs", "candidates",
-    "evaluate", "family_pairs", "markdown", "measure_pairs", "sweep",
+    "evaluate", "family_pairs", "markdown", "measure_pairs", "sql_defaults", "sweep",
 ]  # fmt: skip
 
 Int64s = NDArray[np.int64]
@@ -113,6 +123,7 @@ DISTRIBUTION_MEASURES = ("s_r", "s_l", "containment", "s_j", "information_s_l")
 SCREEN = 0.5
 """The S_R a pair needs before the client measures its S_L (the composed search)."""
 TIMED_PAIRS = 300
+CORPUS_SEED = 3
 DEFAULT_OUTPUT = Path(__file__).resolve().parent / "results"
 
 LIGHT, BETWEEN, HEAVY, UNRELATED = "light", "between", "heavy", "unrelated"
@@ -395,7 +406,7 @@ def timings(texts: Sequence[str], sample: Sequence[tuple[int, int]]) -> dict[str
 
 
 def evaluate(size: str = "full", jobs: int = 1, corpus: Sequence[Document] | None = None,
-             seed: int = 3, keep: Path | None = None) -> dict[str, Any]:  # fmt: skip
+             seed: int = CORPUS_SEED, keep: Path | None = None) -> dict[str, Any]:  # fmt: skip
     """Every number of the section (``corpus`` overrides ``size``, for tests); ``keep``:
     a file to save every measured pair in (NumPy ``.npz``)."""
     started = time.perf_counter()
@@ -467,6 +478,55 @@ def evaluate(size: str = "full", jobs: int = 1, corpus: Sequence[Document] | Non
     }
     log(f"done in {results['seconds']:.0f} s")
     return results
+
+
+def sql_defaults(dsn: str, documents: Sequence[Document]) -> dict[str, Any]:
+    """The SQL functions at their defaults, end to end: the corpus loaded into a table,
+    enabled, and ``nearsim_pairs_verified(tbl)`` with no other argument, its pairs
+    scored as the sweep scores a measure's (recall over every light pair; precision
+    over the light, heavy and unrelated pairs it returns)."""
+    changes = family_pairs(documents)
+    light = {p for p, change in changes.items() if kind_of(change) == LIGHT}
+    with scratch_schema(dsn) as (conn, schema):
+        table = sql.Identifier(schema, "docs")
+        conn.execute(sql.SQL("CREATE TABLE {} (id integer PRIMARY KEY, body text NOT NULL)")
+                     .format(table))  # fmt: skip
+        with timer() as elapsed:
+            with conn.cursor() as cursor, cursor.copy(
+                sql.SQL("COPY {} (id, body) FROM STDIN").format(table)
+            ) as copy:
+                for position, document in enumerate(documents):
+                    copy.write_row((position, document.text))
+            conn.execute("SELECT nearsim_enable(%s::regclass, 'body')", (f"{schema}.docs",))
+            conn.execute(sql.SQL("ANALYZE {}").format(table))
+        load_seconds = elapsed()
+        with timer() as elapsed:
+            rows = conn.execute("SELECT a::integer, b::integer FROM"
+                                " nearsim_pairs_verified(%s::regclass)",
+                                (f"{schema}.docs",)).fetchall()  # fmt: skip
+        seconds = elapsed()
+        (version,) = _one(conn, "SELECT extversion FROM pg_extension WHERE extname = 'nearsim'")
+    found = {(min(a, b), max(a, b)) for a, b in rows}
+    true_positives = len(found & light)
+    in_between = sum(1 for p in found if p in changes and kind_of(changes[p]) == BETWEEN)
+    scored = len(found) - in_between
+    return {
+        "call": "nearsim_pairs_verified(tbl)", "measure": DEFAULT_MEASURE,
+        "min_similarity": DEFAULT_MIN_SIMILARITY, "extension": version,
+        "documents": len(documents), "load_seconds": load_seconds, "seconds": seconds,
+        "pairs": len(found), "true_positives": true_positives, "between": in_between,
+        "recall": _share(true_positives, len(light)),
+        "precision": _share(true_positives, scored),
+        "strict_precision": _share(true_positives, len(found)),
+        "meets": (_share(true_positives, len(light)) >= TARGET_RECALL
+                  and _share(true_positives, scored) >= TARGET_PRECISION),
+    }  # fmt: skip
+
+
+def _one(conn: psycopg.Connection, query: str) -> tuple[Any, ...]:
+    row = conn.execute(query).fetchone()
+    assert row is not None
+    return tuple(row)
 
 
 def _narrow_recall(pairs: Pairs, measured: Sequence[tuple[int, int]],
@@ -571,8 +631,24 @@ def markdown(results: dict[str, Any], command: str = "") -> str:
     t = results["timing"]
     lines += ["", f"Cost per pair, measured in the client on {t['pairs']} of the pairs: S_R"
               f" {t['s_r_ms']:.2f} ms, `compare` (S_L and every other measure)"
-              f" {t['compare_ms']:.2f} ms, {t['ratio']:.1f} times as much. In the server S_R"
-              " and containment are computed in C, S_L in PL/Python.", ""]
+              f" {t['compare_ms']:.2f} ms, {t['ratio']:.1f} times as much. In the server S_R,"
+              " containment and S_L are computed in C.", ""]
+    server = results.get("sql_defaults")
+    if server is not None:
+        screened = next(r for r in results["fine"][server["measure"]]
+                        if r["threshold"] == server["min_similarity"])
+        lines += [
+            f"**The SQL defaults, end to end** (nearsim {server['extension']}): the"
+            f" {server['documents']:,} documents loaded into a table and enabled"
+            f" ({server['load_seconds']:.1f} s), then `{server['call']}` with no other"
+            f" argument, that is {_LABELS[server['measure']]} >= {server['min_similarity']}"
+            f" among the pairs at least {SCREEN} similar by S_R: {server['pairs']:,} pairs in"
+            f" {server['seconds']:.1f} s; recall {server['recall']:.3f}, precision"
+            f" {server['precision']:.3f} (strict {server['strict_precision']:.3f}) against"
+            f" the target of recall >= {TARGET_RECALL} at precision >= {TARGET_PRECISION}:"
+            f" {'met' if server['meets'] else 'not met'}. The client's figures for the same"
+            f" route, measured above in Python: recall {screened['recall_screened']:.3f},"
+            f" precision {screened['precision_screened']:.3f}.", ""]
     return "\n".join(lines)
 
 
@@ -582,9 +658,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=1,
                         help="processes measuring the pairs (default 1)")
     parser.add_argument("--output-dir", type=Path, default=DEFAULT_OUTPUT)
+    parser.add_argument("--dsn", help="a database in which to measure the SQL functions at"
+                        " their defaults on the same corpus (left out without)")
     args = parser.parse_args(argv)
     results = evaluate(args.size, args.jobs, keep=args.output_dir / "defaults-pairs.npz")
+    if args.dsn:
+        log("the SQL defaults in PostgreSQL")
+        results["sql_defaults"] = sql_defaults(args.dsn, build_corpus(args.size, CORPUS_SEED))
     command = (f".venv/bin/python -m benchmarks.defaults --size {args.size} --jobs {args.jobs}"
+               + (" --dsn DSN" if args.dsn else "")
                + ("   # make bench-defaults" if (args.size, args.jobs) == ("full", 2) else ""))
     args.output_dir.mkdir(parents=True, exist_ok=True)
     (args.output_dir / "defaults.json").write_text(json.dumps(results, indent=1))

@@ -11,7 +11,7 @@ corpus (benchmarks/corpus.py, nested sizes; 1,000,000 documents are about
 4.3 GB of text, written once to a file by benchmarks/corpusfile.py and
 streamed from it), three ways, one after the other on the same documents:
 
-* ``nearsim``: ``nearsim_pairs_verified(tbl, min_similarity => s)`` on a
+* ``nearsim``: ``nearsim_pairs_verified(tbl, min_similarity => s, measure => 's_r')`` on a
   table loaded beforehand (CREATE TABLE, COPY, ``nearsim_enable``, ANALYZE:
   timed, reported apart).  The seconds are those of the query with its rows
   sent to this client (``COPY (SELECT a, b ...) TO STDOUT`` in binary,
@@ -171,7 +171,7 @@ def nearsim_pairs(conn: psycopg.Connection, qualified: str, threshold: float,
     before = memory(pid)
     cpu = backend_cpu(pid), time.process_time()
     query = sql.SQL("COPY (SELECT a::integer, b::integer FROM nearsim_pairs_verified({}::regclass,"
-                    " min_similarity => {})) TO STDOUT (FORMAT binary)").format(
+                    " min_similarity => {}, measure => 's_r')) TO STDOUT (FORMAT binary)").format(
         sql.Literal(qualified), sql.Literal(threshold))
     with timer() as elapsed, conn.cursor() as cursor, cursor.copy(query) as copy:
         codes = read_binary_pairs(copy, documents)
@@ -197,7 +197,7 @@ PHASE_QUERIES = {
     "C join": "SELECT count(*) FROM nearsim_resemblance_pairs(%s::regclass, 'id', 'body', 'si',"
               " %s)",
     "nearsim_pairs_verified": "SELECT count(*) FROM nearsim_pairs_verified(%s::regclass,"
-                              " min_similarity => %s)",
+                              " min_similarity => %s, measure => 's_r')",
 }
 """The server's phases: the C join alone (``nearsim_resemblance_pairs``, what
 ``nearsim_pairs_verified`` calls for S_R), then the whole function, rows

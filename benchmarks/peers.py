@@ -12,7 +12,7 @@ On real text, in one run:
   query is a document with a few words replaced, asked in the way each tool
   is meant to be asked: ``<prefix>_similar(text, 6)`` (the seeds' query
   through the rotation index, the query fingerprinted by the server),
-  ``nearsim_similar_verified(tbl, text, 0.8)`` (the recommended query), and
+  ``nearsim_similar_verified(tbl, text, 0.8, 's_r')`` (the recommended query), and
   pg_trgm's ``body % text`` with ``pg_trgm.similarity_threshold = 0.8``
   through its GIN index;
 - **pgvector**: its ``bit(64)`` type with the Hamming operator ``<~>`` is
@@ -96,7 +96,7 @@ MINHASH = f"datasketch MinHash, {MINHASH_PERMUTATIONS} permutations (client)"
 SIMHASH_SERVER = "simhash(body) (server)"
 TRIGRAM_INDEX = "pg_trgm GIN index (server)"
 SIMILAR = "nearsim <prefix>_similar(text, 6)"
-VERIFIED = "nearsim_similar_verified(tbl, text, 0.8)"
+VERIFIED = "nearsim_similar_verified(tbl, text, 0.8, 's_r')"
 TRIGRAM = f"pg_trgm body % text, threshold {TRIGRAM_THRESHOLD}"
 NEARSIM_BUILD = "nearsim_enable (fingerprints + rotation index)"
 TRIGRAM_BUILD = "pg_trgm CREATE INDEX ... gin_trgm_ops"
@@ -187,7 +187,7 @@ def lookup(conn: Connection, schema: str, chapters: Sequence[Chapter], size: int
     statements = {
         SIMILAR: sql.SQL("SELECT (doc).id FROM {}(%(q)s::text, 6)").format(similar),
         VERIFIED: sql.SQL(
-            "SELECT key FROM nearsim_similar_verified({}::regclass, %(q)s, 0.8)"
+            "SELECT key FROM nearsim_similar_verified({}::regclass, %(q)s, 0.8, 's_r')"
         ).format(sql.Literal(qualified)),
         TRIGRAM: sql.SQL("SELECT id FROM {} WHERE body OPERATOR(public.%%) %(q)s").format(table),
     }

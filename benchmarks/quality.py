@@ -11,7 +11,7 @@ by precision, recall and F1 over document pairs:
 
 * ``simhash hamming<=6``: the seeds' query, all pairs of default-profile
   fingerprints within 6 bits (:func:`nearsim.core.pairs.all_pairs`);
-* ``nearsim verified``: ``nearsim_pairs_verified(tbl, min_similarity => t)``
+* ``nearsim verified``: ``nearsim_pairs_verified(tbl, min_similarity => t, measure => 's_r')``
   in PostgreSQL (an exact join of the shingle sets: every pair whose S_R
   passes, whatever the distance of their fingerprints);
 * ``SI v1 +/-30%``: seed 000's similarity index; a pair counts when either
@@ -159,7 +159,8 @@ def evaluate(dsn: str, quick: bool, output_dir: Path) -> dict[str, Any]:
                 "nearsim verified", t, score(found, positives[t]),
                 fingerprint_seconds + load_seconds, seconds,
                 documents,
-                notes=(f"nearsim_pairs_verified(min_similarity => {t}), the exact join of"
+                notes=(f"nearsim_pairs_verified(min_similarity => {t}, measure => 's_r'),"
+                       f" the exact join of"
                        f" the shingle sets; signatures = client fingerprints"
                        f" ({fingerprint_seconds:.1f} s) + COPY + nearsim_enable"
                        f" ({load_seconds:.1f} s); {len(reachable):,} of"

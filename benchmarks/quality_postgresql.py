@@ -74,7 +74,7 @@ def verified_search(conn: psycopg.Connection, schema: str, texts: Sequence[str],
         with timer() as elapsed:
             rows = conn.execute(
                 "SELECT a::integer, b::integer FROM nearsim_pairs_verified(%s::regclass,"
-                " min_similarity => %s)", (f"{schema}.docs", threshold),
+                " min_similarity => %s, measure => 's_r')", (f"{schema}.docs", threshold),
             ).fetchall()
         first = np.array([r[0] for r in rows], dtype=np.int64)
         second = np.array([r[1] for r in rows], dtype=np.int64)

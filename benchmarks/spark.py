@@ -30,7 +30,7 @@ same run, in PostgreSQL (one backend) and on ``local[1]`` and ``local[2]``:
   collected to the driver; all three must be equal, row by row;
 - pairs at k = 3 and 6: ``nearsim_pairs`` against ``nearsim.spark.pairs``
   (equal counts);
-- verified pairs at S_R >= 0.8 and 0.5: ``nearsim_pairs_verified(tbl, s)``
+- verified pairs at S_R >= 0.8 and 0.5: ``nearsim_pairs_verified(tbl, s, 's_r')``
   against ``nearsim.spark.verified_pairs(df, "id", "body", s)``, every row
   fetched or collected: the same pairs with the same distance, similarity
   and ``short``.  Candidates are then the rows of the shingle-prefix join

@@ -94,7 +94,7 @@ def corpus_postgresql(conn: Connection, schema: str, texts: Sequence[str],
         started = time.perf_counter()
         rows = conn.execute(
             sql.SQL("SELECT a::bigint, b::bigint, distance, similarity, short"
-                    " FROM nearsim_pairs_verified({}::regclass, {})").format(
+                    " FROM nearsim_pairs_verified({}::regclass, {}, 's_r')").format(
                 sql.Literal(qualified), sql.Literal(threshold))).fetchall()  # fmt: skip
         seconds = time.perf_counter() - started
         found[threshold] = sorted(rows)

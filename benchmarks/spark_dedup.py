@@ -9,7 +9,7 @@ runs them (each a process of its own, wall clock):
 
 - **PostgreSQL**: ``nearsim-load --create --format jsonl --id-field url
   --text-field body`` into a new table, then every row of
-  ``nearsim_clusters_verified(tbl, 0.8)`` fetched (the groups of ``nearsim
+  ``nearsim_clusters_verified(tbl, 0.8, 's_r')`` fetched (the groups of ``nearsim
   clusters -s 0.8``); the time is the two together.
 - **Spark**: ``nearsim spark dedup FILE --key-column url --text-column body
   -o groups.parquet --master local[2]`` with its defaults (S_R at least 0.8,
@@ -88,7 +88,7 @@ def postgresql_side(conn: Connection, dsn: str, schema: str,
         "--id-field", "url", "--text-field", "body", str(path)))  # fmt: skip
     started = time.perf_counter()
     rows = conn.execute(sql.SQL("SELECT key, cluster, pivot FROM nearsim_clusters_verified("
-                                "{}::regclass, {})").format(
+                                "{}::regclass, {}, 's_r')").format(
         sql.Literal(table), sql.Literal(DEDUP_SIMILARITY))).fetchall()  # fmt: skip
     grouped = time.perf_counter() - started
     conn.execute(sql.SQL("DROP TABLE {} CASCADE").format(sql.Identifier(schema, "dedup_corpus")))
@@ -162,7 +162,7 @@ it, wall clock:
 | side | command | seconds |
 |---|---|---|
 | PostgreSQL | `{LOAD_COMMAND}` | {postgresql["load_seconds"]:.1f} |
-| PostgreSQL | every row of `nearsim_clusters_verified(tbl, 0.8)` |\
+| PostgreSQL | every row of `nearsim_clusters_verified(tbl, 0.8, 's_r')` |\
  {postgresql["clusters_seconds"]:.1f} |
 | PostgreSQL | both | {postgresql["seconds"]:.1f} |
 | Spark `{spark["master"]}` | `{spark["command"]}` | {spark["seconds"]:.1f} |

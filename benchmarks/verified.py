@@ -34,7 +34,7 @@ The methods, and what their seconds include:
 * ``nearsim verified``: ``CREATE TABLE`` and ``COPY`` of the texts (a key
   and the text), ``nearsim_enable`` (which fingerprints the rows and builds
   whatever the search needs), ``ANALYZE``, then one
-  ``nearsim_pairs_verified(tbl, min_similarity => t)``.  The cost at a
+  ``nearsim_pairs_verified(tbl, min_similarity => t, measure => 's_r')``.  The cost at a
   threshold is the sum: everything the table needs.  The query runs under
   a ``statement_timeout`` of ``--pair-budget`` seconds; a query cut off is
   reported as over the budget (with the seconds it actually ran: the server
@@ -56,7 +56,7 @@ many were found inside and outside it: a search that only looks within the
 radius cannot find those outside.
 
 Lookups: ``--lookups`` (200) documents of the largest size drawn at random
-(seed 1), their texts asked with ``nearsim_similar_verified(tbl, text, t)``
+(seed 1), their texts asked with ``nearsim_similar_verified(tbl, text, t, 's_r')``
 as a prepared statement after one warm-up query, each under a
 ``statement_timeout`` of ``--lookup-timeout`` seconds; a threshold stops
 asking after ``--lookup-budget`` seconds.  p50 and p90 of the wall-clock

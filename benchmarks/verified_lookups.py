@@ -38,7 +38,8 @@ def lookups(conn: psycopg.Connection, qualified: str, texts: Sequence[str], trut
     """
     documents = len(texts)
     asked = random.Random(LOOKUP_SEED).sample(range(documents), min(count, documents))
-    statement = ("SELECT key::integer FROM nearsim_similar_verified(%s::regclass, %s, %s)")
+    statement = ("SELECT key::integer FROM nearsim_similar_verified(%s::regclass, %s, %s,"
+                 " 's_r')")
     results = []
     for t in THRESHOLDS:
         wanted = np.array(asked, dtype=np.int64)

@@ -188,7 +188,8 @@ def markdown(results: dict[str, Any]) -> str:
         " documents in this run, one after the other, each on one core; benchmarks/verified.py"
         " says how each number is measured. nearsim verified = CREATE TABLE + COPY of the"
         " texts, `nearsim_enable`, ANALYZE and one `nearsim_pairs_verified(tbl, min_similarity"
-        f" => t)` (statement_timeout {budgets['pair_seconds']:g} s); MinHashLSH + estimate ="
+        f" => t, measure => 's_r')` (statement_timeout {budgets['pair_seconds']:g} s);"
+        " MinHashLSH + estimate ="
         f" datasketch MinHash of the same word 3-shingles ({MINHASH_PERMUTATIONS} permutations),"
         " MinHashLSH at threshold t, and the candidates whose estimate is at least t. Positives:"
         " pairs whose exact S_R is at least t.",

@@ -165,7 +165,7 @@ def verified_pairs(conn: psycopg.Connection, qualified: str, threshold: float,
             try:
                 rows = conn.execute(
                     "SELECT a::integer, b::integer FROM nearsim_pairs_verified(%s::regclass,"
-                    " min_similarity => %s)", (qualified, threshold)).fetchall()
+                    " min_similarity => %s, measure => 's_r')", (qualified, threshold)).fetchall()
             except psycopg.errors.QueryCanceled:
                 rows = None
     finally:
@@ -282,7 +282,7 @@ def measure_set(conn: psycopg.Connection, schema: str, table: str, texts: Sequen
             continue
         extra: dict[str, Any] = {"budget_seconds": budget}
         radius = calibrated_radius(conn, t)
-        notes = f"nearsim_pairs_verified(min_similarity => {t})"
+        notes = f"nearsim_pairs_verified(min_similarity => {t}, measure => 's_r')"
         if radius is not None:
             distance = hamming_of_codes(positives[t], documents, present, prints)
             reachable = positives[t][distance <= radius]

@@ -418,9 +418,10 @@ def verified(demo: Demo) -> None:
     print()
     say(
         "S_L is the share of the longer text that the shorter contains, in passages of at"
-        " least 5 words. The candidates come from the rotation index within the radius the"
-        " calibration gives (nearsim_radius(0.6)); the texts decide. Every known parallel"
-        " is found, also those the seeds' query missed at 6 bits, and nothing else."
+        " least 5 words. The candidates are the documents at least 50% similar by S_R, from"
+        " the rotation index within the radius calibrated for that (nearsim_radius(0.5));"
+        " the texts decide. Every known parallel is found, also those the seeds' query missed"
+        " at 6 bits, and nothing else."
     )
 
 
@@ -429,7 +430,7 @@ def closing(demo: Demo, dsn: str) -> None:
     conninfo = shlex.quote(make_conninfo("", **params))
     query = (
         f"SELECT key, distance, similarity FROM nearsim_similar_verified('{demo.name}',"
-        " 'your text here', 0.8)"
+        " 'your text here')"
     )
     for char in '\\"$`':  # escaped for the shell's double quotes
         query = query.replace(char, "\\" + char)

@@ -460,7 +460,7 @@ COMMENT ON FUNCTION nearsim_radius(double precision, text) IS
 
 -- with a PL/Python body
 CREATE FUNCTION nearsim_similar_verified(tbl regclass, query text,
-		min_similarity double precision DEFAULT 0.8, measure text DEFAULT 's_r',
+		min_similarity double precision DEFAULT 0.87, measure text DEFAULT 's_l',
 		max_distance integer DEFAULT NULL)
 	RETURNS TABLE (key text, distance integer, similarity double precision, short boolean)
 	AS 'MODULE_PATHNAME', 'nearsim_similar_verified'
@@ -468,28 +468,28 @@ CREATE FUNCTION nearsim_similar_verified(tbl regclass, query text,
 	SET search_path = pg_catalog, pg_temp;
 
 COMMENT ON FUNCTION nearsim_similar_verified(regclass, text, double precision, text, integer) IS
-'documents of tbl whose exact similarity to query (measure s_r, s_l, s_j, containment, information_s_l or information_s_j) is at least min_similarity, most similar first; by S_R from 0.5 up without max_distance, candidates come from the table''s sketch index (a GIN index over nearsim_sketch(text column)) when it has one, otherwise from the rotation index within max_distance bits, by default the calibrated radius for min_similarity (nearsim_radius); by a word measure (s_l, s_j, information_s_l, information_s_j) from 0.5 up without max_distance, the candidates are the documents at least 0.5 similar by S_R, as the client takes them; short marks pairs where a text has fewer than 10 shingles';
+'documents of tbl whose exact similarity to query (measure s_l, the default, s_r, s_j, containment, information_s_l or information_s_j) is at least min_similarity (by default 0.87), most similar first; by S_R from 0.5 up without max_distance, candidates come from the table''s sketch index (a GIN index over nearsim_sketch(text column)) when it has one, otherwise from the rotation index within max_distance bits, by default the calibrated radius for min_similarity (nearsim_radius); by a word measure (s_l, s_j, information_s_l, information_s_j) from 0.5 up without max_distance, the candidates are the documents at least 0.5 similar by S_R, as the client takes them; short marks pairs where a text has fewer than 10 shingles';
 
 -- with a PL/Python body
-CREATE FUNCTION nearsim_pairs_verified(tbl regclass, min_similarity double precision DEFAULT 0.8,
-		measure text DEFAULT 's_r', max_distance integer DEFAULT NULL)
+CREATE FUNCTION nearsim_pairs_verified(tbl regclass, min_similarity double precision DEFAULT 0.87,
+		measure text DEFAULT 's_l', max_distance integer DEFAULT NULL)
 	RETURNS TABLE (a text, b text, distance integer, similarity double precision, short boolean)
 	AS 'MODULE_PATHNAME', 'nearsim_pairs_verified'
 	LANGUAGE C STABLE;
 
 COMMENT ON FUNCTION nearsim_pairs_verified(regclass, double precision, text, integer) IS
-'pairs of documents of tbl whose exact similarity (measure, of a to b for containment) is at least min_similarity: for s_r without max_distance every such pair, whatever the distance of their fingerprints (an exact join of the shingle sets, nearsim_resemblance_pairs); for a word measure (s_l, s_j, information_s_l, information_s_j) from 0.5 up without max_distance, the pairs of that join at 0.5 that pass, as the client takes them; otherwise the pairs of nearsim_pairs within max_distance (by default nearsim_radius(min_similarity)) that pass';
+'pairs of documents of tbl whose exact similarity (measure, by default s_l; of a to b for containment) is at least min_similarity (by default 0.87): for s_r without max_distance every such pair, whatever the distance of their fingerprints (an exact join of the shingle sets, nearsim_resemblance_pairs); for a word measure (s_l, s_j, information_s_l, information_s_j) from 0.5 up without max_distance, the pairs of that join at 0.5 that pass, as the client takes them; otherwise the pairs of nearsim_pairs within max_distance (by default nearsim_radius(min_similarity)) that pass';
 
 -- with a PL/Python body
-CREATE FUNCTION nearsim_clusters_verified(tbl regclass, min_similarity double precision DEFAULT 0.8,
-		measure text DEFAULT 's_r', max_distance integer DEFAULT NULL,
+CREATE FUNCTION nearsim_clusters_verified(tbl regclass, min_similarity double precision DEFAULT 0.87,
+		measure text DEFAULT 's_l', max_distance integer DEFAULT NULL,
 		method text DEFAULT 'components', min_size integer DEFAULT 2)
 	RETURNS TABLE (key text, cluster text, pivot text)
 	AS 'MODULE_PATHNAME', 'nearsim_clusters_verified'
 	LANGUAGE C STABLE;
 
 COMMENT ON FUNCTION nearsim_clusters_verified(regclass, double precision, text, integer, text, integer) IS
-'nearsim_clusters over the verified pairs of nearsim_pairs_verified: groups of documents at least min_similarity similar';
+'nearsim_clusters over the verified pairs of nearsim_pairs_verified: groups of documents at least min_similarity similar (by default S_L at 0.87)';
 
 -- All pairs and clusters (C, src/pairs.c)
 
@@ -693,7 +693,7 @@ COMMENT ON FUNCTION nearsim_links(regclass) IS
 'the table <tbl>_nearsim_links where near-duplicates written on purpose are linked to the documents they resemble (nearsim_guard with action record, nearsim-load --on-near-duplicate record), made by the owner of tbl if missing and dropped with tbl; for the owner of tbl';
 
 CREATE FUNCTION nearsim_guard(tbl regclass, max_distance integer DEFAULT NULL,
-		min_similarity double precision DEFAULT NULL, measure text DEFAULT 's_r',
+		min_similarity double precision DEFAULT NULL, measure text DEFAULT 's_l',
 		action text DEFAULT 'error')
 	RETURNS void
 	LANGUAGE plpgsql
@@ -759,7 +759,7 @@ END
 $plpgsql$;
 
 COMMENT ON FUNCTION nearsim_guard(regclass, integer, double precision, text, text) IS
-'guard tbl at check-in: an INSERT or UPDATE whose document has a near-duplicate already in the table (within max_distance bits; or, with min_similarity, at least that similar by measure on the texts among the candidates within max_distance, by default nearsim_radius(min_similarity)) fails with SQLSTATE 23N01 (action error), is not written (skip), or is written and linked in <table>_nearsim_links (record); race-free at every isolation level; for the owner of tbl';
+'guard tbl at check-in: an INSERT or UPDATE whose document has a near-duplicate already in the table (within max_distance bits; or, with min_similarity, at least that similar by measure (by default s_l) on the texts among the candidates within max_distance, by default nearsim_radius(min_similarity)) fails with SQLSTATE 23N01 (action error), is not written (skip), or is written and linked in <table>_nearsim_links (record); race-free at every isolation level; for the owner of tbl';
 
 CREATE FUNCTION nearsim_unguard(tbl regclass) RETURNS void
 	LANGUAGE plpgsql

@@ -122,3 +122,23 @@ def test_the_benchmarks_page_takes_the_section_from_the_results(tmp_path: Path) 
     assert "No results of `make bench-defaults`" in docs.defaults_page(tmp_path)
     (tmp_path / "defaults.md").write_text("the section\n", encoding="utf-8")
     assert docs.defaults_page(tmp_path) == "the section\n"
+
+
+def test_the_sql_defaults_end_to_end_are_the_route_measured_in_python(
+    database: str, mini: list[corpus.Document], results: dict[str, Any],
+    every_pair: dict[tuple[int, int], tuple[float, ...]],
+) -> None:  # fmt: skip
+    """nearsim_pairs_verified(tbl) with no other argument returns exactly the pairs at
+    least 0.5 similar by S_R whose S_L is at least 0.87, scored as the sweep scores."""
+    server = defaults.sql_defaults(database, mini)
+    assert (server["measure"], server["min_similarity"]) == ("s_l", 0.87)
+    s_r, s_l = VERIFIED_MEASURES.index("s_r"), VERIFIED_MEASURES.index("s_l")
+    expected = {p for p, v in every_pair.items() if v[s_r] >= 0.5 - 1e-12 and v[s_l] >= 0.87}
+    assert server["pairs"] == len(expected) > 0
+    row = next(r for r in results["fine"]["s_l"] if r["threshold"] == 0.87)
+    assert server["recall"] == pytest.approx(row["recall_screened"])
+    assert server["precision"] == pytest.approx(row["precision_screened"])
+    assert server["strict_precision"] <= server["precision"]
+    page = defaults.markdown({**results, "sql_defaults": server})
+    assert "**The SQL defaults, end to end**" in page
+    assert f"recall {server['recall']:.3f}" in page

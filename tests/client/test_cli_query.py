@@ -225,12 +225,13 @@ def test_thresholds_the_server_answers_the_command_line_answers(
     def groups(found: list[dict[str, Any]]) -> list[list[str]]:
         return sorted(sorted(group["members"]) for group in found)
 
-    # by S_R (the SQL functions' default measure; the commands' is S_L, below)
+    # by S_R (the default measure, of SQL and of the commands, is S_L: below)
     for threshold in ("0.3", "0.99"):  # outside the 0.5 to 0.95 the calibration covers
         result = run("pairs", "-s", threshold, "--measure", "s_r", "--dsn", database, "-t",
                      table, "--json")  # fmt: skip
         assert result.exit_code == 0, result.output
-        expected = sql_rows("SELECT * FROM nearsim_pairs_verified(%s, %s)", float(threshold))
+        expected = sql_rows("SELECT * FROM nearsim_pairs_verified(%s, %s, 's_r')",
+                            float(threshold))
         by_keys = itemgetter("a", "b")
         assert sorted(json.loads(result.stdout), key=by_keys) == sorted(expected, key=by_keys)
         assert len(expected) == (3 if threshold == "0.3" else 1)
@@ -239,7 +240,8 @@ def test_thresholds_the_server_answers_the_command_line_answers(
                      table, "--json")  # fmt: skip
         assert result.exit_code == 0, result.output
         by_sql: dict[str, list[str]] = {}
-        for row in sql_rows("SELECT * FROM nearsim_clusters_verified(%s, %s)", float(threshold)):
+        for row in sql_rows("SELECT * FROM nearsim_clusters_verified(%s, %s, 's_r')",
+                               float(threshold)):
             by_sql.setdefault(row["cluster"], []).append(row["key"])
         assert groups(json.loads(result.stdout)) == sorted(map(sorted, by_sql.values()))
 

@@ -276,9 +276,10 @@ def test_pairs_by_s_l_within_a_radius_are_the_servers_pairs(
 
 def test_sql_with_the_client_defaults_answers_as_the_client(database: str, stored: tuple[str, Path],
                                                             draft: Path) -> None:
-    """nearsim_similar_verified and nearsim_pairs_verified by S_L at 0.87 take the
+    """The SQL functions' defaults are the client's (S_L at 0.87), and take the
     client's candidates (S_R from 0.5 up, at any distance): the 4 % draft,
-    beyond the radius calibrated for 0.87, is found by SQL as by the library."""
+    beyond the radius calibrated for 0.87, is found by SQL without arguments as
+    by the library."""
     table, root = stored
     query = draft.read_text()
     with nearsim.connect(database, autocommit=True) as conn:
@@ -286,8 +287,8 @@ def test_sql_with_the_client_defaults_answers_as_the_client(database: str, store
         in_client = [(m.key, m.distance, pytest.approx(m.similarity))
                      for m in documents.similar_verified(query)]
         in_sql = conn.execute(
-            "SELECT key, distance, similarity FROM nearsim_similar_verified(%s, %s, %s, %s)",
-            (table, query, measures.DEFAULT_MIN_SIMILARITY, measures.DEFAULT_MEASURE)).fetchall()
+            "SELECT key, distance, similarity FROM nearsim_similar_verified(%s, %s)",
+            (table, query)).fetchall()
         assert [key for key, *_ in in_client] == [str(root / "Ruth 1.txt")]
         assert in_sql == in_client
         # the same, as pairs of a table that holds the draft too
@@ -296,10 +297,33 @@ def test_sql_with_the_client_defaults_answers_as_the_client(database: str, store
         pairs_in_client = [(p.a, p.b, p.distance, pytest.approx(p.similarity))
                            for p in documents.pairs_verified()]
         pairs_in_sql = conn.execute(
-            "SELECT a, b, distance, similarity FROM nearsim_pairs_verified(%s, %s, %s)",
-            (table, measures.DEFAULT_MIN_SIMILARITY, measures.DEFAULT_MEASURE)).fetchall()
+            "SELECT a, b, distance, similarity FROM nearsim_pairs_verified(%s)",
+            (table,)).fetchall()
         assert sorted(pairs_in_sql) == sorted(pairs_in_client)
         assert {(a, b) for a, b, *_ in pairs_in_sql} == {
             tuple(sorted((str(root / "Ruth 1.txt"), str(draft))))}
         conn.execute(sql.SQL("DELETE FROM {} WHERE key = %s").format(sql.Identifier(table)),
                      (str(draft),))
+
+
+def test_every_sql_function_defaults_to_the_clients_measure_and_threshold(
+    database: str, stored: tuple[str, Path],
+) -> None:  # fmt: skip
+    """nearsim_similar_verified, _pairs_verified, _clusters_verified, a table's typed
+    <prefix>_pairs_verified and _clusters_verified, and the guard's measure: one
+    default, the client's."""
+    table, _ = stored
+    threshold = f"DEFAULT {measures.DEFAULT_MIN_SIMILARITY}"
+    measure = f"measure text DEFAULT '{measures.DEFAULT_MEASURE}'::text"
+    with nearsim.connect(database, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT p.proname, pg_get_function_arguments(p.oid) FROM pg_proc p"
+            " WHERE p.proname IN ('nearsim_similar_verified', 'nearsim_pairs_verified',"
+            " 'nearsim_clusters_verified', 'nearsim_guard', %s, %s)",
+            [f"{table}_pairs_verified", f"{table}_clusters_verified"]).fetchall()
+    arguments = dict(rows)
+    assert len(arguments) == 6, sorted(arguments)
+    for name, given in arguments.items():
+        assert measure in given, (name, given)
+        if name != "nearsim_guard":  # whose min_similarity is asked for (or max_distance)
+            assert f"min_similarity double precision {threshold}" in given, (name, given)

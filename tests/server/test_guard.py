@@ -56,14 +56,16 @@ def test_error_names_the_existing_document(docs: psycopg.Connection) -> None:
 
 
 def test_verified_error_gives_the_similarity(docs: psycopg.Connection) -> None:
-    docs.execute("SELECT nearsim_guard('docs', min_similarity => 0.6)")
-    error = error_of(docs, "INSERT INTO docs VALUES (3, %s)", PSALM_AGAIN)
-    assert error.sqlstate == NEAR_DUPLICATE
-    measured = docs.execute("SELECT s_r FROM nearsim_compare(%s, %s)",
-                            (PSALM, PSALM_AGAIN)).fetchone()
-    assert measured is not None
-    assert f"is {measured[0]:.3f} similar (s_r) to existing key 1" in (
-        error.diag.message_detail or "")
+    # by S_L unless the measure is named, as everywhere
+    for measure, named in (("s_l", ""), ("s_r", ", measure => 's_r'")):
+        docs.execute(f"SELECT nearsim_guard('docs', min_similarity => 0.6{named})")
+        error = error_of(docs, "INSERT INTO docs VALUES (3, %s)", PSALM_AGAIN)
+        assert error.sqlstate == NEAR_DUPLICATE
+        measured = docs.execute(f"SELECT {measure} FROM nearsim_compare(%s, %s)",
+                                (PSALM, PSALM_AGAIN)).fetchone()
+        assert measured is not None
+        assert f"is {measured[0]:.3f} similar ({measure}) to existing key 1" in (
+            error.diag.message_detail or "")
     # a text that shares less than that passes, even if its fingerprint is near
     docs.execute("SELECT nearsim_guard('docs', min_similarity => 0.99, max_distance => 10)")
     docs.execute("INSERT INTO docs VALUES (3, %s)", (PSALM_AGAIN,))

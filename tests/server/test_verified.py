@@ -82,8 +82,8 @@ def test_exactly_the_passing_candidates_within_the_calibrated_radius(
         for _ in range(8):
             query = edited(rng, bodies[rng.randrange(250)])
             rows = conn.execute(
-                "SELECT key, distance, similarity, short FROM nearsim_similar_verified(%s, %s, %s)",
-                [table, query, minimum]).fetchall()
+                "SELECT key, distance, similarity, short FROM nearsim_similar_verified(%s, %s, %s,"
+                " 's_r')", [table, query, minimum]).fetchall()
             expected = brute_force(bodies, query, calibration.radius_for(minimum), minimum, "s_r")
             assert {key: similarity for key, _, similarity, _ in rows} == pytest.approx(expected)
             assert [row[2] for row in rows] == sorted((row[2] for row in rows), reverse=True)
@@ -280,7 +280,7 @@ def test_verified_pairs_and_clusters_are_the_brute_force_ones(
     assert len(expected) >= 20 and beyond
     with psycopg.connect(database) as conn:
         rows = conn.execute("SELECT a, b, distance, similarity FROM"
-                            " nearsim_pairs_verified(%s, 0.8)", [table]).fetchall()
+                            " nearsim_pairs_verified(%s, 0.8, 's_r')", [table]).fetchall()
         # every pair, whatever its distance: none is missed for lying beyond the radius
         assert {(a, b): value for a, b, _, value in rows} == expected
         for a, b, distance, _ in rows:
@@ -288,9 +288,9 @@ def test_verified_pairs_and_clusters_are_the_brute_force_ones(
             assert fa is not None and fb is not None and distance == nearsim.hamming(fa, fb)
         # with a radius, the candidates within it (as before)
         within = conn.execute("SELECT a, b FROM nearsim_pairs_verified(%s, 0.8,"
-                              " max_distance => %s)", [table, radius]).fetchall()
+                              " 's_r', max_distance => %s)", [table, radius]).fetchall()
         assert set(within) == set(expected) - set(beyond)
-        groups = conn.execute("SELECT key, cluster FROM nearsim_clusters_verified(%s, 0.8)",
+        groups = conn.execute("SELECT key, cluster FROM nearsim_clusters_verified(%s, 0.8, 's_r')",
                               [table]).fetchall()
     cluster_of = dict(groups)
     assert set(cluster_of) == {key for pair in expected for key in pair}
@@ -384,7 +384,8 @@ def test_verified_pairs_of_odd_documents(database: str, minimum: float) -> None:
         load_table(conn, table, bodies)
         try:
             rows = conn.execute("SELECT a, b, similarity, short FROM"
-                                " nearsim_pairs_verified(%s, %s)", [table, minimum]).fetchall()
+                                " nearsim_pairs_verified(%s, %s, 's_r')",
+                                [table, minimum]).fetchall()
         finally:
             conn.execute(sql.SQL("DROP TABLE {} CASCADE").format(sql.Identifier(table)))
     expected = every_pair({k: v for k, v in bodies.items() if v}, minimum)
@@ -456,7 +457,8 @@ def test_verified_pairs_on_random_sets_near_every_threshold(database: str) -> No
         load_table(conn, table, bodies)
         try:
             for minimum in (0.2, 1 / 3, 0.5, 0.6, 2 / 3, 0.75, 0.8, 0.9, 1.0):
-                rows = conn.execute("SELECT a, b, similarity FROM nearsim_pairs_verified(%s, %s)",
+                rows = conn.execute("SELECT a, b, similarity FROM"
+                                    " nearsim_pairs_verified(%s, %s, 's_r')",
                                     [table, minimum]).fetchall()
                 expected = every_pair(bodies, minimum)
                 assert {(a, b): value for a, b, value in rows} == expected, minimum
@@ -467,7 +469,8 @@ def test_verified_pairs_on_random_sets_near_every_threshold(database: str) -> No
 
 # --- The sketch index: candidates by S_R at any distance
 
-SEARCH = "SELECT key, distance, similarity, short FROM nearsim_similar_verified(%s, %s, %s)"
+SEARCH = ("SELECT key, distance, similarity, short"
+          " FROM nearsim_similar_verified(%s, %s, %s, 's_r')")
 
 
 def sketch_index(conn: psycopg.Connection, table: str) -> None:

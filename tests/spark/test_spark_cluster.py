@@ -123,7 +123,7 @@ def test_dedup_under_spark_submit_on_a_standalone_cluster_is_nearsim_clusters_ve
         evaluation_corpus: tuple[str, Path], tmp_path: Path) -> None:  # fmt: skip
     """spark-submit --master spark://... with the packed environment as the executors' Python:
     the executors import nearsim from that environment alone, and the groups are
-    nearsim_clusters_verified(tbl, 0.8)'s."""
+    nearsim_clusters_verified(tbl, 0.8, 's_r')'s."""
     table, source = evaluation_corpus
     job_file = subprocess.run(
         [sys.executable, "-m", "nearsim.client.cli", "spark", "job-file"],
@@ -153,7 +153,8 @@ def test_dedup_under_spark_submit_on_a_standalone_cluster_is_nearsim_clusters_ve
         assert not Path(module).resolve().is_relative_to(ROOT)
     (new,) = set(applications(cluster)) - before
     assert applications(cluster)[new]["state"] == "FINISHED"
-    expected = postgresql_groups(database, "nearsim_clusters_verified(%s, 0.8)", table)
+    expected = postgresql_groups(database, "nearsim_clusters_verified(%s, 0.8, 's_r')",
+                                table)
     assert len(expected) > 100
     assert spark_groups(output) == expected
     summary = json.loads(ran.stdout)

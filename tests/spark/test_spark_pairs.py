@@ -181,7 +181,7 @@ def test_components_min_size(database: str, corpus: Corpus, fingerprinted: DataF
 
 def test_verified_clusters_are_nearsim_clusters_verified(database: str, corpus: Corpus) -> None:
     expected = sorted(query(database, f"SELECT key, cluster, pivot FROM nearsim_clusters_verified("
-                                      f"'{corpus.table}', 0.8)"))  # fmt: skip
+                                      f"'{corpus.table}', 0.8, 's_r')"))  # fmt: skip
     found = verified_clusters(corpus.frame, "id", "body", 0.8)
     assert as_text(found, "key", "cluster", "pivot") == expected
     # Named after the smallest key as text, as the SQL function names them.
@@ -204,7 +204,7 @@ def test_resemblance_pairs_beyond_the_radius(database: str, corpus: Corpus) -> N
     on Spark: pairs at least 0.8 similar whose fingerprints lie further apart than the
     calibrated radius are found too."""
     expected = sorted(query(database, "SELECT a, b, distance, similarity, short FROM"
-                            " nearsim_pairs_verified(%s, 0.8)", corpus.table))  # fmt: skip
+                            " nearsim_pairs_verified(%s, 0.8, 's_r')", corpus.table))  # fmt: skip
     radius = spark_search.verified_radius(0.8, "s_r", None)
     beyond = {(a, b) for a, b, distance, _, _ in expected if distance > radius}
     assert beyond  # two pairs of the corpus at exactly 0.8, 14 and 17 bits apart
@@ -226,8 +226,8 @@ def test_resemblance_pairs_of_texts_without_fingerprints(database: str, spark: A
         conn.execute("SELECT nearsim_enable('stop_words', 'body', profile => 'english')")
         for row in rows:
             conn.execute("INSERT INTO stop_words VALUES (%s, %s)", row)
-    expected = sorted(query(database, "SELECT a, b, distance, similarity, short FROM"
-                                      " nearsim_pairs_verified('stop_words', 0.5)"))  # fmt: skip
+    expected = sorted(query(database, "SELECT a, b, distance, similarity, short FROM nearsim"
+                                      "_pairs_verified('stop_words', 0.5, 's_r')"))  # fmt: skip
     assert ("1", "2", None, 1.0, True) in expected
     frame = spark.createDataFrame(rows, "id long, body string")
     found = verified_pairs(frame, "id", "body", 0.5, profile="english")
@@ -256,7 +256,7 @@ def test_resemblance_pairs_ranked_on_the_driver_or_by_joins(
     if chunk is not None:
         monkeypatch.setattr(spark_overlaps, "CHUNK_ELEMENTS", chunk)
     expected = sorted(query(database, "SELECT a, b, distance, similarity, short FROM"
-                            " nearsim_pairs_verified(%s, 0.5)", corpus.table))  # fmt: skip
+                            " nearsim_pairs_verified(%s, 0.5, 's_r')", corpus.table))  # fmt: skip
     documents = fingerprinted.select(F.col("id").alias("key"), "si", F.col("body").alias("text"))
     members, sizes, found = resemblance_pairs(documents, 0.5, max_broadcast)
     grouped = spark_search.GroupPairs(members, sizes, found, 0.5, document_distance=True)

@@ -60,17 +60,25 @@ INSERT INTO proverbs VALUES
 SELECT key, distance <= 64 AS found, round(similarity::numeric, 3) AS s_r, short
 FROM nearsim_similar_verified('proverbs',
   'My son, hear the instruction of thy father, and forsake not the law of thy mother: For they shall be an ornament of grace unto thy head, and chains about thy neck.',
-  0.5, max_distance => 64);
+  0.5, 's_r', max_distance => 64);
 SELECT key, round(similarity::numeric, 3) AS containment
 FROM nearsim_similar_verified('proverbs', 'hear the instruction of thy father, and forsake not the law of thy mother',
   0.5, 'containment', max_distance => 64);
 SELECT a, b, round(similarity::numeric, 3) AS s_r, short
-FROM nearsim_pairs_verified('proverbs', 0.5, max_distance => 64);
+FROM nearsim_pairs_verified('proverbs', 0.5, 's_r', max_distance => 64);
 SELECT key, cluster FROM nearsim_clusters_verified('proverbs', 0.5, max_distance => 64);
 SELECT * FROM nearsim_pairs_verified('proverbs', 0.8, 's_q');
 SELECT * FROM nearsim_clusters_verified('proverbs', 0.8, method => 'kmeans');
 SELECT * FROM nearsim_similar_verified('proverbs', 'some words', 0.8, 'cosine');
-SELECT * FROM nearsim_similar_verified('proverbs', 'some words', 0.99);
+SELECT * FROM nearsim_similar_verified('proverbs', 'some words', 0.99, 's_r');
+-- by default S_L at 0.87: the query, 1 without its last word, finds 1 and 2;
+-- 2 lacks the last 5 of the 29 words of 1 (S_L 0.844): a pair at 0.8 only
+SELECT key, round(similarity::numeric, 3) AS s_l
+FROM nearsim_similar_verified('proverbs',
+  'My son, hear the instruction of thy father, and forsake not the law of thy mother: For they shall be an ornament of grace unto thy head, and chains about thy');
+SELECT a, b, round(similarity::numeric, 3) AS s_l FROM nearsim_pairs_verified('proverbs');
+SELECT a, b, round(similarity::numeric, 3) AS s_l FROM nearsim_pairs_verified('proverbs', 0.8);
+SELECT key, cluster FROM nearsim_clusters_verified('proverbs', 0.8);
 SET client_min_messages = warning;
 DROP TABLE proverbs CASCADE;
 RESET client_min_messages;
@@ -97,7 +105,7 @@ INSERT INTO pairs_docs VALUES (1, 'the quick brown fox jumps over the lazy dog')
   (2, 'the quick brown fox jumps over the lazy dog again'), (3, ''), (4, NULL),
   (5, 'the quick brown fox jumps over the lazy dog'), (6, 'something else entirely here');
 SELECT nearsim_enable('pairs_docs', 'body');
-SELECT * FROM nearsim_pairs_verified('pairs_docs', 0.5) ORDER BY a, b;
+SELECT * FROM nearsim_pairs_verified('pairs_docs', 0.5, 's_r') ORDER BY a, b;
 SELECT * FROM nearsim_resemblance_pairs('pairs_docs', 'id', 'body', 'si', 0) ORDER BY a, b;
 SELECT nearsim_disable('pairs_docs');
 DROP TABLE pairs_docs;
@@ -118,7 +126,7 @@ CREATE INDEX sketch_docs_lower ON sketch_docs USING gin (nearsim_sketch(lower(bo
 SELECT * FROM nearsim_sketch_index('sketch_docs');
 SELECT * FROM nearsim_sketch_index('pg_class');
 SELECT key, distance, round(similarity::numeric, 3) AS s_r, short
-FROM nearsim_similar_verified('sketch_docs', 'the quick brown fox jumps over the lazy dog by the river bank', 0.5);
-SELECT key FROM nearsim_similar_verified('sketch_docs', '', 0.5);
+FROM nearsim_similar_verified('sketch_docs', 'the quick brown fox jumps over the lazy dog by the river bank', 0.5, 's_r');
+SELECT key FROM nearsim_similar_verified('sketch_docs', '', 0.5, 's_r');
 SELECT nearsim_disable('sketch_docs');
 DROP TABLE sketch_docs;

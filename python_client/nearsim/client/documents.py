@@ -402,16 +402,17 @@ class DocumentTable:
 
     def guard(
         self, max_distance: int | None = None, min_similarity: float | None = None,
-        measure: str = "s_r", action: str = "error",
+        measure: str = DEFAULT_MEASURE, action: str = "error",
     ) -> None:
         """Guard the table at check-in (``nearsim_guard``); for its owner.
 
         From then on an INSERT or UPDATE of a document with a near-duplicate
         already stored fails with SQLSTATE 23N01 (``error``), is not written
         (``skip``), or is written and linked in ``<table>_nearsim_links``
-        (``record``).  With ``min_similarity`` the texts decide, among the
-        candidates within ``max_distance`` bits (by default the calibrated
-        radius).
+        (``record``).  With ``min_similarity`` the texts decide by ``measure``
+        (S_L unless told otherwise), among the candidates within
+        ``max_distance`` bits (by default the radius calibrated for S_R at
+        ``min_similarity``).
         """
         self.require_enabled()
         self.conn.execute(

@@ -100,8 +100,8 @@ def _create_typed_functions(session: Session, enabled: Enabled) -> None:
             f"SELECT p.a::{key}, p.b::{key}, p.distance FROM {ext}.nearsim_pairs({tbl},"
             " max_distance) AS p"),
         "pairs_verified": (
-            "min_similarity pg_catalog.float8 DEFAULT 0.8, measure pg_catalog.text DEFAULT"
-            " 's_r', max_distance pg_catalog.int4 DEFAULT NULL",
+            "min_similarity pg_catalog.float8 DEFAULT 0.87, measure pg_catalog.text DEFAULT"
+            " 's_l', max_distance pg_catalog.int4 DEFAULT NULL",
             f"a {key}, b {key}, distance pg_catalog.int4, similarity pg_catalog.float8,"
             " short pg_catalog.bool",
             f"SELECT p.a::{key}, p.b::{key}, p.distance, p.similarity, p.short FROM"
@@ -113,8 +113,8 @@ def _create_typed_functions(session: Session, enabled: Enabled) -> None:
             f"SELECT c.key::{key}, c.cluster::{key}, c.pivot::{key} FROM"
             f" {ext}.nearsim_clusters({tbl}, max_distance, method, min_size) AS c"),
         "clusters_verified": (
-            "min_similarity pg_catalog.float8 DEFAULT 0.8, measure pg_catalog.text DEFAULT"
-            " 's_r', max_distance pg_catalog.int4 DEFAULT NULL, method pg_catalog.text DEFAULT"
+            "min_similarity pg_catalog.float8 DEFAULT 0.87, measure pg_catalog.text DEFAULT"
+            " 's_l', max_distance pg_catalog.int4 DEFAULT NULL, method pg_catalog.text DEFAULT"
             " 'components', min_size pg_catalog.int4 DEFAULT 2",
             f"key {key}, cluster {key}, pivot {key}",
             f"SELECT c.key::{key}, c.cluster::{key}, c.pivot::{key} FROM"
