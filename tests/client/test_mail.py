@@ -43,6 +43,10 @@ ORIGINAL = (
 REPLY = "Alice, legal agrees with all of it. We sign on Tuesday. Bob"
 
 
+OUTLOOK_SAVED = Path(__file__).resolve().parents[1] / "data" / "outlook" / "outer.msg"
+"""A message saved by Outlook itself (tests/data/outlook/README.md says whose)."""
+
+
 def message(sender: str, subject: str, body: str, cte: str, **headers: str) -> EmailMessage:
     mail = EmailMessage()
     mail["From"] = sender
@@ -341,6 +345,26 @@ def test_an_outlook_msg_is_its_body_and_its_attachments_with_their_headers(
     names = [named.name for named in named_documents(msg, max_bytes=LIMIT)]
     assert names == list(by_key)
     assert text_of(f"{msg}#4:prices.html") == "Price list: 12 € per crate"
+
+
+def test_a_message_saved_by_outlook_itself_is_read_with_the_message_attached_to_it(
+    tmp_path: Path,
+) -> None:  # fmt: skip
+    """tests/data/outlook/outer.msg, saved by Outlook (not made by a library): its body
+    and the message attached to it, each with its own headers."""
+    saved = tmp_path / "outer.msg"
+    saved.write_bytes(OUTLOOK_SAVED.read_bytes())
+    fields = ("to", "subject", "attachment", "message")
+    inputs = list(iter_inputs([str(tmp_path)], SourceOptions(fields=fields)))
+    by_key = {item.key: read(item) for item in inputs if isinstance(item, RecordInput)}
+    outer = str(saved)
+    assert list(by_key) == [outer, f"{outer}#1:attachment-1"]
+    body, attached = by_key[outer], by_key[f"{outer}#1:attachment-1"]
+    assert (body.text.strip(), body.encoding) == ("Outer body", "utf-16")
+    assert body.fields == ("outer@foo.bar <outer@foo.bar>", "outer subject", None, None)
+    assert attached.text.strip() == "body"
+    assert attached.fields == ("test@foobar.com <test@foobar.com>", "test", "attachment-1",
+                               outer)  # fmt: skip
 
 
 def test_an_outlook_reply_quoting_an_eml_original_is_found_by_containment(
