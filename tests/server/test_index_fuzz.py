@@ -54,6 +54,17 @@ RADII = (0, 3, 6)
 NEAREST = (1, 3)
 PAIR_RADII = (0, 6)
 VERIFIED_SIMILARITY = (0.5, 0.8, 0.87)
+VERIFIED_ROUTES = {
+    # by S_R: the documents within the calibrated radius whose S_R passes
+    ", 's_r'": ("nearsim_resemblance",
+                "hamming(si + 0, simhash(%(t)s)) <= nearsim_radius(%(m)s)"),
+    # by default, S_L: its candidates are those at least 0.5 similar by S_R
+    "": ("nearsim_literal_similarity",
+         "hamming(si + 0, simhash(%(t)s)) <= nearsim_radius(0.5)"
+         " AND nearsim_resemblance(%(t)s, body) >= 0.5"),
+}
+"""nearsim_similar_verified's arguments after the threshold, and what it is, as a scan:
+the measure and which documents are candidates."""
 # How many fingerprints each check asks every search for, and how many
 # (all the texts written, when fewer) it asks nearsim_search for at 0 bits
 DETAILED_QUERIES = 10
@@ -259,42 +270,22 @@ def disagreements(conn: psycopg.Connection, texts: Sequence[str]) -> list[str]:
         if by_text != expected_by_text:
             found.append(f"docs_similar({text!r}, 3) gave {by_text}, the scan {expected_by_text}")
         for min_similarity in VERIFIED_SIMILARITY:
-            verified = [(key, distance, round(similarity, 9)) for key, distance, similarity in
-                        conn.execute("SELECT key, distance, similarity FROM"
-                                     " nearsim_similar_verified('docs', %s,"
-                                     " min_similarity => %s, measure => 's_r')",
-                                     [text, min_similarity])]
-            expected_verified = [(key, distance, round(similarity, 9)) for
-                                 key, distance, similarity in conn.execute(
-                "SELECT c.key, c.distance, c.similarity FROM ("
-                " SELECT id::text AS key, hamming(si, simhash(%(t)s)) AS distance,"
-                " nearsim_resemblance(%(t)s, body) AS similarity FROM docs"
-                " WHERE hamming(si + 0, simhash(%(t)s)) <= nearsim_radius(%(m)s)) c"
-                " WHERE c.similarity >= %(m)s"
-                " ORDER BY c.similarity DESC, c.distance, c.key COLLATE \"C\"",
-                {"t": text, "m": min_similarity})]
-            if verified != expected_verified:
-                found.append(f"nearsim_similar_verified('docs', {text!r}, min_similarity =>"
-                             f" {min_similarity}, measure => 's_r') gave {verified},"
-                             f" the scan {expected_verified}")
-            # by default, S_L: its candidates are those at least 0.5 similar by S_R
-            by_words = [(key, distance, round(similarity, 9)) for key, distance, similarity in
-                        conn.execute("SELECT key, distance, similarity FROM"
-                                     " nearsim_similar_verified('docs', %s, %s)",
-                                     [text, min_similarity])]
-            expected_by_words = [(key, distance, round(similarity, 9)) for
-                                 key, distance, similarity in conn.execute(
-                "SELECT c.key, c.distance, c.similarity FROM ("
-                " SELECT id::text AS key, hamming(si, simhash(%(t)s)) AS distance,"
-                " nearsim_literal_similarity(%(t)s, body) AS similarity FROM docs"
-                " WHERE hamming(si + 0, simhash(%(t)s)) <= nearsim_radius(0.5)"
-                " AND nearsim_resemblance(%(t)s, body) >= 0.5) c"
-                " WHERE c.similarity >= %(m)s"
-                " ORDER BY c.similarity DESC, c.distance, c.key COLLATE \"C\"",
-                {"t": text, "m": min_similarity})]
-            if by_words != expected_by_words:
-                found.append(f"nearsim_similar_verified('docs', {text!r}, {min_similarity})"
-                             f" gave {by_words}, the scan {expected_by_words}")
+            for arguments, (measured, candidates) in VERIFIED_ROUTES.items():
+                call = f"nearsim_similar_verified('docs', %(t)s, %(m)s{arguments})"
+                verified = [(key, distance, round(similarity, 9)) for key, distance, similarity
+                            in conn.execute(f"SELECT key, distance, similarity FROM {call}",
+                                            {"t": text, "m": min_similarity})]  # fmt: skip
+                expected_verified = [(key, distance, round(similarity, 9)) for
+                                     key, distance, similarity in conn.execute(
+                    "SELECT c.key, c.distance, c.similarity FROM ("
+                    " SELECT id::text AS key, hamming(si, simhash(%(t)s)) AS distance,"
+                    f" {measured}(%(t)s, body) AS similarity FROM docs WHERE {candidates}) c"
+                    " WHERE c.similarity >= %(m)s"
+                    " ORDER BY c.similarity DESC, c.distance, c.key COLLATE \"C\"",
+                    {"t": text, "m": min_similarity})]
+                if verified != expected_verified:
+                    found.append(f"{call} with {text!r}, {min_similarity} gave {verified},"
+                                 f" the scan {expected_verified}")
     for k in PAIR_RADII:
         expected_pairs = in_order((a.key, b.key, hamming(a.si, b.si)) for a in rows for b in rows
                                 if a.key < b.key and hamming(a.si, b.si) <= k)
