@@ -139,6 +139,12 @@ def test_the_sql_defaults_end_to_end_are_the_route_measured_in_python(
     assert server["recall"] == pytest.approx(row["recall_screened"])
     assert server["precision"] == pytest.approx(row["precision_screened"])
     assert server["strict_precision"] <= server["precision"]
+    # the former defaults in the same run: every pair at least 0.8 similar by S_R
+    by_s_r = {p for p, v in every_pair.items() if v[s_r] >= 0.8 - 1e-12}
+    assert server["baseline"]["pairs"] == len(by_s_r) > 0
+    row = next(r for r in results["sweep"]["s_r"] if r["threshold"] == 0.8)
+    assert server["baseline"]["recall"] == pytest.approx(row["recall"])
+    assert server["baseline"]["precision"] == pytest.approx(row["precision"])
     page = defaults.markdown({**results, "sql_defaults": server})
     assert "**The SQL defaults, end to end**" in page
     assert f"recall {server['recall']:.3f}" in page
