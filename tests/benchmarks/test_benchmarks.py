@@ -34,7 +34,8 @@ def test_quick_benchmark_run(database: str, tmp_path: Path) -> None:
     # Section 10 measured the peers on the same machine.
     assert "10. Peers: signature building" in out
     for row in ("datasketch MinHash, 128 permutations (client)", "pg_trgm GIN index (server)",
-                "nearsim <prefix>_similar(text, 6)", "nearsim_similar_verified(tbl, text, 0.8)",
+                "nearsim <prefix>_similar(text, 6)",
+                "nearsim_similar_verified(tbl, text, 0.8, 's_r')",
                 "pg_trgm body % text, threshold 0.8", "the pg_trgm query's plan:", "pgvector: "):
         assert row in out, row
     assert "simhash in database against the PL/Python reference, KJV chapters, MB/s" in out
