@@ -54,20 +54,16 @@ def test_all_pairs_groups_and_verified_pairs_of_a_default_table_need_no_python(
         groups = conn.execute("SELECT key, cluster, pivot FROM nearsim_clusters('plain', 6,"
                               " 'pivot')").fetchall()  # fmt: skip
         assert ("2", "1", groups[0][2]) in groups
-        verified = conn.execute("SELECT a, b FROM nearsim_pairs_verified('plain')").fetchall()
-        assert ("1", "2") in verified
-        verified_groups = conn.execute("SELECT key, cluster FROM nearsim_clusters_verified("
-                                       "'plain', 0.8, method => 'pivot')").fetchall()
-        assert ("2", "1") in verified_groups
-        assert not python_started(conn)
-        # so are those by S_L, the command line's default
-        by_words = conn.execute("SELECT a, b FROM nearsim_pairs_verified('plain', 0.87,"
-                                " 's_l')").fetchall()  # fmt: skip
-        assert ("1", "2") in by_words
-        groups_by_words = conn.execute("SELECT key, cluster FROM nearsim_clusters_verified("
-                                       "'plain', 0.87, 's_l')").fetchall()
-        assert ("2", "1") in groups_by_words
-        assert not python_started(conn)
+        # verified pairs and groups by S_R, and by S_L (the default)
+        for threshold, measure in ((0.8, "s_r"), (0.87, "s_l")):
+            verified = conn.execute("SELECT a, b FROM nearsim_pairs_verified('plain', %s, %s)",
+                                    [threshold, measure]).fetchall()  # fmt: skip
+            assert ("1", "2") in verified
+            verified_groups = conn.execute(
+                "SELECT key, cluster FROM nearsim_clusters_verified('plain', %s, %s,"
+                " method => 'pivot')", [threshold, measure]).fetchall()
+            assert ("2", "1") in verified_groups
+            assert not python_started(conn)
         # another measure is PL/Python's, over the pairs of nearsim_pairs
         by_s_j = conn.execute("SELECT a, b FROM nearsim_pairs_verified('plain', 0.8,"
                               " 's_j')").fetchall()  # fmt: skip
