@@ -164,6 +164,14 @@ def test_the_library_shows_both_measures_and_can_skip_the_second(
             measures.containment(draft.read_text(), CHAPTERS["Ruth 1"]))
         assert (contained.s_l, contained.s_r) == (pytest.approx(exact.s_l),
                                                   pytest.approx(exact.s_r))
+        # S_R and S_L whichever measure selected; the value the search measured is kept
+        ruth = str(stored[1] / "Ruth 1.txt")
+        for measure in ("s_r", "s_l", "containment", "s_j"):
+            [match] = [m for m in documents.similar_verified(draft.read_text(), 0.5, measure)
+                       if m.key == ruth]
+            assert (match.s_r, match.s_l) == (pytest.approx(exact.s_r), pytest.approx(exact.s_l))
+            if measure in ("s_r", "s_l"):
+                assert getattr(match, measure) == match.similarity
 
 
 @pytest.fixture(scope="module")

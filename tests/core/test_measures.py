@@ -16,7 +16,6 @@ from nearsim.core.measures import (
     DEFAULT_MIN_CHUNK_WORDS,
     EMPTY_SIGNATURE_VALUE,
     Chunk,
-    Shingled,
     _mul_mod_mersenne,
     compare,
     containment,
@@ -25,7 +24,6 @@ from nearsim.core.measures import (
     multiset_jaccard,
     repetition_similarity,
     resemblance,
-    side_by_side,
     word_shingles,
 )
 
@@ -441,16 +439,3 @@ def test_repetitive_100_kb_documents() -> None:
     assert (result.common, len(result.chunks)) == (6 * 3000, 3000)
     assert result.information_s_j > 0
     assert compare(first, first).s_j == 1.0
-
-
-def test_side_by_side_gives_s_r_and_s_l_whichever_measure_selected() -> None:
-    query = "the quick brown fox jumps over the lazy dog and runs far away into the woods"
-    other = query.replace("lazy", "sleepy") + " and never comes back"
-    exact = compare(query, other)
-    asked = Shingled(query)
-    for measure in ("s_r", "s_l", "containment", "s_j"):
-        value = float(getattr(exact, measure))
-        assert side_by_side(asked, other, measure, value) == pytest.approx((exact.s_r, exact.s_l))
-    # the value the search measured is taken as it is, not measured again
-    assert side_by_side(asked, other, "s_l", 0.5)[1] == 0.5
-    assert side_by_side(asked, other, "s_r", 0.5)[0] == 0.5

@@ -16,7 +16,7 @@ The query functions work on any table enabled with ``nearsim_enable``.
 from __future__ import annotations
 
 import os
-from collections.abc import Generator, Sequence
+from collections.abc import Generator
 from contextlib import closing
 from dataclasses import dataclass, replace
 from typing import Any, cast
@@ -26,7 +26,7 @@ import psycopg.rows
 from psycopg import sql
 
 from ..core.fingerprint import PROFILE
-from ..core.measures import DEFAULT_MEASURE, DEFAULT_MIN_SIMILARITY, Shingled, side_by_side
+from ..core.measures import DEFAULT_MEASURE, DEFAULT_MIN_SIMILARITY
 from ..core.profiles import canonical, simhash
 from ..core.registry import EXTENSION_SCHEMA_QUERY, REGISTRY, Registration
 from .sources import file_key
@@ -451,28 +451,30 @@ class DocumentTable:
         matches = [VerifiedMatch(*row) for row in rows]
         return self._side_by_side(query, matches, measure) if side_by_side else matches
 
-    def _texts(self, keys: Sequence[str]) -> dict[str, str]:
-        """The texts of the documents of ``keys`` (compared as text); gone ones left out."""
-        registration = self.require_enabled()
-        query = sql.SQL(
-            "SELECT {key}::text, {text} FROM {table} WHERE {key}::text = ANY(%s)"
-        ).format(
-            key=sql.Identifier(registration.key_column),
-            text=sql.Identifier(registration.text_column), table=self.identifier)
-        return {key: text or "" for key, text in self.conn.execute(query, [list(keys)])}
-
     def _side_by_side(self, query: str, matches: list[VerifiedMatch],
                       measure: str) -> list[VerifiedMatch]:  # fmt: skip
-        """The matches with their S_R and S_L (None for a document deleted meanwhile)."""
-        asked = Shingled(query)
-        texts = self._texts([match.key for match in matches])
+        """The matches with their S_R and S_L (None for a document deleted meanwhile),
+        measured by the server's C functions in one query; the value the search
+        measured is kept as it is."""
+        if not matches:
+            return matches
+        registration = self.require_enabled()
+        statement = sql.SQL(
+            "SELECT d.{key}::text, {ext}.nearsim_resemblance(%(q)s, d.{text}::text),"
+            " {ext}.nearsim_literal_similarity(%(q)s, d.{text}::text)"
+            " FROM {table} AS d WHERE d.{key}::text = ANY(%(keys)s)"
+        ).format(key=sql.Identifier(registration.key_column), ext=self.extension,
+                 text=sql.Identifier(registration.text_column), table=self.identifier)
+        measured = {key: (s_r, s_l) for key, s_r, s_l in self.conn.execute(
+            statement, {"q": query, "keys": [match.key for match in matches]})}
         result = []
         for match in matches:
-            if match.key not in texts:
+            if match.key not in measured:
                 result.append(match)
                 continue
-            s_r, s_l = side_by_side(asked, texts[match.key], measure, match.similarity)
-            result.append(replace(match, s_r=s_r, s_l=s_l))
+            s_r, s_l = measured[match.key]
+            result.append(replace(match, s_r=match.similarity if measure == "s_r" else s_r,
+                                  s_l=match.similarity if measure == "s_l" else s_l))
         return result
 
     def pairs(self, max_distance: int) -> Generator[Pair, None, None]:

@@ -78,7 +78,6 @@ __all__ = [
     "resemblance",
     "set_containment",
     "set_resemblance",
-    "side_by_side",
     "word_shingles",
 ]
 
@@ -777,20 +776,3 @@ def verified_measure(measure: str, a: Shingled, b: Shingled) -> float:
     if measure not in VERIFIED_MEASURES:
         raise ValueError(f"unknown measure {measure!r}: use one of {', '.join(VERIFIED_MEASURES)}")
     return float(getattr(compare(a.text, b.text), measure))
-
-
-def side_by_side(asked: Shingled, text: str, measure: str,
-                 similarity: float) -> tuple[float, float]:  # fmt: skip
-    """``(S_R, S_L)`` of a query and a text a verified search found by ``measure``.
-
-    The value the search measured (``similarity``) is taken as it is; the
-    other is measured here.  S_R is a set measure (cheap); S_L needs
-    :func:`compare` (words and passages), like the server's own S_L.
-    """
-    if measure == "s_l":
-        return set_resemblance(asked.shingles, set(word_shingles(text))), similarity
-    s_l = compare(asked.text, text).s_l
-    if measure == "s_r":
-        return similarity, s_l
-    return set_resemblance(asked.shingles, set(word_shingles(text))), s_l
-
