@@ -110,6 +110,7 @@ typedef struct KeyReader
 	int64		ahead_low[KEYS_AHEAD];	/* the start of the range each is for */
 	bool		ahead_range[KEYS_AHEAD];	/* loaded for a range (not a right sibling) */
 	int			oldest;			/* the slot of ahead to use next */
+	const char *upcoming;		/* the page of the right sibling loaded ahead, or NULL */
 	bool		has_following;	/* the start of the range to be opened after this one */
 	int64		following;
 	int64		page_low;		/* no key from here on is on a page to its left */

@@ -403,6 +403,75 @@ def test_nearest_within_a_small_memory_reads_the_index_whole(
             conn.execute("DROP TABLE crowd CASCADE")
 
 
+def entries_of_index(conn: psycopg.Connection, index: str) -> tuple[int, int]:
+    """The entries of an index's pages marked dead (LP_DEAD) and those longer
+    than one key and tuple id (posting lists), read with pageinspect (whose
+    btree functions take only btree's own access method)."""
+    conn.execute("CREATE EXTENSION IF NOT EXISTS pageinspect")
+    # a leaf: the level in the page's btree opaque data (its bytes 8 to 11) is 0
+    row = conn.execute(
+        "WITH pages AS (SELECT get_raw_page(%(i)s::text, b::int) AS raw"
+        " FROM generate_series(1, pg_relation_size(%(i)s::regclass) / 8192 - 1) b),"
+        " leaves AS (SELECT raw FROM pages, page_header(raw) h"
+        " WHERE substring(raw FROM h.special + 9 FOR 4) = '\\x00000000'::bytea)"
+        " SELECT count(*) FILTER (WHERE lp_flags = 3), count(*) FILTER (WHERE lp_len > 16)"
+        " FROM leaves, heap_page_items(raw) WHERE lp > 1", {"i": index}).fetchone()
+    assert row is not None
+    return int(row[0]), int(row[1])
+
+
+def test_entries_marked_dead_and_posting_lists_among_the_plain_ones_are_read_as_nbtree_reads_them(
+        database: str) -> None:  # fmt: skip
+    """A leaf's plain entries are read in one tight loop, which leaves the
+    others (marked dead, a posting list, NULL) to the general one: ranges
+    and whole passes over pages that mix them give the scan's answers."""
+    rng = random.Random(21)
+    query = signed(rng.getrandbits(64))
+    values: list[int | None] = [signed(rng.getrandbits(64)) for _ in range(3_000)]
+    values += [flip(query, rng.sample(range(64), d)) for d in range(0, 22) for _ in range(2)]
+    values += [values[5]] * 300 + [flip(query, [9])] * 200 + [None] * 5
+    with psycopg.connect(database, autocommit=True) as conn:
+        load(conn, "marked", values)
+        try:
+            conn.execute("DELETE FROM marked WHERE id % 3 = 0")
+            alive = [None if i % 3 == 0 else v for i, v in enumerate(values)]
+            deleted = set(range(0, len(values), 3))
+            # an ordinary index scan of band 0's index marks the deleted rows' entries dead
+            index = conn.execute(
+                "SELECT indexrelid::regclass::text FROM pg_index"
+                " WHERE indrelid = 'marked'::regclass"
+                " AND pg_get_indexdef(indexrelid) LIKE '%nearsim_rotate(si, 0)%'").fetchone()
+            assert index is not None
+            for setting in ("enable_seqscan", "enable_bitmapscan", "nearsim.enable_rotation_scan"):
+                conn.execute(f"SET {setting} = off")
+            marking = ("SELECT count(*) FROM marked"
+                       " WHERE nearsim_rotate(si, 0) >= (-9223372036854775807 - 1)")
+            assert "Index" in plan_of(conn, marking)
+            conn.execute(marking)
+            for setting in ("enable_seqscan", "enable_bitmapscan", "nearsim.enable_rotation_scan"):
+                conn.execute(f"RESET {setting}")
+            dead, postings = entries_of_index(conn, index[0])
+            assert dead > 800 and postings > 2
+            conn.execute("SET enable_seqscan = off")
+            nearest = ("SELECT id, hamming(si, %(q)s) FROM marked ORDER BY hamming(si, %(q)s), id"
+                       " LIMIT %(n)s")
+            assert SCAN_NODE in plan_of(conn, nearest % {"q": "7", "n": "10"})
+            for memory in ("4MB", "64kB"):  # 64kB: the far rows come from passes
+                conn.execute(f"SET work_mem = '{memory}'")
+                for probe in (query, values[5] or 0, flip(query, [1, 30, 60])):
+                    expected = [(i, d) for i, d in nearest_expected(alive, probe, len(values))
+                                if i not in deleted]
+                    for n in (1, 10, 150, 400, len(values)):
+                        got = [tuple(r) for r in conn.execute(nearest, {"q": probe, "n": n})]
+                        assert got == expected[:n], (memory, probe, n)
+                    for k in (0, 3, 9, 14, 22):
+                        got_ids = ids(conn, "SELECT id FROM marked"
+                                      " WHERE hamming(si, %(q)s) <= %(k)s", {"q": probe, "k": k})
+                        assert got_ids == within(alive, probe, k), (memory, probe, k)
+        finally:
+            conn.execute("DROP TABLE marked CASCADE")
+
+
 def test_a_join_runs_as_an_index_nested_loop(
         database: str, fingerprints: list[int | None]) -> None:  # fmt: skip
     rng = random.Random(8)
