@@ -296,7 +296,8 @@ more leaf pages the larger the indexes, each read and written back once. At 100 
 documents each index has about 450,000 leaf pages, so a transaction of a million rows puts
 about two entries on each page it visits, where it puts about twenty at 10 million; loads
 at that size want larger transactions (and `nearsim.insert_buffer` to match) or a
-shared_buffers that holds the indexes."""
+shared_buffers that holds the indexes. `make bench-100m` measures it: see "100 million
+documents on one server" below."""
 
 
 def verified_section(results: Path) -> tuple[str, dict[str, Any] | None]:
