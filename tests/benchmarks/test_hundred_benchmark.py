@@ -136,3 +136,21 @@ def test_max_wal_size_is_raised_for_the_load_and_reset_after(database: str) -> N
         assert conn.execute("SHOW max_wal_size").fetchone() == before
     finally:
         conn.close()
+
+
+def test_the_estimate_on_paper_grows_the_sets_of_the_default_layout() -> None:
+    """The 100 million estimate of the scale section grows the uniform sets of
+    the default bands; a set with more bands is another layout, bigger and faster."""
+    def uniform(label: str, documents: int, per_doc: float, ms: float) -> dict[str, object]:
+        return {"set": label, "documents": documents, "loaded_bytes_per_doc": per_doc,
+                "p50_ms": {"3": ms, "6": 2 * ms, "10": 10 * ms}, "scan_p50_ms": {"6": 400.0}}
+
+    scale = {"sets": [uniform("uniform 1M", 1_000_000, 67.5, 0.1),
+                      uniform("text-like 1M", 1_000_000, 60.0, 0.1),
+                      uniform("uniform 10M", 10_000_000, 91.3, 0.2),
+                      uniform("uniform 10M, 4 bands", 10_000_000, 121.7, 0.05)]}
+    text = docs.hundred_million(scale)
+    assert "91 bytes per document" in text and "9.1 GB at 100 million" in text
+    # doubled from 1M to 10M at every radius, so doubled again: 0.4, 0.8 and 4 ms
+    assert "grew 2.0x at k = 3, 2.0x at\nk = 6 and 2.0x at k = 10" in text
+    assert "0.4 ms, 0.8 ms and 4 ms at 100 million" in text
