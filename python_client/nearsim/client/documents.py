@@ -455,16 +455,22 @@ class DocumentTable:
                       measure: str) -> list[VerifiedMatch]:  # fmt: skip
         """The matches with their S_R and S_L (None for a document deleted meanwhile),
         measured by the server's C functions in one query; the value the search
-        measured is kept as it is."""
+        measured is kept as it is, not measured again."""
         if not matches:
             return matches
         registration = self.require_enabled()
+        text = sql.Identifier(registration.text_column)
+        # S_R, then S_L: NULL for the one the search measured
+        columns = [sql.SQL("NULL::float8") if measure == known else
+                   sql.SQL("{}.{}(%(q)s, d.{}::text)").format(
+                       self.extension, sql.Identifier(function), text)
+                   for function, known in (("nearsim_resemblance", "s_r"),
+                                           ("nearsim_literal_similarity", "s_l"))]
         statement = sql.SQL(
-            "SELECT d.{key}::text, {ext}.nearsim_resemblance(%(q)s, d.{text}::text),"
-            " {ext}.nearsim_literal_similarity(%(q)s, d.{text}::text)"
-            " FROM {table} AS d WHERE d.{key}::text = ANY(%(keys)s)"
-        ).format(key=sql.Identifier(registration.key_column), ext=self.extension,
-                 text=sql.Identifier(registration.text_column), table=self.identifier)
+            "SELECT d.{key}::text, {columns} FROM {table} AS d"
+            " WHERE d.{key}::text = ANY(%(keys)s)"
+        ).format(key=sql.Identifier(registration.key_column),
+                 columns=sql.SQL(", ").join(columns), table=self.identifier)
         measured = {key: (s_r, s_l) for key, s_r, s_l in self.conn.execute(
             statement, {"q": query, "keys": [match.key for match in matches]})}
         result = []
