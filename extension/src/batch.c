@@ -146,17 +146,20 @@ band_bits(uint64 fingerprint, int shift, int width)
 
 static int	first_of_key(const Batch *batch, const int32 *by_key, const char *key);
 
-/* Whether a document of the batch has key */
-static bool
-batch_has_key(const Batch *batch, const int32 *by_key, const char *key)
+/*
+ * The place in by_key of the first document of the batch with key, which
+ * names the key's documents; -1 if none has it.
+ */
+static int
+key_group(const Batch *batch, const int32 *by_key, const char *key)
 {
 	int			i;
 
 	if (key == NULL)
-		return false;
+		return -1;
 	i = first_of_key(batch, by_key, key);
 	return i < batch->count && batch->keys[by_key[i]] != NULL &&
-		strcmp(batch->keys[by_key[i]], key) == 0;
+		strcmp(batch->keys[by_key[i]], key) == 0 ? i : -1;
 }
 
 /*
@@ -169,7 +172,7 @@ add_stored(Stored *stored, const Batch *batch, const int32 *by_key, int distance
 {
 	if (!nearer(distance, key, &stored->best))
 		return false;
-	if (!batch_has_key(batch, by_key, key))
+	if (key_group(batch, by_key, key) < 0)
 	{
 		if (stored->best.key != NULL)
 			pfree(stored->best.key);
@@ -308,7 +311,11 @@ read_ranges(StoredSearch *search, int b, KeyReader *reader, const QueryRange *ra
 			while (r < made && ranges[r].value < value)
 				r++;
 			for (int64 g = r; g < made && ranges[g].value == value; g++)
+			{
+				/* many queries may share one value: each key can take long */
+				CHECK_FOR_INTERRUPTS();
 				consider(search, b, ranges[g].query, key, &tid);
+			}
 		}
 		return;
 	}
@@ -323,7 +330,10 @@ read_ranges(StoredSearch *search, int b, KeyReader *reader, const QueryRange *ra
 		nearsim_keys_open(reader, key_of(low), key_of(low | span));
 		while (nearsim_keys_next(reader, &key, &tid))
 			for (int64 g = r; g < group_end; g++)
+			{
+				CHECK_FOR_INTERRUPTS();
 				consider(search, b, ranges[g].query, key, &tid);
+			}
 		r = group_end;
 	}
 }
@@ -445,35 +455,37 @@ first_of_key(const Batch *batch, const int32 *by_key, const char *key)
 }
 
 /*
- * Whether a document of the batch before `before` that is written has the
- * key of a stored one: it replaced that row by then.
+ * What the batch has written so far under each of its keys, by key_group:
+ * whether any document (a stored row of that key is replaced by then), and
+ * the one written last, the only one not replaced.  Documents are checked
+ * in order, so both are kept in constant time where scanning the key's
+ * documents would take time in proportion to them (a batch of one key
+ * repeated would take the square).
  */
-static bool
-replaced_before(const Batch *batch, const int32 *by_key, const bool *written, const char *key,
-				int before)
+typedef struct KeysWritten
 {
-	if (key == NULL)
-		return false;
-	for (int i = first_of_key(batch, by_key, key);
-		 i < batch->count && batch->keys[by_key[i]] != NULL &&
-		 strcmp(batch->keys[by_key[i]], key) == 0 && by_key[i] < before; i++)
-		if (written[by_key[i]])
-			return true;
-	return false;
-}
+	bool	   *any;
+	int32	   *last;
+} KeysWritten;
 
-/* Written document `written_now` replaces the earlier written ones of its key */
+/*
+ * Document j of the batch is written: a row of its key is replaced, and so
+ * is the document of its key written before (no longer current); j is
+ * current if it has a fingerprint to be found by.
+ */
 static void
-supersede(const Batch *batch, const int32 *by_key, bool *written, int written_now)
+write_document(const Batch *batch, const int32 *by_key, KeysWritten *keys_written,
+			   bool *current, int j)
 {
-	const char *key = batch->keys[written_now];
+	int			group = key_group(batch, by_key, batch->keys[j]);
 
-	if (key == NULL)
+	current[j] = batch->has_fingerprint[j];
+	if (group < 0)
 		return;
-	for (int i = first_of_key(batch, by_key, key);
-		 i < batch->count && batch->keys[by_key[i]] != NULL &&
-		 strcmp(batch->keys[by_key[i]], key) == 0 && by_key[i] < written_now; i++)
-		written[by_key[i]] = false;
+	keys_written->any[group] = true;
+	if (keys_written->last[group] >= 0)
+		current[keys_written->last[group]] = false;
+	keys_written->last[group] = j;
 }
 
 /*
@@ -513,7 +525,7 @@ nearest_in_batch(const RotationBand *bands, int band_count, const Batch *batch,
 	double		table_values = 0;
 	bool		direct;
 	int32	   *chains = palloc(sizeof(int32) * Max(batch->count, 1) * band_count);
-	bool	   *written = palloc0(sizeof(bool) * Max(batch->count, 1));
+	KeysWritten keys_written;
 	bool	   *current = palloc0(sizeof(bool) * Max(batch->count, 1));	/* written, not replaced */
 	uint64	   *values = NULL;
 	int64		values_size = 0;
@@ -522,6 +534,9 @@ nearest_in_batch(const RotationBand *bands, int band_count, const Batch *batch,
 	double		balls = 0;
 	bool		probing;
 
+	keys_written.any = palloc0(sizeof(bool) * Max(batch->count, 1));
+	keys_written.last = palloc(sizeof(int32) * Max(batch->count, 1));
+	memset(keys_written.last, 0xFF, sizeof(int32) * Max(batch->count, 1));
 	for (int b = 0; b < band_count; b++)
 	{
 		int			radius = nearsim_band_radius(batch->max_distance, band_count, b);
@@ -559,19 +574,25 @@ nearest_in_batch(const RotationBand *bands, int band_count, const Batch *batch,
 		CHECK_FOR_INTERRUPTS();
 		if (!batch->has_fingerprint[j])
 		{
-			written[j] = true;	/* no fingerprint: nothing is near it */
+			/* no fingerprint: nothing is near it */
+			write_document(batch, by_key, &keys_written, current, j);
 			continue;
 		}
 		if (stored[j].best.distance <= batch->max_distance)
 			nearest[j] = stored[j].best;
 		for (int c = 0; c < stored[j].count; c++)
+		{
+			int			group = key_group(batch, by_key, stored[j].keys[c]);
+
+			/* a stored row of a key the batch has written is replaced by then */
 			if (nearer(stored[j].distances[c], stored[j].keys[c], &nearest[j]) &&
-				!replaced_before(batch, by_key, written, stored[j].keys[c], j))
+				!(group >= 0 && keys_written.any[group]))
 			{
 				nearest[j].distance = stored[j].distances[c];
 				nearest[j].key = stored[j].keys[c];
 				nearest[j].position = 0;
 			}
+		}
 		/* a radius whose balls are too many values: every written document */
 		for (int w = 0; !probing && w < written_count; w++)
 		{
@@ -631,11 +652,9 @@ nearest_in_batch(const RotationBand *bands, int band_count, const Batch *batch,
 				}
 			}
 		}
-		written[j] = written_when_near || nearest[j].distance > batch->max_distance;
-		if (!written[j])
+		if (!written_when_near && nearest[j].distance <= batch->max_distance)
 			continue;
-		current[j] = true;
-		supersede(batch, by_key, current, j);
+		write_document(batch, by_key, &keys_written, current, j);
 		written_list[written_count++] = j;
 		/* under each band's value of its first bits */
 		for (int b = 0; probing && b < band_count; b++)
@@ -663,7 +682,8 @@ nearest_in_batch(const RotationBand *bands, int band_count, const Batch *batch,
 		if (heads[b] != NULL)
 			pfree(heads[b]);
 	pfree(chains);
-	pfree(written);
+	pfree(keys_written.any);
+	pfree(keys_written.last);
 	pfree(current);
 	pfree(written_list);
 	if (values != NULL)

@@ -172,3 +172,24 @@ def test_two_loaders_at_once_never_both_store_near_duplicates(
         pairs = conn.execute("SELECT count(*) FROM nearsim_pairs(%s, %s)", [table, K]).fetchone()
     assert pairs == (0,)
     assert len(keys(database, table)) == 6  # Ruth 1-4, and one Jude and one Obadiah
+
+
+def test_a_document_without_words_replaces_its_key_before_the_next_is_checked(
+        database: str, stored: tuple[str, Path], tmp_path: Path) -> None:
+    """Row by row, a stored document whose key is loaded again without words is
+    gone by the time a later document of the load is checked: nothing is near it."""
+    table, _ = stored
+    again = tmp_path / "first"
+    (again / "ruth1.txt").write_text("... -- ...")
+    (again / "ruth5-copy.txt").write_text(CHAPTERS["Ruth 1"])
+    result = load(database, table, "--on-near-duplicate", "skip", "--near-distance", str(K),
+                  str(again))
+    assert result.exit_code == 0, result.output
+    summary: dict[str, Any] = json.loads(result.stdout)
+    assert summary["skipped_near_duplicates"] == 0, summary
+    with psycopg.connect(database) as conn:
+        rows = dict(conn.execute(sql.SQL("SELECT key, si FROM {}").format(
+            sql.Identifier(table))).fetchall())
+    assert {Path(k).name: si is None for k, si in rows.items()} == {
+        "ruth1.txt": True, "ruth2.txt": False, "ruth3.txt": False, "ruth4.txt": False,
+        "ruth5-copy.txt": False}

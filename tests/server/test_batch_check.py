@@ -33,18 +33,23 @@ def make_table(conn: psycopg.Connection, name: str, stored: list[tuple[int, int]
 
 
 def batch_of(rng: random.Random, stored: list[tuple[int, int]], size: int,
-             k: int = K) -> list[tuple[int, int]]:
+             k: int = K) -> list[tuple[int, int | None]]:
     """New documents: random ones, variants of stored and of earlier new ones,
-    keys of stored documents (updates) and keys repeated in the batch."""
-    batch: list[tuple[int, int]] = []
+    some without a fingerprint, keys of stored documents (updates) and keys
+    repeated in the batch."""
+    batch: list[tuple[int, int | None]] = []
     for n in range(size):
         roll = rng.random()
-        if roll < 0.3 or not batch:
+        earlier = [f for _, f in batch if f is not None]
+        fingerprint: int | None
+        if roll < 0.05:
+            fingerprint = None
+        elif roll < 0.3 or not earlier:
             fingerprint = rng.getrandbits(64) - (1 << 63)
         elif roll < 0.6:
             fingerprint = flip(rng.choice(stored)[1], rng.sample(range(64), rng.randint(0, k + 1)))
         else:
-            fingerprint = flip(rng.choice(batch)[1], rng.sample(range(64), rng.randint(0, k + 1)))
+            fingerprint = flip(rng.choice(earlier), rng.sample(range(64), rng.randint(0, k + 1)))
         key_roll = rng.random()
         if key_roll < 0.1:
             key = rng.choice(stored)[0]
@@ -56,18 +61,20 @@ def batch_of(rng: random.Random, stored: list[tuple[int, int]], size: int,
     return batch
 
 
-def one_by_one(conn: psycopg.Connection, table: str, batch: list[tuple[int, int]],
+def one_by_one(conn: psycopg.Connection, table: str, batch: list[tuple[int, int | None]],
                action: str, k: int = K) -> dict[int, tuple[str, int]]:
     """Each document upserted under the guard: position -> (existing key, distance)."""
     conn.execute("SELECT nearsim_guard(%s, max_distance => %s, action => %s)",
                  (table, k, action))
     found: dict[int, tuple[str, int]] = {}
-    upsert = sql.SQL("INSERT INTO {} VALUES (%s, 'new', %s) ON CONFLICT (id) DO UPDATE"
-                     " SET si = EXCLUDED.si").format(sql.Identifier(table))
+    # a text without words has no fingerprint (simhash() is NULL), so NULL is kept
+    upsert = sql.SQL("INSERT INTO {} VALUES (%s, CASE WHEN %s::bigint IS NULL THEN '' ELSE 'new'"
+                     " END, %s) ON CONFLICT (id) DO UPDATE SET body = EXCLUDED.body,"
+                     " si = EXCLUDED.si").format(sql.Identifier(table))
     links = sql.Identifier(f"{table}_nearsim_links")
     links_before = 0
     for position, (key, fingerprint) in enumerate(batch, start=1):
-        cursor = conn.execute(upsert, (key, fingerprint))
+        cursor = conn.execute(upsert, (key, fingerprint, fingerprint))
         if action == "skip" and cursor.rowcount == 0:
             found[position] = ("?", -1)
         if action == "record":
@@ -122,6 +129,24 @@ def test_a_batch_without_fingerprints_or_rows_is_near_nothing(conn: psycopg.Conn
     assert rows == [(3, "c", "b", 0, True), (4, None, "b", 0, True)]
     assert conn.execute("SELECT count(*) FROM nearsim_check_batch('empty', 'id', 'si',"
                         " '{}'::text[], '{}'::bigint[], 3)").fetchone() == (0,)
+
+
+def test_a_document_without_a_fingerprint_replaces_the_earlier_one_of_its_key(
+        conn: psycopg.Connection) -> None:
+    """Written under the key of an earlier document of the batch (or of a stored row),
+    it leaves nothing of that key to be near, as an upsert leaves a row without si."""
+    conn.execute("SET nearsim.profile = 'default/1'")
+    make_table(conn, "replaced", [(1, 7)])
+    check = ("SELECT position, key, existing_key, distance, in_batch"
+             " FROM nearsim_check_batch('replaced', 'id', 'si', %s, %s, 3, true)")
+    far, other = 1 << 50, 1 << 30  # 4 bits from the stored 7, 2 from each other
+    assert conn.execute(check, (["2", "2", "3"], [far, None, far])).fetchall() == []
+    assert conn.execute(check, (["2", "3"], [far, far])).fetchall() == [(2, "3", "2", 0, True)]
+    assert conn.execute(check, (["1", "3"], [None, 7])).fetchall() == []
+    assert conn.execute(check, (["3"], [7])).fetchall() == [(1, "3", "1", 0, False)]
+    # a key repeated is replaced each time: only the last one written is near
+    assert conn.execute(check, (["2", "2", "2", "3"], [far, other, far, other])).fetchall() == [
+        (4, "3", "2", 2, True)]
 
 
 def test_bad_batches_are_refused_with_the_reason(conn: psycopg.Connection) -> None:

@@ -449,12 +449,14 @@ class Screen:
         self.conn.execute(sql.SQL("SELECT {}.nearsim_guard_lock(%s::pg_catalog.regclass)").format(
             ext), [self.table.quoted])
         # The batch's fingerprints in its order, computed here when the server computes them.
-        staged = [(key, int(value)) for key, value in self.conn.execute(sql.SQL(
-            "SELECT key, COALESCE(si, {simhash}) FROM {staging} ORDER BY ctid").format(
-                simhash=server_simhash(self.table, self.options.profile, sql.SQL("body")),
-                staging=staging))
-            if value is not None]
-        if not staged:
+        # A document without one is near nothing, but it replaces the row of its key.
+        staged: list[tuple[str, int | None]] = [
+            (key, None if value is None else int(value))
+            for key, value in self.conn.execute(sql.SQL(
+                "SELECT key, COALESCE(si, {simhash}) FROM {staging} ORDER BY ctid").format(
+                    simhash=server_simhash(self.table, self.options.profile, sql.SQL("body")),
+                    staging=staging))]
+        if all(value is None for _, value in staged):
             return Screened({})
         # As the guard would check them one by one: against the stored documents
         # and the earlier ones of the batch that are written (all with record).
