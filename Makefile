@@ -71,9 +71,13 @@ installcheck: database
 		|| { cat extension/regression.diffs 2>/dev/null; exit 1; }
 
 # Python tests; they start their own throwaway cluster unless
-# NEARSIM_TEST_DSN names a database.
+# NEARSIM_TEST_DSN names a database.  TEST_WORKERS processes (pytest-xdist)
+# take a test file at a time, each with its own cluster: a test mostly waits
+# on its server or its subprocesses, so two keep two cores busy.  One server
+# named by NEARSIM_TEST_DSN is not shared (roles are the whole server's).
+TEST_WORKERS ?= $(if $(NEARSIM_TEST_DSN),0,2)
 pytest: setup
-	$(VENV_PYTHON) -m pytest tests
+	$(VENV_PYTHON) -m pytest tests --numprocesses $(TEST_WORKERS) --dist loadfile
 
 # A long run of the fuzzer of the rotation indexes (tests/server/test_index_fuzz.py):
 # NEARSIM_FUZZ_EXAMPLES random sequences of up to NEARSIM_FUZZ_STEPS steps of
