@@ -146,10 +146,7 @@ band_bits(uint64 fingerprint, int shift, int width)
 
 static int	first_of_key(const Batch *batch, const int32 *by_key, const char *key);
 
-/*
- * The place in by_key of the first document of the batch with key, which
- * names the key's documents; -1 if none has it.
- */
+/* Where in by_key the batch's documents of key begin (naming the key); -1: none */
 static int
 key_group(const Batch *batch, const int32 *by_key, const char *key)
 {
@@ -258,6 +255,8 @@ consider(StoredSearch *search, int b, int q, int64 key, ItemPointer tid)
 	Datum		value;
 	char	   *key_text = NULL;
 
+	/* many queries may share the key's value: the work of one key is unbounded */
+	CHECK_FOR_INTERRUPTS();
 	/* no nearer than the nearest kept: never the nearest */
 	if (distance > batch->max_distance || distance > search->stored[q].best.distance)
 		return;
@@ -311,11 +310,7 @@ read_ranges(StoredSearch *search, int b, KeyReader *reader, const QueryRange *ra
 			while (r < made && ranges[r].value < value)
 				r++;
 			for (int64 g = r; g < made && ranges[g].value == value; g++)
-			{
-				/* many queries may share one value: each key can take long */
-				CHECK_FOR_INTERRUPTS();
 				consider(search, b, ranges[g].query, key, &tid);
-			}
 		}
 		return;
 	}
@@ -330,10 +325,7 @@ read_ranges(StoredSearch *search, int b, KeyReader *reader, const QueryRange *ra
 		nearsim_keys_open(reader, key_of(low), key_of(low | span));
 		while (nearsim_keys_next(reader, &key, &tid))
 			for (int64 g = r; g < group_end; g++)
-			{
-				CHECK_FOR_INTERRUPTS();
 				consider(search, b, ranges[g].query, key, &tid);
-			}
 		r = group_end;
 	}
 }
@@ -455,12 +447,9 @@ first_of_key(const Batch *batch, const int32 *by_key, const char *key)
 }
 
 /*
- * What the batch has written so far under each of its keys, by key_group:
- * whether any document (a stored row of that key is replaced by then), and
- * the one written last, the only one not replaced.  Documents are checked
- * in order, so both are kept in constant time where scanning the key's
- * documents would take time in proportion to them (a batch of one key
- * repeated would take the square).
+ * Per key (key_group), whether the batch wrote one (a stored row of it is then
+ * replaced) and the last written, the only one not replaced: constant time per
+ * document, where a key repeated n times would cost n^2 to look through.
  */
 typedef struct KeysWritten
 {
@@ -468,11 +457,7 @@ typedef struct KeysWritten
 	int32	   *last;
 } KeysWritten;
 
-/*
- * Document j of the batch is written: a row of its key is replaced, and so
- * is the document of its key written before (no longer current); j is
- * current if it has a fingerprint to be found by.
- */
+/* Document j is written; it replaces the last one of its key (no longer current) */
 static void
 write_document(const Batch *batch, const int32 *by_key, KeysWritten *keys_written,
 			   bool *current, int j)
