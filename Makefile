@@ -77,7 +77,7 @@ installcheck: database
 # named by NEARSIM_TEST_DSN is not shared (roles are the whole server's).
 TEST_WORKERS ?= $(if $(NEARSIM_TEST_DSN),0,2)
 pytest: setup
-	$(VENV_PYTHON) -m pytest tests --numprocesses $(TEST_WORKERS) --dist loadfile
+	$(VENV_PYTHON) -m pytest tests --numprocesses $(TEST_WORKERS) --dist loadfile --durations 20
 
 # A long run of the fuzzer of the rotation indexes (tests/server/test_index_fuzz.py):
 # NEARSIM_FUZZ_EXAMPLES random sequences of up to NEARSIM_FUZZ_STEPS steps of
