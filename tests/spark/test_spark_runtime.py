@@ -18,7 +18,13 @@ from click.testing import CliRunner
 
 from nearsim.client.cli import cli
 from nearsim.client.sparkrun import _CtrlC
-from nearsim.spark.runtime import local_driver_memory, memory_size, parse_conf
+from nearsim.spark.runtime import (
+    SHUFFLE_PARTITIONS_PER_LOCAL_CORE,
+    local_cores,
+    local_driver_memory,
+    memory_size,
+    parse_conf,
+)
 
 GIB = 1 << 30
 
@@ -150,6 +156,31 @@ def test_the_session_gets_the_memory_and_settings_asked_for(tmp_path: Path) -> N
     assert 600 << 20 < found["heap"] <= 700 << 20
     assert found["partitions"] == "7"
     assert ran.stderr == ""
+
+
+def test_a_local_master_gets_a_few_shuffle_partitions_per_core(tmp_path: Path) -> None:
+    """Not Spark's 200, which cost a task each per stage on one machine; a value given
+    (config, or --conf in PYSPARK_SUBMIT_ARGS) is kept, and other masters get none."""
+    assert [local_cores(m) for m in ("local", "local[3]", "local[2, 4]", "local[*]",
+                                     "local-cluster[2,1,1024]", "spark://h:7077", "yarn")] == [
+        1, 3, 2, os.cpu_count(), None, None, None]
+    program = textwrap.dedent("""
+        import sys
+        from nearsim.spark import session, stop
+        spark = session(sys.argv[1], config={"spark.ui.enabled": "false"})
+        print(spark.conf.get("spark.sql.shuffle.partitions"))
+        stop(spark)
+    """)
+    for master, submit_args, expected in (
+            ("local[3]", None, 3 * SHUFFLE_PARTITIONS_PER_LOCAL_CORE),
+            ("local[3]", "--conf spark.sql.shuffle.partitions=5 pyspark-shell", 5)):
+        env = {k: v for k, v in os.environ.items() if k != "PYSPARK_SUBMIT_ARGS"}
+        if submit_args is not None:
+            env["PYSPARK_SUBMIT_ARGS"] = submit_args
+        ran = subprocess.run([sys.executable, "-c", program, master], capture_output=True,
+                             text=True, timeout=300, check=False, env=env)  # fmt: skip
+        assert ran.returncode == 0, ran.stderr
+        assert ran.stdout.strip() == str(expected), (master, submit_args, ran.stdout)
 
 
 def test_ctrl_c_cancels_the_job_stops_the_jvm_and_ends_with_130(tmp_path: Path) -> None:
