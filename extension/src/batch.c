@@ -144,7 +144,25 @@ band_bits(uint64 fingerprint, int shift, int width)
 	return width == 0 ? 0 : nearsim_rotate_left(fingerprint, shift) >> (FINGERPRINT_BITS - width);
 }
 
-static int	first_of_key(const Batch *batch, const int32 *by_key, const char *key);
+/* The first place in by_key (the batch's positions in key order) of key */
+static int
+first_of_key(const Batch *batch, const int32 *by_key, const char *key)
+{
+	int			lower = 0;
+	int			upper = batch->count;
+
+	while (lower < upper)
+	{
+		int			middle = lower + (upper - lower) / 2;
+		const char *other = batch->keys[by_key[middle]];
+
+		if (other == NULL || strcmp(other, key) < 0)
+			lower = middle + 1;
+		else
+			upper = middle;
+	}
+	return lower;
+}
 
 /* Where in by_key the batch's documents of key begin (naming the key); -1: none */
 static int
@@ -426,36 +444,22 @@ compare_positions_by_key(const void *a, const void *b)
 	return order != 0 ? order : x - y;
 }
 
-/* The first place in by_key (the batch's positions in key order) of key */
-static int
-first_of_key(const Batch *batch, const int32 *by_key, const char *key)
-{
-	int			lower = 0;
-	int			upper = batch->count;
-
-	while (lower < upper)
-	{
-		int			middle = lower + (upper - lower) / 2;
-		const char *other = batch->keys[by_key[middle]];
-
-		if (other == NULL || strcmp(other, key) < 0)
-			lower = middle + 1;
-		else
-			upper = middle;
-	}
-	return lower;
-}
-
-/*
- * Per key (key_group), whether the batch wrote one (a stored row of it is then
- * replaced) and the last written, the only one not replaced: constant time per
- * document, where a key repeated n times would cost n^2 to look through.
- */
+/* Per key (key_group), kept as written, not looked up: any written, the last one */
 typedef struct KeysWritten
 {
 	bool	   *any;
 	int32	   *last;
 } KeysWritten;
+
+/* Whether the batch wrote a document of key: a stored row of it is replaced by then */
+static bool
+key_written(const Batch *batch, const int32 *by_key, const KeysWritten *keys_written,
+			const char *key)
+{
+	int			group = key_group(batch, by_key, key);
+
+	return group >= 0 && keys_written->any[group];
+}
 
 /* Document j is written; it replaces the last one of its key (no longer current) */
 static void
@@ -559,25 +563,19 @@ nearest_in_batch(const RotationBand *bands, int band_count, const Batch *batch,
 		CHECK_FOR_INTERRUPTS();
 		if (!batch->has_fingerprint[j])
 		{
-			/* no fingerprint: nothing is near it */
-			write_document(batch, by_key, &keys_written, current, j);
+			write_document(batch, by_key, &keys_written, current, j);	/* near nothing */
 			continue;
 		}
 		if (stored[j].best.distance <= batch->max_distance)
 			nearest[j] = stored[j].best;
 		for (int c = 0; c < stored[j].count; c++)
-		{
-			int			group = key_group(batch, by_key, stored[j].keys[c]);
-
-			/* a stored row of a key the batch has written is replaced by then */
 			if (nearer(stored[j].distances[c], stored[j].keys[c], &nearest[j]) &&
-				!(group >= 0 && keys_written.any[group]))
+				!key_written(batch, by_key, &keys_written, stored[j].keys[c]))
 			{
 				nearest[j].distance = stored[j].distances[c];
 				nearest[j].key = stored[j].keys[c];
 				nearest[j].position = 0;
 			}
-		}
 		/* a radius whose balls are too many values: every written document */
 		for (int w = 0; !probing && w < written_count; w++)
 		{
