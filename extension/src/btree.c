@@ -27,9 +27,10 @@
 #include "nearsim.h"
 
 /*
- * The nearsim_btree access method: PostgreSQL's btree, storage, scans,
- * vacuum and WAL unchanged, except that a transaction's new entries wait
- * in its memory and go into the tree in key order.
+ * The nearsim_btree access method: PostgreSQL's btree, its pages, scans,
+ * vacuum and WAL records unchanged, except that a transaction's new entries
+ * wait in its memory and go into the tree in key order, a leaf page at a
+ * time (leaf_writer.c).
  *
  * A rotation index's keys are fingerprints, in random order: inserted as
  * the rows arrive, each lands on a random leaf page, and once a table's
@@ -199,6 +200,27 @@ forget_done(Waiting *pending)
 	pending->done = 0;
 }
 
+/*
+ * Marks the speculative entries whose rows a conflict killed (their tuple
+ * id made invalid), before any leaf is locked: the check runs the index's
+ * expressions, which may run any code.  Marking again finds the same.
+ */
+static void
+mark_killed_rows(Waiting *pending, Relation table, Relation index, RowCheck *check)
+{
+	Size		at;
+
+	for (at = 0; at < pending->count; at++)
+	{
+		Entry	   *entry = &pending->entries[at];
+
+		CHECK_FOR_INTERRUPTS();
+		if (segments[entry->segment].speculative && ItemPointerIsValid(&entry->tid) &&
+			!row_still_has(table, index, check, entry))
+			ItemPointerSetInvalid(&entry->tid);
+	}
+}
+
 /* Inserts the waiting entries of one index in key order, then forgets them */
 static void
 flush_index(Waiting *pending)
@@ -209,6 +231,7 @@ flush_index(Waiting *pending)
 	MemoryContext per_entries;
 	MemoryContext caller;
 	RowCheck	check = {false};
+	NearsimLeafWriter writer;
 
 	/* an error (caught by a subtransaction) stopped the last flush after `done` entries */
 	forget_done(pending);
@@ -228,25 +251,24 @@ flush_index(Waiting *pending)
 				pfree(scratch);
 			pending->sorted = true;
 		}
-		/* what btinsert leaves behind is freed every so many entries */
+		check.context = CurrentMemoryContext;
+		mark_killed_rows(pending, table, index, &check);
+		nearsim_leaf_writer_start(&writer, index, table, &pending->done);
+		/* what the inserts leave behind is freed every so many entries */
 		per_entries = AllocSetContextCreate(CurrentMemoryContext, "nearsim_btree flush",
 											ALLOCSET_DEFAULT_SIZES);
 		caller = MemoryContextSwitchTo(per_entries);
-		check.context = caller;
-		for (; pending->done < pending->count; pending->done++)
+		for (Size at = pending->done; at < pending->count; at++)
 		{
-			Entry	   *entry = &pending->entries[pending->done];
-			Datum		value = Int64GetDatum((int64) (entry->key ^ SIGN_BIT));
-			bool		isnull = false;
+			Entry	   *entry = &pending->entries[at];
 
-			CHECK_FOR_INTERRUPTS();
-			if (segments[entry->segment].speculative &&
-				!row_still_has(table, index, &check, entry))
-				continue;
-			btinsert(index, &value, &isnull, &entry->tid, table, UNIQUE_CHECK_NO, false, NULL);
-			if (pending->done % 1024 == 1023)
+			/* the writer keeps pending->done: after an error, the entries from it on go in again */
+			if (ItemPointerIsValid(&entry->tid))
+				nearsim_leaf_write(&writer, (int64) (entry->key ^ SIGN_BIT), &entry->tid, at);
+			if (at % 1024 == 1023)
 				MemoryContextReset(per_entries);
 		}
+		nearsim_leaf_writer_end(&writer);
 		MemoryContextSwitchTo(caller);
 		if (check.ready)
 			nearsim_key_maker_end(&check.maker);

@@ -10,6 +10,7 @@
 #include "postgres.h"
 
 #include "access/htup.h"
+#include "storage/buf.h"
 #include "utils/array.h"
 #include "utils/relcache.h"
 
@@ -131,6 +132,43 @@ extern int	nearsim_max_pairs;
 /* btree.c: the nearsim_btree access method's setting and hooks */
 extern void nearsim_btree_init(void);
 extern void nearsim_btree_flush(Oid index);
+
+/* leaf_writer.c: entries in key order into a btree, a leaf page at a time */
+#define NEARSIM_LEAF_TUPLE_SIZE 16	/* an entry with one bigint key */
+#define NEARSIM_LEAF_MAX_TUPLES ((BLCKSZ - 24) / (NEARSIM_LEAF_TUPLE_SIZE + 4))
+
+typedef union NearsimLeafTuple
+{
+	char		data[NEARSIM_LEAF_TUPLE_SIZE];
+	int64		align;
+} NearsimLeafTuple;
+
+typedef struct NearsimLeafWriter
+{
+	Relation	index;
+	Relation	table;
+	Size	   *done;			/* the caller's: the first entry not in yet */
+	Size		position;		/* of the entry in hand */
+	struct BTScanInsertData *search;	/* the entry in hand; NULL: btinsert does it all */
+	ItemPointerData search_tid;
+	NearsimLeafTuple model;		/* an entry, its key and row to be put in */
+	Size		key_offset;
+	Buffer		leaf;			/* locked, or InvalidBuffer */
+	PGAlignedBlock copy;		/* of the leaf, with the entries added */
+	int64		first_key;		/* the entry the leaf was found for */
+	ItemPointerData first_tid;
+	int			added;			/* entries on the copy, not yet on the leaf */
+	OffsetNumber offsets[NEARSIM_LEAF_MAX_TUPLES];	/* where each went, in turn */
+	NearsimLeafTuple tuples[NEARSIM_LEAF_MAX_TUPLES];
+	int64		last_key;
+	ItemPointerData last_tid;
+} NearsimLeafWriter;
+
+extern void nearsim_leaf_writer_start(NearsimLeafWriter *writer, Relation index, Relation table,
+									  Size *done);
+extern void nearsim_leaf_write(NearsimLeafWriter *writer, int64 key, ItemPointer tid,
+							   Size position);
+extern void nearsim_leaf_writer_end(NearsimLeafWriter *writer);
 
 /* check.c: the key an index gives a row, computed as PostgreSQL computes it */
 typedef struct NearsimKeyMaker

@@ -3,7 +3,9 @@
 A transaction's index entries wait in its backend's memory until it
 commits or prepares; these tests take a server of their own and check that
 what a committed or prepared transaction wrote is in the indexes after
-crash recovery and after COMMIT PREPARED.
+crash recovery and after COMMIT PREPARED.  The server checks every btree
+WAL record it replays against the page the record was written from
+(wal_consistency_checking), and amcheck checks the pages after recovery.
 """
 
 from __future__ import annotations
@@ -27,7 +29,8 @@ def server(
     own_server: Callable[..., AbstractContextManager[tuple[str, str]]],
 ) -> Iterator[tuple[str, str]]:
     """A throwaway cluster that allows prepared transactions: its directory and a DSN."""
-    with own_server("nearsim-recovery-", {"max_prepared_transactions": "4"},
+    with own_server("nearsim-recovery-", {"max_prepared_transactions": "4",
+                                          "wal_consistency_checking": "btree"},
                     database="recovery") as (directory, database):
         yield directory, database
 
@@ -99,6 +102,45 @@ def test_committed_entries_survive_a_crash(server: tuple[str, str],
         log = (Path(directory).resolve() / "data" / "server.log").read_text()
         assert "database system was interrupted" in log
         assert_exact(conn, "crashed", values)
+
+
+def test_leaves_written_a_page_at_a_time_replay_as_written(
+        server: tuple[str, str], pgcluster: Callable[..., str]) -> None:
+    """A flush writes a leaf that takes many entries as one image of the page,
+    and a leaf that takes a few as btree's record for each: both replay."""
+    directory, database = server
+    with psycopg.connect(database, autocommit=True) as conn:
+        conn.execute("SET synchronous_commit = on")  # the commits are on disk when they return
+        conn.execute("CREATE EXTENSION IF NOT EXISTS pg_walinspect")
+        conn.execute("CREATE TABLE leaves (id bigint, k bigint)")
+        conn.execute("CREATE INDEX leaves_k ON leaves USING nearsim_btree (k)")
+        conn.execute("CHECKPOINT")
+        start = conn.execute("SELECT pg_current_wal_insert_lsn()").fetchone()
+        conn.execute("INSERT INTO leaves SELECT g, hashint8(g)"
+                     " FROM generate_series(1::bigint, 100000) g")
+        conn.execute("INSERT INTO leaves SELECT g, hashint8(g)"
+                     " FROM generate_series(100001::bigint, 100300) g")
+        records = dict(conn.execute(
+            "SELECT \"resource_manager/record_type\", count FROM pg_get_wal_stats(%s,"
+            " pg_current_wal_flush_lsn(),"
+            " per_record => true)", start).fetchall())
+        # 100,000 entries into an empty index: images of full leaves, about 270
+        assert records.get("XLOG/FPI", 0) >= 200
+        # then 300 entries, about one on each leaf: a record each
+        assert records.get("Btree/INSERT_LEAF", 0) >= 300
+    crash(directory, pgcluster)
+    with psycopg.connect(database, autocommit=True) as conn:
+        log = (Path(directory).resolve() / "data" / "server.log").read_text()
+        assert log.count("database system was interrupted") == 2  # this crash and the first
+        assert "inconsistent page" not in log
+        conn.execute("CREATE EXTENSION IF NOT EXISTS amcheck")
+        with conn.transaction(force_rollback=True):
+            conn.execute("UPDATE pg_class SET relam = (SELECT oid FROM pg_am"
+                         " WHERE amname = 'btree') WHERE oid = 'leaves_k'::regclass")
+            conn.execute("SELECT bt_index_parent_check('leaves_k', heapallindexed => true)")
+        conn.execute("SET enable_seqscan = off")
+        assert conn.execute("SELECT count(*) FROM leaves WHERE k >= -9223372036854775808"
+                            ).fetchone() == (100_300,)
 
 
 def test_a_prepared_transaction_keeps_its_entries(server: tuple[str, str]) -> None:
