@@ -8,8 +8,7 @@
  *	RADIX_SORT_NAME		the function: void NAME(ELEMENT *values, Size n, ELEMENT *other)
  *	RADIX_SORT_ELEMENT	the element type
  *	RADIX_SORT_KEY(e)	its key, an unsigned integer
- *	RADIX_SORT_BITS		the low key bits to sort by: a multiple of 16, so that
- *						the passes end with the values back in values
+ *	RADIX_SORT_BITS		the low key bits to sort by: a multiple of 8
  *
  * other is scratch space for n elements, unused (and may be NULL) when n
  * is below RADIX_SORT_SMALL, where insertion sort is faster.  The sort is
@@ -33,7 +32,7 @@
 #define RADIX_SORT_INTERRUPTS(i) ((void) 0)
 #endif
 
-StaticAssertDecl(RADIX_SORT_BITS % 16 == 0, "a radix sort needs an even number of passes");
+StaticAssertDecl(RADIX_SORT_BITS % 8 == 0, "a radix sort takes 8 bits a pass");
 
 static void
 RADIX_SORT_NAME(RADIX_SORT_ELEMENT *values, Size n, RADIX_SORT_ELEMENT *other)
@@ -54,32 +53,46 @@ RADIX_SORT_NAME(RADIX_SORT_ELEMENT *values, Size n, RADIX_SORT_ELEMENT *other)
 		}
 		return;
 	}
-	for (int shift = 0; shift < RADIX_SORT_BITS; shift += 8)
+	/* one reading counts every pass's digits; a pass whose digit is the same for all is skipped */
 	{
-		Size		counts[256] = {0};
-		Size		total = 0;
-		RADIX_SORT_ELEMENT *swap;
+		Size		counts[RADIX_SORT_BITS / 8][256];
+		int			passes = 0;
 
+		memset(counts, 0, sizeof(counts));
 		for (Size i = 0; i < n; i++)
 		{
 			RADIX_SORT_INTERRUPTS(i);
-			counts[(RADIX_SORT_KEY(from[i]) >> shift) & 0xFF]++;
+			for (int pass = 0; pass < RADIX_SORT_BITS / 8; pass++)
+				counts[pass][(RADIX_SORT_KEY(from[i]) >> (pass * 8)) & 0xFF]++;
 		}
-		for (int digit = 0; digit < 256; digit++)
+		for (int pass = 0; pass < RADIX_SORT_BITS / 8; pass++)
 		{
-			Size		count = counts[digit];
+			Size	   *count = counts[pass];
+			Size		total = 0;
+			RADIX_SORT_ELEMENT *swap;
 
-			counts[digit] = total;
-			total += count;
+			if (count[(RADIX_SORT_KEY(from[0]) >> (pass * 8)) & 0xFF] == n)
+				continue;
+			for (int digit = 0; digit < 256; digit++)
+			{
+				Size		here = count[digit];
+
+				count[digit] = total;
+				total += here;
+			}
+			for (Size i = 0; i < n; i++)
+			{
+				RADIX_SORT_INTERRUPTS(i);
+				to[count[(RADIX_SORT_KEY(from[i]) >> (pass * 8)) & 0xFF]++] = from[i];
+			}
+			swap = from;
+			from = to;
+			to = swap;
+			passes++;
 		}
-		for (Size i = 0; i < n; i++)
-		{
-			RADIX_SORT_INTERRUPTS(i);
-			to[counts[(RADIX_SORT_KEY(from[i]) >> shift) & 0xFF]++] = from[i];
-		}
-		swap = from;
-		from = to;
-		to = swap;
+		/* an odd number of passes left the values in other */
+		if (passes % 2 == 1)
+			memcpy(values, from, sizeof(RADIX_SORT_ELEMENT) * n);
 	}
 }
 
