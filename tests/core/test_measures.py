@@ -17,6 +17,7 @@ from nearsim.core.measures import (
     EMPTY_SIGNATURE_VALUE,
     Chunk,
     _mul_mod_mersenne,
+    _row_ids,
     compare,
     containment,
     minhash_estimate,
@@ -439,3 +440,16 @@ def test_repetitive_100_kb_documents() -> None:
     assert (result.common, len(result.chunks)) == (6 * 3000, 3000)
     assert result.information_s_j > 0
     assert compare(first, first).s_j == 1.0
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(1, 6), st.data())
+def test_windows_are_numbered_as_numpy_unique_numbers_rows(size: int,
+                                                           data: st.DataObject) -> None:
+    """The numbering of word windows (a column at a time) equals np.unique over
+    the rows, which took seconds for a megabyte of text."""
+    values = st.integers(-(2**63), 2**63 - 1) if data.draw(st.booleans()) else st.integers(0, 4)
+    flat = data.draw(st.lists(values, min_size=size, max_size=400 * size))
+    rows = np.array(flat[: len(flat) // size * size], dtype=np.int64).reshape(-1, size)
+    expected = np.unique(rows, axis=0, return_inverse=True)[1].reshape(-1)
+    assert np.array_equal(_row_ids(rows), expected)

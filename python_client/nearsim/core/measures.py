@@ -292,9 +292,23 @@ def _gram_ids(documents: Sequence[IntArray], size: int) -> list[IntArray]:
     stacked = np.concatenate(windows)
     if len(stacked) == 0:
         return [np.empty(0, dtype=np.int64) for _ in documents]
-    inverse = np.unique(stacked, axis=0, return_inverse=True)[1].reshape(-1)
+    inverse = _row_ids(stacked)
     ends = np.cumsum([len(w) for w in windows])[:-1]
     return [part.astype(np.int64) for part in np.split(inverse, ends)]
+
+
+def _row_ids(rows: IntArray) -> IntArray:
+    """One integer per row, equal rows getting equal integers, numbered in the
+    rows' order (as ``np.unique(rows, axis=0, return_inverse=True)`` numbers
+    them): a column at a time, each a sort of integers.  The numbers of the
+    first columns and the rank of the next one make an integer below n**2.
+    """
+    ids: IntArray = np.unique(rows[:, 0], return_inverse=True)[1].reshape(-1)
+    for column in range(1, rows.shape[1]):
+        checkpoint()
+        values, ranks = np.unique(rows[:, column], return_inverse=True)
+        ids = np.unique(ids * len(values) + ranks.reshape(-1), return_inverse=True)[1].reshape(-1)
+    return ids.astype(np.int64)
 
 
 def _covered(starts: BoolArray, words: int, size: int) -> BoolArray:
@@ -351,6 +365,7 @@ def _maximal_matches(
     # position of a among the occurrences of its w-gram.
     a_by_gram = np.argsort(grams_a, kind="stable")
     b_by_gram = np.argsort(grams_b, kind="stable")
+    checkpoint()
     first_in_a = np.cumsum(count_a) - count_a
     first_in_b = np.cumsum(count_b) - count_b
     rank_a = np.empty(len(grams_a), dtype=np.int64)
@@ -372,7 +387,9 @@ def _maximal_matches(
     pair_b = b_by_gram[np.repeat(first_in_b[grams_a] + lowest, partners) + offset]
 
     diagonal = pair_b - pair_a
+    checkpoint()
     order = np.lexsort((pair_a, diagonal))
+    checkpoint()
     pair_a, diagonal = pair_a[order], diagonal[order]
     new_run = np.ones(total, dtype=bool)
     new_run[1:] = (diagonal[1:] != diagonal[:-1]) | (pair_a[1:] != pair_a[:-1] + 1)
