@@ -26,6 +26,9 @@ million rows; no rebuild, no tuning.  Measured in the same run:
   and without a check-in guard (target at 10 million: at least half);
 - what each million's COPY wrote and read (WAL, full-page images, index
   blocks read from outside shared_buffers, blocks written out of it);
+- at the largest size, ``INSERT ... SELECT`` of a million new rows into the
+  full uniform table, against the same into a plain table holding the same
+  rows (target at 10 million: at most twice the time);
 - with ``--max-wal-size SIZE`` (it changes the server's configuration with
   ALTER SYSTEM, and resets it afterwards: for a cluster of the benchmark's
   own), a million more rows into the largest uniform table at the server's
@@ -122,6 +125,8 @@ JOIN_CHECKED = 200  # of them, checked against the nested scan at the smallest s
 BATCH_ROWS = int(os.environ.get("NEARSIM_BENCH_BATCH_ROWS", 1_000_000))  # nearsim_check_batch
 TARGET_BATCH_RATE = 50_000.0  # documents/s checked against 10 million
 LOADER_DOCUMENTS = int(os.environ.get("NEARSIM_BENCH_LOADER_DOCUMENTS", 1_000_000))
+INSERT_SELECT_ROWS = int(os.environ.get("NEARSIM_BENCH_INSERT_SELECT_ROWS", 1_000_000))
+TARGET_INSERT_SELECT_RATIO = 2.0  # enabled time against plain time, at most, at 10 million
 
 
 @dataclass
@@ -144,6 +149,8 @@ class SetResult:
     loader: dict[str, float] = field(default_factory=dict)  # empty or full table -> rows/s
     # max_wal_size -> (rows/s, cost) of a million more rows into the full table
     wal_sizes: dict[str, tuple[float, LoadIO]] = field(default_factory=dict)
+    # plain or enabled -> rows/s of INSERT ... SELECT of INSERT_SELECT_ROWS into the full table
+    insert_select: dict[str, float] = field(default_factory=dict)
 
 
 def time_nearest(conn: Connection, result: SetResult) -> None:
@@ -428,6 +435,51 @@ def time_max_wal_size(conn: Connection, result: SetResult, size: str) -> None:
         result.wal_sizes.items()))
 
 
+def time_insert_select(conn: Connection, schema: str, result: SetResult) -> None:
+    """INSERT ... SELECT of INSERT_SELECT_ROWS new rows (fingerprints supplied) into the
+    full table and into a plain table holding the same rows (id bigint PRIMARY KEY, body,
+    si): two rounds, the order of the tables swapped in the second, each statement after
+    a CHECKPOINT; the best of each.  nearsim_verify checks the enabled table after."""
+    docset = result.docset
+    plain = sql.Identifier(schema, "insert_select_plain")
+    staging = sql.Identifier(schema, "insert_select_rows")
+    row = conn.execute(sql.SQL("SELECT max(id) FROM {}").format(docset.table)).fetchone()
+    first_id = (row[0] if row and row[0] is not None else 0) + 1
+    conn.execute(sql.SQL("CREATE TABLE {} (id bigint, body text, si bigint)").format(staging))
+    values = random_fingerprints(np.random.default_rng(SEED + 2), INSERT_SELECT_ROWS).tolist()
+    with conn.cursor().copy(sql.SQL("COPY {} FROM STDIN").format(staging)) as copy:
+        copy.write("".join(f"{first_id + i}\tdoc {first_id + i}\t{v}\n"
+                           for i, v in enumerate(values)))
+    conn.execute(sql.SQL("CREATE TABLE {} (id bigint PRIMARY KEY, body text, si bigint)")
+                 .format(plain))
+    conn.execute(sql.SQL("INSERT INTO {} SELECT id, body, si FROM {}").format(
+        plain, docset.table))
+    for table in (staging, plain):
+        conn.execute(sql.SQL("VACUUM ANALYZE {}").format(table))
+    seconds: dict[str, list[float]] = {"plain": [], "enabled": []}
+    for round_number, order in enumerate((("plain", "enabled"), ("enabled", "plain"))):
+        for kind in order:
+            target = plain if kind == "plain" else docset.table
+            conn.execute("CHECKPOINT")
+            started = time.perf_counter()
+            conn.execute(sql.SQL("INSERT INTO {} (id, body, si) SELECT id + %s, body, si"
+                                 " FROM {}").format(target, staging),
+                         (round_number * INSERT_SELECT_ROWS,))
+            seconds[kind].append(time.perf_counter() - started)
+    for table in (plain, staging):
+        conn.execute(sql.SQL("DROP TABLE {}").format(table))
+    verified = conn.execute("SELECT ok, missing, extra FROM nearsim_verify(%s::regclass,"
+                          " fingerprints => false)", (docset.qualified,)).fetchone()
+    if verified is None or verified[1:] != (0, 0):
+        raise BenchError(f"{docset.label}: after INSERT ... SELECT, nearsim_verify says"
+                         f" (ok, missing, extra) = {verified}")
+    result.insert_select = {kind: INSERT_SELECT_ROWS / min(times_taken)
+                            for kind, times_taken in seconds.items()}
+    print(f"   INSERT ... SELECT of {count_rows(INSERT_SELECT_ROWS)} more rows: "
+          + ", ".join(f"{kind} {rate:,.0f} rows/s" for kind, rate in
+                      result.insert_select.items()))
+
+
 def fresh_connections(dsn: str, docset: DocSet, count: int) -> tuple[list[float], list[float]]:
     """Seconds of the first search of each of ``count`` new connections, and of a second one.
 
@@ -521,6 +573,7 @@ def run(dsn: str, sizes: Sequence[int], queries: int, scan_queries: int, connect
                         fresh = fresh_connections(dsn, docset, connections)
                     if rows == sizes[-1] and docset.kind == UNIFORM:
                         time_loader(dsn, conn, schema, results[-1], chapters.texts)
+                        time_insert_select(conn, schema, results[-1])
                         if max_wal_size:
                             time_max_wal_size(conn, results[-1], max_wal_size)
                 for docset in sets:
@@ -672,6 +725,16 @@ def report(results: Sequence[SetResult], fresh: tuple[list[float], list[float]] 
                             f"{rate / join_rate:.1f}",
                             "-" if limit_rate is None else f">= {limit_rate:,.0f}",
                             "-" if limit_rate is None else yes_no(rate >= limit_rate)])
+        if r.insert_select:
+            plain_rate, enabled_rate = r.insert_select["plain"], r.insert_select["enabled"]
+            limit_ratio = TARGET_INSERT_SELECT_RATIO if r.docset.rows >= 10_000_000 else None
+            summary.append([f"INSERT ... SELECT of {count_rows(INSERT_SELECT_ROWS)} more,"
+                            f" {r.docset.label}, rows/s", f"{enabled_rate:,.0f}",
+                            f"{plain_rate:,.0f} (plain table)",
+                            f"{plain_rate / enabled_rate:.2f}x time",
+                            "-" if limit_ratio is None else f"<= {limit_ratio:g}x time",
+                            "-" if limit_ratio is None else
+                            yes_no(plain_rate / enabled_rate <= limit_ratio)])
         if r.inserts:
             plain, guarded = r.inserts["plain"], r.inserts["guarded"]
             limit_guard = TARGET_GUARD_RATIO if r.docset.rows >= 10_000_000 else None
@@ -705,6 +768,7 @@ def report(results: Sequence[SetResult], fresh: tuple[list[float], list[float]] 
                       "join_seconds_pairs": r.join,
                       "batch_check_seconds_near": r.batch_check,
                       "inserts_per_second": r.inserts,
+                      "insert_select_rows_per_second": r.insert_select,
                       "loader_rows_per_second": r.loader,
                       "copy_million_seconds": list(r.docset.million_seconds),
                       "copy_million_io": {which: per_row_io_dict(cost) for which, (_, cost)

@@ -11,17 +11,20 @@ a few rounds, each on new tables.
 
 from __future__ import annotations
 
+import argparse
 import math
+import os
 import statistics
 import time
+from dataclasses import replace
 
 import numpy as np
 from psycopg import sql
 
 from nearsim.core.bands import default_bands
 
-from .common import BenchError, Connection, best_of, print_table, times, wrap
-from .docsets import SEED, IndexPlan, random_fingerprints
+from .common import BenchError, Connection, best_of, print_table, scratch_schema, times, wrap
+from .docsets import FULL_PLAN, SEED, IndexPlan, random_fingerprints
 
 TRIGGER_KINDS = ("plain table", "enabled (nearsim)")
 
@@ -149,3 +152,34 @@ def trigger_writes(conn: Connection, schema: str, plan: IndexPlan) -> dict[str, 
     print_table(["operation", "plain rows/s", "enabled rows/s", "enabled/plain time"],
                 table, "<>>>")
     return best
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description="Section 8 of make bench alone: writes into an enabled table against a"
+        " plain one, in a scratch schema")
+    parser.add_argument("--dsn", default=os.environ.get("NEARSIM_DSN"),
+                        help="libpq connection string (default: $NEARSIM_DSN)")
+    parser.add_argument("--rows", type=int, default=FULL_PLAN.trigger_rows,
+                        help="rows of the INSERT ... SELECT and the DELETE"
+                        f" (default: {FULL_PLAN.trigger_rows:,})")
+    parser.add_argument("--statements", type=int, default=FULL_PLAN.trigger_statements,
+                        help="single-row INSERTs and UPDATEs"
+                        f" (default: {FULL_PLAN.trigger_statements:,})")
+    parser.add_argument("--repeat", type=int, default=FULL_PLAN.trigger_repeat,
+                        help=f"rounds, the best counts (default: {FULL_PLAN.trigger_repeat})")
+    args = parser.parse_args()
+    if not args.dsn:
+        parser.error("no database: pass --dsn or set NEARSIM_DSN")
+    if min(args.rows, args.statements, args.repeat) < 1:
+        parser.error("--rows, --statements and --repeat must be at least 1")
+    plan = replace(FULL_PLAN, trigger_rows=args.rows, trigger_statements=args.statements,
+                   trigger_repeat=args.repeat)
+    with scratch_schema(args.dsn) as (conn, schema):
+        # the fingerprints are made up: declared the profile's, as common.connect does
+        conn.execute("SET nearsim.profile = 'default/1'")
+        trigger_writes(conn, schema, plan)
+
+
+if __name__ == "__main__":
+    main()
