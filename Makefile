@@ -103,8 +103,10 @@ bench: database
 	$(VENV_PYTHON) -m benchmarks.docs $(BENCH_RESULTS) docs
 
 # The default path at scale: 1 and 10 million documents, enabled empty and
-# filled by COPY, and the uniform 10 million again with 4 bands (about 20
-# minutes on 2 cores; 10 GB of disk at the peak).  On
+# filled by COPY, INSERT ... SELECT of a million more rows into the full
+# uniform table against a plain table of the same rows, and the uniform 10
+# million again with 4 bands (about 20 minutes on 2 cores, 40 on a slower
+# one; 11 GB of disk at the peak).  On
 # the project's own cluster (no NEARSIM_DSN) it also loads a million more rows
 # with max_wal_size raised, which takes ALTER SYSTEM (reset afterwards).
 bench-10m: database

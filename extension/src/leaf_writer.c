@@ -23,7 +23,9 @@
  * btinsert's own record for each (XLOG_BTREE_INSERT_LEAF, the page changed
  * as each record says), or one image of the whole page (as CREATE INDEX
  * writes pages), which is smaller once a leaf takes more than a few dozen
- * entries, as when a table is filled from empty.  So the pages, their
+ * entries, as when a table is filled from empty, and whenever the page is
+ * changed for the first time since a checkpoint (its first record would
+ * carry an image of it anyway).  So the pages, their
  * replay on a standby and everything that reads them are PostgreSQL's
  * btree.  An error before the page is written leaves it as it was.
  *
@@ -65,8 +67,14 @@ finish_leaf(NearsimLeafWriter *writer)
 	if (writer->added > 0)
 	{
 		bool		logged = RelationNeedsWAL(writer->index);
+
+		/*
+		 * The first change to a page after a checkpoint writes an image of it
+		 * anyway (full_page_writes): then the records would only add to it
+		 */
 		bool		image = logged &&
-			image_bytes(writer->copy.data) < writer->added * INSERT_RECORD_BYTES;
+			(XLogCheckBufferNeedsBackup(writer->leaf) ||
+			 image_bytes(writer->copy.data) < writer->added * INSERT_RECORD_BYTES);
 
 		START_CRIT_SECTION();
 		if (!logged || image)
