@@ -13,9 +13,9 @@ import psycopg
 ROWS = 3_000_000
 
 
-def test_a_flush_stopped_by_an_error_resumes_where_it_stopped(conn: psycopg.Connection) -> None:
-    conn.execute("CREATE TABLE keys (id integer PRIMARY KEY, k bigint)")
-    conn.execute("CREATE INDEX keys_k ON keys USING nearsim_btree (k)")
+def scans_stop_on_timeouts(conn: psycopg.Connection) -> None:
+    """scan_or_time_out(): a scan of keys through keys_k, caught if a timeout stops it;
+    the transaction's entries all wait until then."""
     conn.execute("""CREATE FUNCTION scan_or_time_out() RETURNS text LANGUAGE plpgsql AS $$
         BEGIN
             PERFORM 1 FROM keys WHERE k = 0::bigint;
@@ -26,6 +26,12 @@ def test_a_flush_stopped_by_an_error_resumes_where_it_stopped(conn: psycopg.Conn
     conn.execute("SET LOCAL nearsim.insert_buffer = '1GB'")
     conn.execute("SET LOCAL enable_seqscan = off")
     conn.execute("SET LOCAL enable_bitmapscan = off")
+
+
+def test_a_flush_stopped_by_an_error_resumes_where_it_stopped(conn: psycopg.Connection) -> None:
+    conn.execute("CREATE TABLE keys (id integer PRIMARY KEY, k bigint)")
+    conn.execute("CREATE INDEX keys_k ON keys USING nearsim_btree (k)")
+    scans_stop_on_timeouts(conn)
     conn.execute("INSERT INTO keys SELECT g, hashint8(g) FROM generate_series(1, %s) g",
                  (ROWS,))
     # The scan begins by putting the 3 million waiting entries in, which takes
@@ -56,16 +62,7 @@ def test_a_flush_into_a_full_index_stopped_by_an_error_resumes_where_it_stopped(
                  (stored,))
     conn.execute("CREATE INDEX keys_k ON keys USING nearsim_btree (k)")
     conn.execute("CREATE EXTENSION IF NOT EXISTS amcheck")
-    conn.execute("""CREATE FUNCTION scan_or_time_out() RETURNS text LANGUAGE plpgsql AS $$
-        BEGIN
-            PERFORM 1 FROM keys WHERE k = 0::bigint;
-            RETURN 'scanned';
-        EXCEPTION WHEN query_canceled THEN
-            RETURN 'timed out';
-        END $$""")
-    conn.execute("SET LOCAL nearsim.insert_buffer = '1GB'")
-    conn.execute("SET LOCAL enable_seqscan = off")
-    conn.execute("SET LOCAL enable_bitmapscan = off")
+    scans_stop_on_timeouts(conn)
     conn.execute("INSERT INTO keys SELECT g, hashint8(g) FROM generate_series(%s, %s) g",
                  (stored + 1, stored + 300_000))
     conn.execute("SET LOCAL statement_timeout = '100ms'")
