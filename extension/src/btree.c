@@ -208,9 +208,13 @@ forget_done(Waiting *pending)
 static void
 mark_killed_rows(Waiting *pending, Relation table, Relation index, RowCheck *check)
 {
-	Size		at;
+	bool		any_speculative = false;
 
-	for (at = 0; at < pending->count; at++)
+	for (int i = 0; i < segment_count; i++)
+		any_speculative |= segments[i].speculative;
+	if (!any_speculative)
+		return;
+	for (Size at = 0; at < pending->count; at++)
 	{
 		Entry	   *entry = &pending->entries[at];
 

@@ -35,10 +35,13 @@
  * key.
  */
 
+/* Bytes of WAL a record about one block takes before its data, about */
+#define BLOCK_RECORD_BYTES \
+	(SizeOfXLogRecord + SizeOfXLogRecordBlockHeader + sizeof(RelFileNode) + sizeof(BlockNumber))
+
 /* Bytes of WAL one XLOG_BTREE_INSERT_LEAF record of a 16-byte tuple takes, about */
 #define INSERT_RECORD_BYTES \
-	(SizeOfXLogRecord + SizeOfXLogRecordBlockHeader + sizeof(RelFileNode) + \
-	 sizeof(BlockNumber) + SizeOfXLogRecordDataHeaderShort + SizeOfBtreeInsert + \
+	(BLOCK_RECORD_BYTES + SizeOfXLogRecordDataHeaderShort + SizeOfBtreeInsert + \
 	 NEARSIM_LEAF_TUPLE_SIZE)
 
 /* Bytes of WAL an image of the page takes (the hole between its items and their data left out) */
@@ -47,8 +50,7 @@ image_bytes(Page page)
 {
 	PageHeader	header = (PageHeader) page;
 
-	return SizeOfXLogRecord + SizeOfXLogRecordBlockHeader + sizeof(RelFileNode) +
-		sizeof(BlockNumber) + SizeOfXLogRecordBlockImageHeader +
+	return BLOCK_RECORD_BYTES + SizeOfXLogRecordBlockImageHeader +
 		BLCKSZ - (header->pd_upper - header->pd_lower);
 }
 
@@ -77,10 +79,10 @@ finish_leaf(NearsimLeafWriter *writer)
 			 image_bytes(writer->copy.data) < writer->added * INSERT_RECORD_BYTES);
 
 		START_CRIT_SECTION();
+		MarkBufferDirty(writer->leaf);
 		if (!logged || image)
 		{
 			memcpy(page, writer->copy.data, BLCKSZ);
-			MarkBufferDirty(writer->leaf);
 			if (image)
 				log_newpage_buffer(writer->leaf, true);
 		}
@@ -98,7 +100,6 @@ finish_leaf(NearsimLeafWriter *writer)
 					elog(PANIC, "failed to add an entry to leaf page %u of index \"%s\"",
 						 BufferGetBlockNumber(writer->leaf),
 						 RelationGetRelationName(writer->index));
-				MarkBufferDirty(writer->leaf);
 				record.offnum = writer->offsets[i];
 				XLogBeginInsert();
 				XLogRegisterData((char *) &record, SizeOfBtreeInsert);
@@ -154,8 +155,8 @@ find_leaf(NearsimLeafWriter *writer, int64 key, ItemPointer tid)
 /*
  * Where on the leaf the entry the search key holds goes: the first item not
  * below it.  It usually lands a few items after the last entry put on the
- * leaf, so the search gallops from there.  InvalidOffsetNumber when an item
- * compares equal to the entry (a posting list holding its row's range).
+ * leaf, so the search gallops from there.  InvalidOffsetNumber when that
+ * item compares equal to the entry (a posting list holding its row's range).
  */
 static OffsetNumber
 place_on_leaf(NearsimLeafWriter *writer, int64 key, ItemPointer tid)
@@ -165,6 +166,8 @@ place_on_leaf(NearsimLeafWriter *writer, int64 key, ItemPointer tid)
 	OffsetNumber low = P_FIRSTDATAKEY(opaque);
 	OffsetNumber high = PageGetMaxOffsetNumber(page) + 1;
 	OffsetNumber step = 1;
+	bool		galloping = true;
+	int32		at_high = 1;	/* how the entry compares with the item at high */
 
 	if (writer->added > 0 &&
 		(key > writer->last_key ||
@@ -172,32 +175,23 @@ place_on_leaf(NearsimLeafWriter *writer, int64 key, ItemPointer tid)
 		low = writer->offsets[writer->added - 1] + 1;
 	while (low < high)
 	{
-		OffsetNumber probe = Min(low + step - 1, high - 1);
+		OffsetNumber probe = galloping ? Min(low + step - 1, high - 1) : low + (high - low) / 2;
+		int32		order = _bt_compare(writer->index, writer->search, page, probe);
 
-		if (_bt_compare(writer->index, writer->search, page, probe) > 0)
+		if (order > 0)
 		{
 			low = probe + 1;
-			step *= 2;
+			if (galloping)
+				step *= 2;
 		}
 		else
 		{
 			high = probe;
-			break;
+			at_high = order;
+			galloping = false;
 		}
 	}
-	while (low < high)
-	{
-		OffsetNumber middle = low + (high - low) / 2;
-
-		if (_bt_compare(writer->index, writer->search, page, middle) > 0)
-			low = middle + 1;
-		else
-			high = middle;
-	}
-	if (low <= PageGetMaxOffsetNumber(page) &&
-		_bt_compare(writer->index, writer->search, page, low) == 0)
-		return InvalidOffsetNumber;
-	return low;
+	return at_high == 0 ? InvalidOffsetNumber : low;
 }
 
 /*
@@ -242,6 +236,17 @@ nearsim_leaf_writer_start(NearsimLeafWriter *writer, Relation index, Relation ta
 	pfree(tuple);
 }
 
+/* Puts the entry at position in through btinsert, which descends for it alone */
+static void
+insert_alone(NearsimLeafWriter *writer, int64 key, ItemPointer tid, Size position)
+{
+	Datum		value = Int64GetDatum(key);
+	bool		isnull = false;
+
+	btinsert(writer->index, &value, &isnull, tid, writer->table, UNIQUE_CHECK_NO, false, NULL);
+	*writer->done = position + 1;
+}
+
 /*
  * Puts the entry at position in the caller's order in; each entry's key is
  * not below the last one's.  May keep a leaf locked (and interrupts held
@@ -252,8 +257,6 @@ nearsim_leaf_writer_start(NearsimLeafWriter *writer, Relation index, Relation ta
 void
 nearsim_leaf_write(NearsimLeafWriter *writer, int64 key, ItemPointer tid, Size position)
 {
-	Datum		value = Int64GetDatum(key);
-	bool		isnull = false;
 	IndexTuple	tuple;
 	OffsetNumber offset = InvalidOffsetNumber;
 
@@ -261,12 +264,10 @@ nearsim_leaf_write(NearsimLeafWriter *writer, int64 key, ItemPointer tid, Size p
 	if (writer->search == NULL)
 	{
 		CHECK_FOR_INTERRUPTS();
-		btinsert(writer->index, &value, &isnull, tid, writer->table, UNIQUE_CHECK_NO, false,
-				 NULL);
-		*writer->done = position + 1;
+		insert_alone(writer, key, tid, position);
 		return;
 	}
-	writer->search->scankeys[0].sk_argument = value;
+	writer->search->scankeys[0].sk_argument = Int64GetDatum(key);
 	writer->search_tid = *tid;
 	if (BufferIsValid(writer->leaf) && !belongs_on_leaf(writer, key, tid))
 		finish_leaf(writer);
@@ -280,9 +281,7 @@ nearsim_leaf_write(NearsimLeafWriter *writer, int64 key, ItemPointer tid, Size p
 	if (offset == InvalidOffsetNumber)
 	{
 		finish_leaf(writer);
-		btinsert(writer->index, &value, &isnull, tid, writer->table, UNIQUE_CHECK_NO, false,
-				 NULL);
-		*writer->done = position + 1;
+		insert_alone(writer, key, tid, position);
 		return;
 	}
 	tuple = (IndexTuple) writer->tuples[writer->added].data;
