@@ -403,6 +403,12 @@ def set_max_wal_size(conn: Connection, value: str | None) -> str:
     return str(conn.execute("SHOW max_wal_size").fetchone()[0])  # type: ignore[index]
 
 
+def next_id(conn: Connection, docset: DocSet) -> int:
+    """The id after the largest in the set's table."""
+    row = conn.execute(sql.SQL("SELECT max(id) FROM {}").format(docset.table)).fetchone()
+    return (row[0] if row and row[0] is not None else 0) + 1
+
+
 def time_max_wal_size(conn: Connection, result: SetResult, size: str) -> None:
     """COPY a million more rows into the full table at the server's max_wal_size,
     then another million with max_wal_size = ``size`` (ALTER SYSTEM, reset after).
@@ -416,8 +422,7 @@ def time_max_wal_size(conn: Connection, result: SetResult, size: str) -> None:
     rng = np.random.default_rng(SEED + 1)
 
     def copied() -> tuple[float, LoadIO]:
-        row = conn.execute(sql.SQL("SELECT max(id) FROM {}").format(docset.table)).fetchone()
-        first_id = (row[0] if row and row[0] is not None else 0) + 1
+        first_id = next_id(conn, docset)
         conn.execute("CHECKPOINT")
         seconds, cost = copy_rows(conn, docset, first_id,
                                   random_fingerprints(rng, 1_000_000).tolist())
@@ -443,8 +448,7 @@ def time_insert_select(conn: Connection, schema: str, result: SetResult) -> None
     docset = result.docset
     plain = sql.Identifier(schema, "insert_select_plain")
     staging = sql.Identifier(schema, "insert_select_rows")
-    row = conn.execute(sql.SQL("SELECT max(id) FROM {}").format(docset.table)).fetchone()
-    first_id = (row[0] if row and row[0] is not None else 0) + 1
+    first_id = next_id(conn, docset)
     conn.execute(sql.SQL("CREATE TABLE {} (id bigint, body text, si bigint)").format(staging))
     values = random_fingerprints(np.random.default_rng(SEED + 2), INSERT_SELECT_ROWS).tolist()
     with conn.cursor().copy(sql.SQL("COPY {} FROM STDIN").format(staging)) as copy:
@@ -469,7 +473,7 @@ def time_insert_select(conn: Connection, schema: str, result: SetResult) -> None
     for table in (plain, staging):
         conn.execute(sql.SQL("DROP TABLE {}").format(table))
     verified = conn.execute("SELECT ok, missing, extra FROM nearsim_verify(%s::regclass,"
-                          " fingerprints => false)", (docset.qualified,)).fetchone()
+                            " fingerprints => false)", (docset.qualified,)).fetchone()
     if verified is None or verified[1:] != (0, 0):
         raise BenchError(f"{docset.label}: after INSERT ... SELECT, nearsim_verify says"
                          f" (ok, missing, extra) = {verified}")
