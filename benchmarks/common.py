@@ -209,6 +209,24 @@ def log(message: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
+# How often a RESET of a tiny statement_timeout is sent before its cancel is let through.
+RESET_ATTEMPTS = 100
+
+
+def reset_statement_timeout(conn: psycopg.Connection) -> None:
+    """RESET statement_timeout on an autocommit connection.
+
+    The RESET runs under the timeout it removes, so after a budget of a millisecond a
+    busy server can cancel the RESET itself; it is sent again until it lands."""
+    for _ in range(RESET_ATTEMPTS - 1):
+        try:
+            conn.execute("RESET statement_timeout")
+            return
+        except psycopg.errors.QueryCanceled:
+            continue
+    conn.execute("RESET statement_timeout")
+
+
 @contextmanager
 def scratch_schema(dsn: str) -> Iterator[tuple[psycopg.Connection, str]]:
     schema = f"nearsim_quality_{secrets.token_hex(4)}"
@@ -218,5 +236,5 @@ def scratch_schema(dsn: str) -> Iterator[tuple[psycopg.Connection, str]]:
         try:
             yield conn, schema
         finally:
-            conn.execute("RESET statement_timeout")
+            reset_statement_timeout(conn)
             conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))

@@ -20,7 +20,7 @@ import psycopg
 from numpy.typing import NDArray
 from psycopg import sql
 
-from .common import enable_timed, timer
+from .common import enable_timed, reset_statement_timeout, timer
 from .pair_methods import (
     MINHASH_PERMUTATIONS,
     SEED_RADIUS,
@@ -149,8 +149,9 @@ def drop_table(conn: psycopg.Connection, schema: str, name: str) -> None:
 
 
 def set_timeout(conn: psycopg.Connection, seconds: float | None) -> None:
+    """Set the session's statement_timeout to ``seconds``, or reset it (None)."""
     if seconds is None:
-        conn.execute("RESET statement_timeout")
+        reset_statement_timeout(conn)
     else:
         conn.execute(sql.SQL("SET statement_timeout = {}").format(
             sql.Literal(max(1, round(seconds * 1000)))))

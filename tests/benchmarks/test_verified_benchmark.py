@@ -205,3 +205,32 @@ def test_over_budget_is_reported_and_larger_sizes_skipped(database: str, tmp_pat
     # The lookups still run, on a table loaded for them.
     assert all(lookup["timed"] == 3 for lookup in results["lookups"])
     assert "### What the budgets cut" in (tmp_path / "verified.md").read_text()
+
+
+class _SlowResets:
+    """A real connection whose first RESETs are slowed past a 1 ms statement_timeout,
+    so the server cancels them as a busy machine would."""
+
+    def __init__(self, conn: psycopg.Connection, slow: int) -> None:
+        self.conn = conn
+        self.slow = slow
+        self.cancelled = 0
+
+    def execute(self, query: object, *args: object) -> psycopg.Cursor:
+        if query == "RESET statement_timeout" and self.slow:
+            self.slow -= 1
+            try:
+                self.conn.execute("SELECT pg_sleep(0.05)")
+            except psycopg.errors.QueryCanceled:
+                self.cancelled += 1
+                raise
+        return self.conn.execute(query, *args)  # type: ignore[arg-type]
+
+
+def test_a_cancelled_reset_of_a_tiny_timeout_is_sent_again(database: str) -> None:
+    with psycopg.connect(database, autocommit=True) as conn:
+        slowed = _SlowResets(conn, slow=3)
+        verified_sets.set_timeout(slowed, 0.001)  # type: ignore[arg-type]
+        verified_sets.set_timeout(slowed, None)  # type: ignore[arg-type]
+        assert slowed.cancelled == 3
+        assert conn.execute("SHOW statement_timeout").fetchone() == ("0",)
