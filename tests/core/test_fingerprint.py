@@ -135,10 +135,41 @@ _MIXED_TEXT = st.lists(
 ).map("".join)
 
 
+@contextmanager
+def _stretches_always() -> Iterator[None]:
+    """separated_quickly taking the stretches however many there are (text with
+    many is otherwise normalised whole)."""
+    kept = core_text._CHARS_PER_STRETCH
+    core_text._CHARS_PER_STRETCH = 0
+    try:
+        yield
+    finally:
+        core_text._CHARS_PER_STRETCH = kept
+
+
 @settings(max_examples=300, deadline=None)
 @given(_MIXED_TEXT)
 def test_separated_quickly_is_separated(text: str) -> None:
-    assert core_text.separated_quickly(text) == core_text.separated(text)
+    expected = core_text.separated(text)
+    assert core_text.separated_quickly(text) == expected
+    with _stretches_always():
+        assert core_text.separated_quickly(text) == expected
+
+
+def test_text_unstable_every_few_characters_is_normalised_whole(
+        monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """A stretch costs a Python call: 64,000 of them in a megabyte took seconds."""
+    calls: list[int] = []
+    whole = core_text.separated
+
+    def counted(text: str) -> str:
+        calls.append(len(text))
+        return whole(text)
+
+    monkeypatch.setattr(core_text, "separated", counted)
+    text = "Crème brûlée Straße nai\u0308ve\r\n" * 500
+    assert core_text.separated_quickly(text) == whole(text)
+    assert calls == [len(text)]
 
 
 def test_separated_quickly_on_every_code_point_below_u10000() -> None:
@@ -147,7 +178,10 @@ def test_separated_quickly_on_every_code_point_below_u10000() -> None:
     for start in range(0, len(characters), 500):
         chunk = characters[start : start + 500]
         for text in (chunk, " ".join(chunk), "".join("a" + c for c in chunk), chunk.upper()):
-            assert core_text.separated_quickly(text) == core_text.separated(text), start
+            expected = core_text.separated(text)
+            assert core_text.separated_quickly(text) == expected, start
+            with _stretches_always():
+                assert core_text.separated_quickly(text) == expected, start
 
 
 def test_huge_text_is_cut_into_pieces_alike(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -173,6 +173,10 @@ def separated(text: str) -> str:
 _SMALL = 0x10000  # the code points the tables hold
 _JOINS, _ALONE = 1, 2  # step 3's kinds in the word table (0: a space)
 _QUICK_CHARS = 64  # shorter text is quicker one character at a time
+# A stretch costs a Python call (about 50 characters' worth of normalising the
+# whole text at once); text with more stretches than one per this many
+# characters is normalised whole.
+_CHARS_PER_STRETCH = 128
 
 
 @cache
@@ -258,7 +262,10 @@ def separated_quickly(text: str) -> str:
     # those up to the next stable one.
     slow = ~stable
     slow[:-1] |= slow[1:]
-    edges = [0, *(np.flatnonzero(slow[1:] != slow[:-1]) + 1).tolist(), len(slow)]
+    changes = np.flatnonzero(slow[1:] != slow[:-1]) + 1
+    if len(changes) * _CHARS_PER_STRETCH > len(text):
+        return separated(text)
+    edges = [0, *changes.tolist(), len(slow)]
     return "".join(
         separated(text[start:end]) if slow[start] else _separated_stable(text[start:end])
         for start, end in pairwise(edges)
