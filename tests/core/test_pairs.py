@@ -105,6 +105,12 @@ def dataset(name: str) -> NDArray[np.int64]:
     elif name == "clusters":
         seeds = random_fingerprints(rng, 4)
         parts = [flipped(rng, np.repeat(seeds, 80), 8), seeds, random_fingerprints(rng, 40)]
+    elif name == "low":
+        # Values confined to their low 20 bits, some with a stray high bit: one large
+        # group in every table that keeps only high blocks, with a few others in it.
+        low = rng.integers(0, 1 << 20, size=300, dtype=np.int64)
+        stray = low[:12] | (np.int64(1) << rng.integers(20, 63, size=12, dtype=np.int64))
+        parts = [low, stray, random_fingerprints(rng, 30)]
     else:
         raise KeyError(name)
     values = np.concatenate(parts)
@@ -170,6 +176,18 @@ def test_large_groups_and_small_pieces(max_distance: int) -> None:
     for count in [0, *block_counts(max_distance)]:
         with blocks(count, _SMALL_GROUP=3, _CANDIDATES=50, _COMPARISONS=20):
             assert_same_pairs(all_pairs(dataset(name), max_distance), expected)
+
+
+@pytest.mark.parametrize("max_distance", [3, 6, 9])
+def test_large_groups_alike_in_most_blocks(max_distance: int) -> None:
+    # A large group is cut into parts by a block that must differ; the one in which
+    # nearly all of it is alike leaves a few comparisons.
+    name = "low"
+    expected = expected_pairs(name, max_distance)
+    for count in block_counts(max_distance):
+        for small_group in (3, 256):
+            with blocks(count, _SMALL_GROUP=small_group, _COMPARISONS=500):
+                assert_same_pairs(all_pairs(dataset(name), max_distance), expected)
 
 
 @pytest.mark.parametrize("max_distance", [1, 4, 7])

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
-from itertools import combinations
+from itertools import combinations, pairwise
 
 import numpy as np
 from numpy.typing import NDArray
@@ -251,6 +251,50 @@ def _brute_pairs(values: Words, max_distance: int,
     return _joined(firsts), _joined(seconds)
 
 
+def _group_pairs(group: Words, max_distance: int, table: _Table,
+                 limit: _PairLimit) -> tuple[Int64s, Int64s]:  # fmt: skip
+    """Positions of the pairs of a large group (equal keys in ``table``) within
+    ``max_distance`` that ``table`` reports.
+
+    Such a pair differs in every block that must differ, so the group is cut into
+    parts by the one of those blocks in which its values are most alike, and each
+    part is compared with the parts after it only.  A group of values alike in many
+    bits (ones confined to their low bits) is one in many tables, and in most of
+    them one part holds nearly all of it: a few comparisons instead of all."""
+    if not table.must_differ:  # the first table: every pair with equal blocks is its
+        # the group's near pairs are held before those that are not the table's go
+        first, second = _brute_pairs(group, max_distance, limit.inner())
+        mine = table.owns(group[first] ^ group[second])
+        limit.add(int(np.count_nonzero(mine)))
+        return first[mine].astype(np.int64), second[mine].astype(np.int64)
+    count = len(group)
+    parts = [np.unique(group & mask, return_inverse=True, return_counts=True)
+             for mask in table.must_differ]
+    _, inverse, sizes = max(parts, key=lambda part: int(np.sum(part[2] ** 2)))
+    order = np.argsort(inverse, kind="stable")
+    bounds = [0, *np.cumsum(sizes).tolist()]
+    values = group[order]
+    firsts: list[Int64s] = []
+    seconds: list[Int64s] = []
+    for start, end in pairwise(bounds):
+        if end == count:
+            break
+        later = values[end:]
+        rows = max(1, _COMPARISONS // len(later))
+        for top in range(start, end, rows):
+            checkpoint()
+            xor = values[top : min(end, top + rows), None] ^ later[None, :]
+            near = _popcount(xor) <= max_distance
+            near &= table.owns(xor)
+            row, column = np.nonzero(near)
+            firsts.append(order[row + top])
+            seconds.append(order[column + end])
+            limit.add(len(row))
+    if not firsts:
+        return np.empty(0, np.int64), np.empty(0, np.int64)
+    return np.concatenate(firsts), np.concatenate(seconds)
+
+
 def _joined(pieces: list[Int32s]) -> Int32s:
     return np.concatenate(pieces) if pieces else np.empty(0, dtype=np.int32)
 
@@ -393,12 +437,9 @@ def _table_pairs(values: Words, max_distance: int, block_count: int,
             limit.add(len(a))
         for first, size in zip(run_first[~small].tolist(), run_size[~small].tolist(), strict=True):
             members = _unsort(first_order, second_order, np.arange(first, first + size))
-            # the group's near pairs are held before those of other tables go
-            near_i, near_j = _brute_pairs(values[members], max_distance, limit.inner())
-            mine = table.owns(values[members[near_i]] ^ values[members[near_j]])
-            found_first.append(members[near_i[mine]].astype(np.int32))
-            found_second.append(members[near_j[mine]].astype(np.int32))
-            limit.add(len(found_first[-1]))
+            near_i, near_j = _group_pairs(values[members], max_distance, table, limit)
+            found_first.append(members[near_i].astype(np.int32))
+            found_second.append(members[near_j].astype(np.int32))
     return _joined(found_first), _joined(found_second)
 
 
