@@ -19,8 +19,8 @@ import numpy as np
 
 from ..core import calibration, measures
 from ..core.bits import BITS
+from ..core.groups import connected_components, pivot_groups
 from ..core.interrupts import checkpoint
-from ..core.pairs import connected_components, pivot_groups
 from . import bucket_tables
 from .catalog import Enabled, check_table_profile, lookup, simhash_sql
 from .database import Session

@@ -1,7 +1,7 @@
 """Pivot groups: ``nearsim_clusters(tbl, k, 'pivot')``, computed on the cluster.
 
 ``nearsim_clusters`` makes pivot groups greedily
-(:func:`nearsim.core.pairs.pivot_groups`): documents are taken in order of
+(:func:`nearsim.core.groups.pivot_groups`): documents are taken in order of
 decreasing number of neighbours (ties: the smaller key first); a document
 not yet in a group becomes a pivot and takes all its neighbours not yet in
 a group.  The pivots are thus the *lexicographically first maximal
