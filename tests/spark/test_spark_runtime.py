@@ -125,8 +125,10 @@ def test_a_run_prints_its_summary_and_no_spark_log_lines(tmp_path: Path) -> None
     assert lines[1].startswith("40 pairs, 40 groups of 80 documents in ")
     assert lines[2:] == [f"written to {tmp_path / 'quiet'}"]
     assert quiet.stdout == ""
+    few = tmp_path / "few.jsonl"  # Spark's own lines are the point here, not the work
+    write_documents(few, 10)
     told = subprocess.run(nearsim_spark(
-        "dedup", str(source), "--key-column", "id", "--text-column", "body",
+        "dedup", str(few), "--key-column", "id", "--text-column", "body",
         "-o", str(tmp_path / "told"), "--master", "local[1]", "--spark-log-level", "info",
         "--spark-conf", "spark.ui.enabled=false",
     ), capture_output=True, text=True, timeout=600, check=False)  # fmt: skip
