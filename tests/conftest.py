@@ -51,11 +51,28 @@ def pytest_configure(config: pytest.Config) -> None:
         config.addinivalue_line("markers", f"{room}: {meaning}")
 
 
+# The files that take longest (minutes each on 2 cores), longest first.  They are
+# collected before all others, so that pytest-xdist hands them out first and the
+# workers end together instead of one finishing a long file alone.
+LONGEST_FILES = (
+    "spark/test_spark_pairs.py", "spark/test_spark_runtime.py", "spark/test_spark_dedup.py",
+    "spark/test_spark_cluster.py", "spark/test_spark_survivors.py", "core/test_profiles.py",
+    "server/test_fingerprint_c.py", "core/test_fingerprint.py", "spark/test_spark_table.py",
+    "server/test_table_pairs.py", "server/test_verified.py",
+    "benchmarks/test_defaults_benchmark.py",
+)
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    def rank(item: pytest.Item) -> int:
+        path = Path(str(item.fspath)).relative_to(ROOT / "tests").as_posix()
+        return LONGEST_FILES.index(path) if path in LONGEST_FILES else len(LONGEST_FILES)
+
     for item in items:
         room = Path(str(item.fspath)).relative_to(ROOT / "tests").parts[0]
         if room in ROOMS:
             item.add_marker(getattr(pytest.mark, room))
+    items.sort(key=rank)  # stable: each file's tests stay together and in order
 
 
 def _cluster_command(*args: str) -> str:
