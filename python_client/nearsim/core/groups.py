@@ -17,7 +17,8 @@ __all__ = ["connected_components", "pivot_groups"]
 
 Int64s = NDArray[np.int64]
 
-# Nodes are fewer than this, as the positions of all_pairs.
+# Positions (of all_pairs' fingerprints, of nodes here) are packed two to an int64: sort
+# keys, edge lists.
 _MAX_ITEMS = 1 << 31
 
 # pivot_groups lets a cancel through every this many nodes.

@@ -38,7 +38,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .bits import BITS
-from .groups import connected_components, pivot_groups
+from .groups import _MAX_ITEMS, connected_components, pivot_groups
 from .interrupts import LimitExceeded, checkpoint
 
 __all__ = ["all_pairs", "connected_components", "expected_pairs", "iter_pairs", "pivot_groups"]
@@ -47,9 +47,6 @@ __all__ = ["all_pairs", "connected_components", "expected_pairs", "iter_pairs", 
 Int64s = NDArray[np.int64]
 Int32s = NDArray[np.int32]
 Words = NDArray[np.uint64]
-
-# Positions are packed two to an int64 (sort keys, edge lists).
-_MAX_ITEMS = 1 << 31
 
 # Candidate pairs are checked this many at a time, and output is made in
 # pieces of at most this many pairs.  With temporaries this small (they stay

@@ -173,9 +173,9 @@ def separated(text: str) -> str:
 _SMALL = 0x10000  # the code points the tables hold
 _JOINS, _ALONE = 1, 2  # step 3's kinds in the word table (0: a space)
 _QUICK_CHARS = 64  # shorter text is quicker one character at a time
-# A stretch costs a Python call (about 50 characters' worth of normalising the
-# whole text at once); text with more stretches than one per this many
-# characters is normalised whole.
+# A stretch costs a Python call, about as long as normalising a hundred
+# characters of the whole text at once; text with more stretches than one per
+# this many characters is normalised whole.
 _CHARS_PER_STRETCH = 128
 
 
@@ -248,7 +248,7 @@ def separated_quickly(text: str) -> str:
     leaves alone once step 1 and compatibility forms are dealt with takes
     casefold() and a table whole (:func:`_separated_whole`), other text takes
     them on its stretches of stable code points, and the steps per character
-    around the rest."""
+    around the rest (or all at once, when the stretches are many and short)."""
     if len(text) < _QUICK_CHARS or text.isascii():
         return separated(text)
     points = _code_points(text)
