@@ -15,7 +15,7 @@ LOCAL_DSN := host=$(abspath $(CLUSTER_DIR))/run port=$(CLUSTER_PORT) user=postgr
 NEARSIM_DSN ?=
 DSN = $(or $(NEARSIM_DSN),$(LOCAL_DSN) dbname=nearsim)
 
-.PHONY: all install uninstall system setup venv cluster database demo test installcheck pytest fuzz bench bench-10m bench-hnsw bench-verified bench-minhash bench-defaults bench-languages bench-spark bench-spark-10m bench-concurrency bench-100m lint stop clean dist
+.PHONY: all install uninstall system setup venv cluster database demo test installcheck pytest fuzz bench bench-10m bench-guard bench-hnsw bench-verified bench-minhash bench-defaults bench-languages bench-spark bench-spark-10m bench-concurrency bench-100m lint stop clean dist
 
 # `make` and `make install` build and install the extension alone, as PGXN
 # clients expect (they pass PG_CONFIG); the packages it needs must be there.
@@ -113,6 +113,14 @@ bench-10m: database
 	mkdir -p $(BENCH_RESULTS)
 	$(VENV_PYTHON) -m benchmarks.scale --dsn "$(DSN)" --results $(BENCH_RESULTS)/scale.json \
 		--more-bands 4 $(if $(NEARSIM_DSN),,--max-wal-size 16GB)
+
+# Single-row INSERTs with and without a check-in guard within 3 bits, one
+# transaction and a transaction each, on 10 million uniform and text-like
+# documents with 3 and with 4 bands (about 20 minutes on 2 cores; 3 GB of
+# disk at the peak): benchmarks/results/guard.json.
+bench-guard: database
+	mkdir -p $(BENCH_RESULTS)
+	$(VENV_PYTHON) -m benchmarks.guarded --dsn "$(DSN)" --results $(BENCH_RESULTS)/guard.json
 
 # Exact nearest (ORDER BY hamming() LIMIT 10) against pgvector's HNSW over the
 # same fingerprints, 1 million documents of each set (about 10 minutes on 2

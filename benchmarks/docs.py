@@ -27,7 +27,7 @@ import json
 import math
 import shutil
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -169,9 +169,10 @@ def missed_section(run: dict[str, Any], scale: dict[str, Any] | None = None,
                    verified: dict[str, Any] | None = None,
                    hnsw: dict[str, Any] | None = None,
                    concurrency: dict[str, Any] | None = None,
-                   hundred: dict[str, Any] | None = None) -> str:
+                   hundred: dict[str, Any] | None = None,
+                   guard: dict[str, Any] | None = None) -> str:
     missed = [r for r in run["summary"] if r["met"] == "no"]
-    for other in (scale, verified, hnsw, concurrency, hundred):
+    for other in (scale, verified, hnsw, concurrency, hundred, guard):
         if other is not None:
             missed += [dict(zip(SCALE_COLUMNS, row, strict=True)) for row in other["summary"]
                        if row[5] == "no"]
@@ -311,30 +312,27 @@ def verified_section(results: Path) -> tuple[str, dict[str, Any] | None]:
     return page.read_text(encoding="utf-8"), json.loads(data.read_text(encoding="utf-8"))
 
 
-def defaults_page(results: Path) -> str:
-    """The section of ``make bench-defaults`` (benchmarks/defaults.py), from its results."""
-    page = results / "defaults.md"
+def results_page(results: Path, name: str, target: str, module: str) -> str:
+    """The section ``make <target>`` (benchmarks/<module>.py) wrote as ``name``."""
+    page = results / name
     if not page.exists():
-        return ("No results of `make bench-defaults` (benchmarks/defaults.py) next to this"
-                " run.")
+        return f"No results of `make {target}` (benchmarks/{module}.py) next to this run."
     return page.read_text(encoding="utf-8")
+
+
+def defaults_page(results: Path) -> str:
+    """The section of ``make bench-defaults``: which measure and threshold catch light edits."""
+    return results_page(results, "defaults.md", "bench-defaults", "defaults")
 
 
 def languages_page(results: Path) -> str:
-    """The section of ``make bench-languages`` (benchmarks/languages.py), from its results."""
-    page = results / "languages.md"
-    if not page.exists():
-        return ("No results of `make bench-languages` (benchmarks/languages.py) next to this"
-                " run.")
-    return page.read_text(encoding="utf-8")
+    """The section of ``make bench-languages``: other scripts."""
+    return results_page(results, "languages.md", "bench-languages", "languages")
 
 
 def minhash_page(results: Path) -> str:
-    """The section of ``make bench-minhash`` (benchmarks/minhash.py), from its results."""
-    page = results / "minhash.md"
-    if not page.exists():
-        return "No results of `make bench-minhash` (benchmarks/minhash.py) next to this run."
-    return page.read_text(encoding="utf-8")
+    """The section of ``make bench-minhash``: verified pairs against Rensa and datasketch."""
+    return results_page(results, "minhash.md", "bench-minhash", "minhash")
 
 
 def spark_page(results: Path) -> str:
@@ -349,31 +347,41 @@ def spark_page(results: Path) -> str:
     return spark_section(json.loads(data.read_text(encoding="utf-8")))
 
 
+def json_page(results: Path, name: str,
+              section: Callable[[dict[str, Any] | None], str]) -> tuple[str, dict[str, Any] | None]:
+    """The section ``section`` makes of the results file ``name`` (None when there is
+    none), and those results."""
+    data = results / name
+    loaded = json.loads(data.read_text(encoding="utf-8")) if data.exists() else None
+    return section(loaded), loaded
+
+
 def hnsw_page(results: Path) -> tuple[str, dict[str, Any] | None]:
     """The section of ``make bench-hnsw`` (benchmarks/hnsw.py), and its results."""
     from .hnsw import hnsw_section
 
-    data = results / "hnsw.json"
-    loaded = json.loads(data.read_text(encoding="utf-8")) if data.exists() else None
-    return hnsw_section(loaded), loaded
+    return json_page(results, "hnsw.json", hnsw_section)
 
 
 def concurrency_page(results: Path) -> tuple[str, dict[str, Any] | None]:
     """The section of ``make bench-concurrency`` (benchmarks/concurrency.py), and its results."""
     from .concurrency import concurrency_section
 
-    data = results / "concurrency.json"
-    loaded = json.loads(data.read_text(encoding="utf-8")) if data.exists() else None
-    return concurrency_section(loaded), loaded
+    return json_page(results, "concurrency.json", concurrency_section)
 
 
 def hundred_page(results: Path) -> tuple[str, dict[str, Any] | None]:
     """The section of ``make bench-100m`` (benchmarks/hundred.py), and its results."""
     from .hundred import hundred_section
 
-    data = results / "hundred.json"
-    loaded = json.loads(data.read_text(encoding="utf-8")) if data.exists() else None
-    return hundred_section(loaded), loaded
+    return json_page(results, "hundred.json", hundred_section)
+
+
+def guard_page(results: Path) -> tuple[str, dict[str, Any] | None]:
+    """The section of ``make bench-guard`` (benchmarks/guarded.py), and its results."""
+    from .guarded import guard_section
+
+    return json_page(results, "guard.json", guard_section)
 
 
 def write(results: Path, docs: Path) -> Path:
@@ -385,6 +393,7 @@ def write(results: Path, docs: Path) -> Path:
     hnsw_text, hnsw = hnsw_page(results)
     concurrency_text, concurrency = concurrency_page(results)
     hundred_text, hundred = hundred_page(results)
+    guard_text, guard = guard_page(results)
     docs.mkdir(parents=True, exist_ok=True)
     latency_figure(run, docs / LATENCY_FIGURE)
     lookup_figure(run, docs / LOOKUP_FIGURE)
@@ -454,6 +463,10 @@ nearsim {run["nearsim"]}, PostgreSQL {run["postgresql"]}, Python {run["python"]}
 
 {scale_section(scale)}
 
+### Single-row writes to a guarded table, by number of bands
+
+{guard_text}
+
 ### Exact nearest against pgvector's HNSW
 
 {hnsw_text}
@@ -472,7 +485,7 @@ nearsim {run["nearsim"]}, PostgreSQL {run["postgresql"]}, Python {run["python"]}
 
 ## Where targets are missed
 
-{missed_section(run, scale, verified, hnsw, concurrency, hundred)}
+{missed_section(run, scale, verified, hnsw, concurrency, hundred, guard)}
 """
     path = docs / "BENCHMARKS.md"
     path.write_text(page, encoding="utf-8")

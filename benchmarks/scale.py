@@ -22,8 +22,9 @@ million rows; no rebuild, no tuning.  Measured in the same run:
 - 10,000 new documents against the table in one statement (``JOIN ... ON
   hamming(d.si, n.si) <= 3``, an index nested loop), checked against the
   nested scan for 200 of them at the smallest size;
-- at the smallest and the largest size: single-row INSERTs per second with
-  and without a check-in guard (target at 10 million: at least half);
+- at the smallest and the largest size, and with more bands: single-row
+  INSERTs per second with and without a check-in guard (target at 10
+  million: at least half);
 - what each million's COPY wrote and read (WAL, full-page images, index
   blocks read from outside shared_buffers, blocks written out of it);
 - at the largest size, ``INSERT ... SELECT`` of a million new rows into the
@@ -92,6 +93,7 @@ from .docsets import (
     random_fingerprints,
     shared_buffers,
 )
+from .guarded import GUARD_DISTANCE, TARGET_GUARD_RATIO, guard_rates
 from .search import GENERIC, HAMMING, Match, expected_matches, run_search, search_statements, within
 from .throughput import kjv_corpora
 
@@ -116,9 +118,6 @@ TARGET_LOAD_RATIO = 0.5  # rate of the last million against the first
 NEAREST = (1, 10, 100)
 NEAREST_QUERIES = 30
 NEAREST_SCAN_QUERIES = 3
-GUARD_INSERTS = 2000
-TARGET_GUARD_RATIO = 0.5  # guarded single-row INSERTs against unguarded ones, at 10 million
-GUARD_DISTANCE = 3
 JOIN_ROWS = 10_000  # new documents checked against the table in one statement
 JOIN_DISTANCE = 3
 JOIN_CHECKED = 200  # of them, checked against the nested scan at the smallest size
@@ -274,33 +273,10 @@ def time_join(conn: Connection, result: SetResult, check: bool) -> list[tuple[in
 
 
 def time_guard(conn: Connection, result: SetResult) -> None:
-    """Single-row INSERTs per second into the set's table without and with a guard.
-
-    The new rows' fingerprints take 64 random bits from two random() calls (one
-    random() has 52, which would leave the low bits of every row the same)."""
-    docset = result.docset
-    loop = sql.SQL(
-        "DO $$BEGIN FOR i IN 1..{count} LOOP INSERT INTO {table} (id, body, si) VALUES"
-        " ({start} + i, 'guarded ' || i, (pg_catalog.floor(pg_catalog.random() * 4294967296)"
-        "::bigint << 32) # pg_catalog.floor(pg_catalog.random() * 4294967296)::bigint);"
-        " END LOOP; END$$")
-    row = conn.execute("SELECT current_setting('nearsim.profile', true)").fetchone()
-    before = row[0] if row and row[0] is not None else ""
-    conn.execute("SELECT set_config('nearsim.profile', 'default/1', false)")
-    try:
-        for number, guarded in enumerate((False, True)):
-            if guarded:
-                conn.execute("SELECT nearsim_guard(%s::regclass, max_distance => %s)",
-                             (docset.qualified, GUARD_DISTANCE))
-            start = docset.rows + 1 + number * GUARD_INSERTS
-            started = time.perf_counter()
-            conn.execute(loop.format(count=sql.Literal(GUARD_INSERTS), table=docset.table,
-                                     start=sql.Literal(start)))
-            result.inserts["guarded" if guarded else "plain"] = (
-                GUARD_INSERTS / (time.perf_counter() - started))
-        conn.execute("SELECT nearsim_unguard(%s::regclass)", (docset.qualified,))
-    finally:
-        conn.execute("SELECT set_config('nearsim.profile', %s, false)", (before,))
+    """Single-row INSERTs per second into the set's table without and with a guard,
+    in one transaction (benchmarks/guarded.py also times them each committed)."""
+    plain, guarded = guard_rates(conn, result.docset, next_id(conn, result.docset))
+    result.inserts = {"plain": plain, "guarded": guarded}
 
 
 def time_set(conn: Connection, schema: str, docset: DocSet, queries: int,
@@ -590,6 +566,7 @@ def run(dsn: str, sizes: Sequence[int], queries: int, scan_queries: int, connect
                                      uniform.queries, uniform.described, more_bands)
                 results.append(time_set(conn, schema, docset, queries, scan_queries))
                 time_nearest(conn, results[-1])
+                time_guard(conn, results[-1])  # k + 1 bands: each band matches exactly
                 conn.execute("SELECT nearsim_disable(%s::regclass)", (docset.qualified,))
                 conn.execute(sql.SQL("DROP TABLE {}").format(docset.table))
         finally:
