@@ -50,6 +50,7 @@ from .common import (
     connect,
     count_rows,
     cpu_model,
+    load_average,
     prepare_session,
     print_table,
     wrap,
@@ -128,6 +129,7 @@ class GuardResult:
     rows: int
     bands: int
     turns: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
+    load: float | None = None  # the machine's load average when its turns ended
 
     def median(self, mode: str) -> tuple[float, float, float]:
         """Median unguarded and guarded rows/s, and the median of the turns' ratios."""
@@ -143,6 +145,7 @@ def measure(conn: Connection, docset: DocSet, turns: int, rows: int) -> GuardRes
         for mode in MODES:
             result.turns.setdefault(mode, []).append(guard_rates(conn, docset, next_id, mode, rows))
             next_id += 2 * rows
+    result.load = load_average()
     return result
 
 
@@ -259,12 +262,25 @@ Medians of the turns; the ratio is the median of each turn's own ratio.
 {table(["measurement", "guarded rows/s", "no guard rows/s", "guarded / no guard",
         "target", "met?"], rows)}
 
+{busy(document["tables"])}
+
 With 3 bands a guard within 3 bits reads one band within 1 bit of the new row (a key range
 for each of the 22 values of its first bits, most on a leaf page of their own) and the two
 others exactly; with 4 bands every band is read exactly, one key range each. Without a
 guard a transaction's index entries wait in memory and go into the indexes at commit, in key
 order; a guard puts each row's entries in before the next row's search. Each committed on
 its own, a row pays its commit and its round trip either way."""
+
+
+def busy(tables: Sequence[dict[str, Any]]) -> str:
+    """How busy the machine was: the load average as each table's turns ended."""
+    loads = [(t["label"], t.get("load")) for t in tables]
+    if all(load is None for _, load in loads):
+        return "The machine's load average was not recorded."
+    return ("The machine's load average (one minute) as each table's turns ended: "
+            + ", ".join(f"{label} {'?' if load is None else f'{load:.1f}'}"
+                        for label, load in loads)
+            + " (2 cores: above 2, other work ran meanwhile).")
 
 
 def report(results: Sequence[GuardResult], seconds: float, version: str, buffers: str,
@@ -274,7 +290,7 @@ def report(results: Sequence[GuardResult], seconds: float, version: str, buffers
         "cores": os.cpu_count(), "shared_buffers": buffers, "seconds": seconds, "rows": rows,
         "turns": turns, "inserts": inserts, "guard_distance": GUARD_DISTANCE,
         "tables": [{"label": r.label, "kind": r.kind, "rows": r.rows, "bands": r.bands,
-                    "turns": r.turns} for r in results],
+                    "turns": r.turns, "load": r.load} for r in results],
     }
     document["summary"] = summary_rows(document)
     print()

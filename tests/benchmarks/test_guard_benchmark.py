@@ -40,6 +40,8 @@ def test_a_small_run_measures_every_table_both_ways(database: str, tmp_path: Pat
     assert loaded == document
     assert page.count("| a transaction each, guard k=3, ") == 4
     assert "No results of `make bench-guard`" in docs.guard_page(tmp_path / "none")[0]
+    assert all(isinstance(t["load"], float) for t in tables)
+    assert "load average (one minute) as each table's turns ended: uniform 2k " in page
     conn = common.connect(database)
     try:
         left = conn.execute("SELECT count(*) FROM pg_namespace"
