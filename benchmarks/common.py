@@ -227,6 +227,15 @@ def reset_statement_timeout(conn: psycopg.Connection) -> None:
     conn.execute("RESET statement_timeout")
 
 
+def drop_schema(conn: psycopg.Connection, schema: str) -> None:
+    """DROP SCHEMA ... CASCADE of a run's scratch schema; a failure is said, not raised,
+    so that it does not hide the error that ended the run."""
+    try:
+        conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
+    except psycopg.Error as error:
+        print(f"could not drop {schema}: {error}", file=sys.stderr)
+
+
 @contextmanager
 def scratch_schema(dsn: str) -> Iterator[tuple[psycopg.Connection, str]]:
     schema = f"nearsim_quality_{secrets.token_hex(4)}"

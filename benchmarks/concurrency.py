@@ -70,7 +70,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import psycopg
 from psycopg import sql
 
 import nearsim
@@ -81,6 +80,7 @@ from .common import (
     connect,
     count_rows,
     cpu_model,
+    drop_schema,
     load_average,
     prepare_session,
     prewarm_table,
@@ -689,10 +689,7 @@ def run(dsn: str, rows: int, queries: int, seconds: float, clients: Sequence[int
                 raise BenchError(f"nearsim_verify after the runs says {verified}")
             verify = f"ok, {int(verified[1]):,} rows indexed"
         finally:
-            try:
-                conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
-            except psycopg.Error as error:
-                print(f"could not drop {schema}: {error}", file=sys.stderr)
+            drop_schema(conn, schema)
     print()
     print_table(run_header(bench.runs), run_rows(bench.runs), "<>>>>>>>")
     summary = summary_rows(bench.runs)

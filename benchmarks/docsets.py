@@ -328,6 +328,12 @@ def make_docset(conn: Connection, schema: str, kind: str, fingerprints: Fingerpr
     return docset
 
 
+def drop_docset(conn: Connection, docset: DocSet) -> None:
+    """Disable the set's table and drop it."""
+    conn.execute("SELECT nearsim_disable(%s::regclass)", (docset.qualified,))
+    conn.execute(sql.SQL("DROP TABLE {}").format(docset.table))
+
+
 def copy_rows(conn: Connection, docset: DocSet, first_id: int,
               values: Sequence[int]) -> tuple[float, LoadIO]:  # fmt: skip
     """COPY ``values`` as fingerprints of ids from ``first_id`` in one transaction:

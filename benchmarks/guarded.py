@@ -39,7 +39,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-import psycopg
 from psycopg import sql
 
 import nearsim
@@ -50,6 +49,7 @@ from .common import (
     connect,
     count_rows,
     cpu_model,
+    drop_schema,
     load_average,
     prepare_session,
     print_table,
@@ -62,6 +62,7 @@ from .docsets import (
     DocSet,
     RealFingerprints,
     check_rotation_index_api,
+    drop_docset,
     make_docset,
     random_fingerprints,
     shared_buffers,
@@ -208,13 +209,9 @@ def run(dsn: str, rows: int, bands: Sequence[int], sets: Sequence[str], turns: i
                     print(f"   {docset.label}: " + "; ".join(
                         f"{mode} {results[-1].median(mode)[2]:.2f}" for mode in MODES),
                         flush=True)  # fmt: skip
-                    conn.execute("SELECT nearsim_disable(%s::regclass)", (docset.qualified,))
-                    conn.execute(sql.SQL("DROP TABLE {}").format(docset.table))
+                    drop_docset(conn, docset)
         finally:
-            try:
-                conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
-            except psycopg.Error as error:
-                print(f"could not drop {schema}: {error}", file=sys.stderr)
+            drop_schema(conn, schema)
         buffers = shared_buffers(conn)
     report(results, time.perf_counter() - started, version, buffers, rows, turns, inserts,
            results_file)

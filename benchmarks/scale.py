@@ -71,6 +71,7 @@ from .common import (
     connect,
     count_rows,
     cpu_model,
+    drop_schema,
     ms,
     percentile_ms,
     prepare_session,
@@ -86,6 +87,7 @@ from .docsets import (
     LoadIO,
     check_rotation_index_api,
     copy_rows,
+    drop_docset,
     flip_masks,
     load_docsets,
     make_docset,
@@ -557,8 +559,7 @@ def run(dsn: str, sizes: Sequence[int], queries: int, scan_queries: int, connect
                         if max_wal_size:
                             time_max_wal_size(conn, results[-1], max_wal_size)
                 for docset in sets:
-                    conn.execute("SELECT nearsim_disable(%s::regclass)", (docset.qualified,))
-                    conn.execute(sql.SQL("DROP TABLE {}").format(docset.table))
+                    drop_docset(conn, docset)
             if more_bands is not None:
                 # the largest uniform set again, in a table enabled with more bands
                 uniform = next(r.docset for r in reversed(results) if r.docset.kind == UNIFORM)
@@ -567,13 +568,9 @@ def run(dsn: str, sizes: Sequence[int], queries: int, scan_queries: int, connect
                 results.append(time_set(conn, schema, docset, queries, scan_queries))
                 time_nearest(conn, results[-1])
                 time_guard(conn, results[-1])  # k + 1 bands: each band matches exactly
-                conn.execute("SELECT nearsim_disable(%s::regclass)", (docset.qualified,))
-                conn.execute(sql.SQL("DROP TABLE {}").format(docset.table))
+                drop_docset(conn, docset)
         finally:
-            try:
-                conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
-            except psycopg.Error as error:
-                print(f"could not drop {schema}: {error}", file=sys.stderr)
+            drop_schema(conn, schema)
     return report(results, fresh, time.perf_counter() - started, version, results_file)
 
 
