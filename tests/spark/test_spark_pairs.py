@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import random
+from collections.abc import Callable
 from typing import Any
 
 import psycopg
@@ -47,6 +49,26 @@ def fingerprinted(corpus: Corpus) -> DataFrame:
     return fingerprints(corpus.frame, "body").cache()
 
 
+VerifiedRows = Callable[..., list[tuple[Any, ...]]]
+
+
+@pytest.fixture(scope="module")
+def verified_rows(corpus: Corpus) -> VerifiedRows:
+    """``verified_rows(minimum, measure, radius)``: the rows of ``verified_pairs`` of the
+    corpus, as text; each set of arguments is run on Spark once for the module."""
+    made: dict[tuple[Any, ...], list[tuple[Any, ...]]] = {}
+
+    def rows(minimum: float, measure: str = "s_r",
+             radius: int | None = None) -> list[tuple[Any, ...]]:  # fmt: skip
+        if (minimum, measure, radius) not in made:
+            found = verified_pairs(corpus.frame, "id", "body", minimum, measure, radius)
+            made[minimum, measure, radius] = as_text(found, "a", "b", "distance", "similarity",
+                                                     "short")  # fmt: skip
+        return made[minimum, measure, radius]
+
+    return rows
+
+
 @pytest.mark.parametrize("profile", ["default/1", "english"])
 def test_fingerprints_are_sql_simhash(database: str, corpus: Corpus, profile: str) -> None:
     expected = dict(query(database, f"SELECT id, simhash(body, %s) FROM {corpus.table}", profile))
@@ -85,13 +107,13 @@ def test_identical_fingerprints_in_several_blocks(
                                                             (0.9, "containment", None),
                                                             (0.5, "s_l", 8)])  # fmt: skip
 def test_verified_pairs_are_nearsim_pairs_verified(
-    database: str, corpus: Corpus, minimum: float, measure: str, radius: int | None
-) -> None:
+    database: str, corpus: Corpus, verified_rows: VerifiedRows, minimum: float, measure: str,
+    radius: int | None,
+) -> None:  # fmt: skip
     expected = sorted(query(
         database, "SELECT a, b, distance, similarity, short FROM nearsim_pairs_verified(%s, %s,"
         " %s, %s)", corpus.table, minimum, measure, radius))  # fmt: skip
-    found = verified_pairs(corpus.frame, "id", "body", minimum, measure, radius)
-    got = as_text(found, "a", "b", "distance", "similarity", "short")
+    got = verified_rows(minimum, measure, radius)
     assert [row[:3] + row[4:] for row in got] == [row[:3] + row[4:] for row in expected]
     assert [row[3] for row in got] == pytest.approx([row[3] for row in expected])
     assert len(expected) > 40
@@ -199,7 +221,38 @@ def test_a_star_of_stars_is_one_component(spark: Any) -> None:
     assert len(groups) == 201 + 100 + 2
 
 
-def test_resemblance_pairs_beyond_the_radius(database: str, corpus: Corpus) -> None:
+def test_components_of_random_and_adversarial_graphs_are_union_find(spark: Any) -> None:
+    """The rounds stop at the first stars: the components are still every graph's own,
+    on graphs that take many rounds (a chain numbered backwards, a comb, a tree) and
+    on random ones, checked against union-find."""
+    rng = random.Random(11)
+    edges: list[tuple[int, int]] = []
+    edges += [(n + 1, n) for n in range(10_000, 10_150)]  # a chain, the largest node first
+    edges += [(20_000 + n, 20_000 + n // 2) for n in range(1, 127)]  # a binary tree
+    edges += [(30_000 + 2 * n, 30_000 + 2 * n + 2) for n in range(40)]  # a comb's spine
+    edges += [(30_000 + 2 * n + 1, 30_000 + 2 * n) for n in range(40)]  # and its teeth
+    for graph in range(20):  # random graphs of 2 to 60 nodes, sparse to dense
+        base, size = 40_000 + 100 * graph, rng.randrange(2, 61)
+        for _ in range(rng.randrange(1, 2 * size)):
+            edges.append((base + rng.randrange(size), base + rng.randrange(size)))
+    parent: dict[int, int] = {}
+
+    def root(node: int) -> int:
+        while parent.setdefault(node, node) != node:
+            node = parent[node]
+        return node
+
+    for a, b in edges:
+        parent[max(root(a), root(b))] = min(root(a), root(b))
+    # A node whose only edge is to itself has no component.
+    linked = {node for a, b in edges if a != b for node in (a, b)}
+    found = components(spark.createDataFrame(edges, "a long, b long"))
+    groups = {row["key"]: row["cluster"] for row in found.collect()}
+    assert groups == {node: root(node) for node in linked}
+
+
+def test_resemblance_pairs_beyond_the_radius(database: str, corpus: Corpus,
+                                             verified_rows: VerifiedRows) -> None:  # fmt: skip
     """With s_r and no max_distance the pairs are an exact set-similarity join, in SQL as
     on Spark: pairs at least 0.8 similar whose fingerprints lie further apart than the
     calibrated radius are found too."""
@@ -208,8 +261,8 @@ def test_resemblance_pairs_beyond_the_radius(database: str, corpus: Corpus) -> N
     radius = spark_search.verified_radius(0.8, "s_r", None)
     beyond = {(a, b) for a, b, distance, _, _ in expected if distance > radius}
     assert beyond  # two pairs of the corpus at exactly 0.8, 14 and 17 bits apart
-    found = verified_pairs(corpus.frame, "id", "body", 0.8)
-    assert as_text(found, "a", "b", "distance", "similarity", "short") == expected
+    # (one run of verified_pairs with test_verified_pairs_are_nearsim_pairs_verified)
+    assert verified_rows(0.8) == expected
     within = as_text(verified_pairs(corpus.frame, "id", "body", 0.8, max_distance=radius),
                      "a", "b")  # fmt: skip
     assert {(a, b) for a, b, *_ in expected} - set(within) == beyond

@@ -3,8 +3,10 @@
 The components are found by alternating the *large-star* and *small-star*
 operations of Kiveris, Lattanzi, Mirrokni, Rastogi and Vassilvitskii
 ("Connected Components in MapReduce and Beyond", SoCC 2014) on a DataFrame
-of edges until the edges stop changing: then every component is a star
-around its smallest node.  Each round is a few joins and aggregations; the
+of edges until every component is a star around its smallest node.  Such
+stars are the only edges a round leaves unchanged (:func:`star_components`),
+so the rounds end as soon as one makes them, without one more round to see
+nothing change.  Each round is a few joins and aggregations; the
 number of rounds grows with the logarithm of the components' size.  The
 graph never goes to the driver; each round's edges are checkpointed (locally)
 so the plan does not grow with the rounds.
@@ -53,6 +55,15 @@ def _small_star(edges: DataFrame) -> DataFrame:
             .where(F.col("u") != F.col("v")).distinct())  # fmt: skip
 
 
+def _stars(edges: DataFrame) -> bool:
+    """Whether the edges ``(u, v)``, ``u > v``, are stars, each around its smallest node:
+    no node with an edge out (to a smaller one) has another edge."""
+    ends = edges.select(F.col("u").alias("node"), F.lit(1).alias("out")).unionByName(
+        edges.select(F.col("v").alias("node"), F.lit(0).alias("out")))
+    nodes = ends.groupBy("node").agg(F.sum("out").alias("out"), F.count("*").alias("ends"))
+    return nodes.where((F.col("out") > 0) & (F.col("ends") > 1)).isEmpty()
+
+
 def star_components(edges: DataFrame) -> DataFrame:
     """``(node, root)`` for every node of the undirected ``edges`` ``(u, v)``.
 
@@ -63,12 +74,20 @@ def star_components(edges: DataFrame) -> DataFrame:
     current = (edges.select("u", "v").where(F.col("u") != F.col("v"))
                .select(F.greatest("u", "v").alias("u"), F.least("u", "v").alias("v"))
                .distinct().localCheckpoint())  # fmt: skip
+    # The rounds end at the first stars (every node linked to its component's smallest):
+    # a round leaves stars as they are, and nothing else, so they are the edges the rounds
+    # would have stopped changing at one round later.  (Take a component a round leaves
+    # as it is, its smallest node r and the nodes D linked to r.  Large-star links to r
+    # each node with a smaller neighbour in D, and small-star keeps that edge: such a
+    # node is in D.  A node q outside D linked to some p in D is smaller than p, and
+    # small-star links p to a node other than r only if p is the smallest of the
+    # neighbourhood of a node u larger than p; but u, linked to p, is in D, and the
+    # smallest of its neighbourhood is r.  So every node is in D, every neighbourhood's
+    # smallest is r, and small-star makes no edge but those to r.)
     for _ in range(MAX_ROUNDS):
-        following = _small_star(_large_star(current)).withColumn("w", F.lit(True)).localCheckpoint()
-        changed = following.join(current.withColumn("kept", F.lit(True)), ["u", "v"], "full_outer")
-        if changed.where(F.col("kept").isNull() | F.col("w").isNull()).isEmpty():
+        current = _small_star(_large_star(current)).localCheckpoint()
+        if _stars(current):
             break
-        current = following.drop("w")
     else:
         raise RuntimeError(f"connected components did not settle in {MAX_ROUNDS} rounds")
     roots = current.select(F.col("v").alias("node")).distinct().select(
@@ -113,7 +132,8 @@ def group_components(grouped: GroupPairs, min_size: int = 2, order: str = "key")
     """
     _check(min_size, order)
     links = grouped.pairs
-    if grouped.min_similarity is not None:
+    # (A pair that passes both ways links its groups whatever the order of their keys.)
+    if grouped.min_similarity is not None and not grouped.both_ways:
         tops = grouped.members.groupBy("gid").agg(F.max("key").alias("top_a"))
         links = links.join(tops.withColumnRenamed("gid", "ga"), "ga").where(
             (F.col("sim_ab") >= grouped.min_similarity)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pyspark import StorageLevel
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 
 from ..core.profiles import canonical
@@ -247,12 +247,21 @@ def dedup(spark: SparkSession, paths: str | list[str], output: str | None,
         summary.pairs = grouped.count()
         found = _grouped(grouped, method, 2, order)
         result = found.select(F.col("key").alias(key_name), "cluster", "pivot")
+        # The grouped documents, and the groups: one row of each is its cluster's (its
+        # smallest key's), so they are counted without a distinct.
+        totals = (F.count(F.lit(1)).alias("rows"),
+                  F.count_if(F.col(key_name) == F.col("cluster")).alias("groups"))
         if output is not None:
-            write_parquet(result, output, overwrite)
+            # Counted by the job that writes them, not by one of their own.
+            observed = Observation()
+            write_parquet(result.observe(observed, *totals), output, overwrite)
+            found_totals = observed.get
             written = spark.read.parquet(output)
             summary.output = output
         else:
             written = result.persist(StorageLevel.MEMORY_AND_DISK)
+            found_totals = written.agg(*totals).collect()[0].asDict()
+        summary.grouped, summary.groups = int(found_totals["rows"]), int(found_totals["groups"])
         removed = None  # each group's documents but its survivor, when something needs them
         if survivors is not None or mapping is not None or into_table is not None:
             removed = removed_keys(written, good, records, key_name, text_name,
@@ -275,10 +284,6 @@ def dedup(spark: SparkSession, paths: str | list[str], output: str | None,
             summary.written, summary.replaced, summary.skipped = (
                 done.written, done.replaced, done.skipped)
             summary.table = target.name
-        totals = written.agg(F.count("*").alias("rows"),
-                             F.countDistinct("cluster").alias("groups")).first()  # fmt: skip
-        if totals is not None:
-            summary.grouped, summary.groups = int(totals["rows"]), int(totals["groups"])
         # one survivor per group: the others are removed
         summary.removed = summary.grouped - summary.groups
         summary.survivors = summary.documents - summary.removed

@@ -40,6 +40,7 @@ pivots are computed on the pairs of documents instead.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from functools import reduce
 
 import numpy as np
@@ -109,8 +110,9 @@ def _independent_set(nodes: DataFrame, edges: DataFrame, rounds: int) -> DataFra
     (both ways), ``p`` smaller for a node that comes first."""
     undecided, remaining = nodes, edges
     chosen: list[DataFrame] = []
+    left = not undecided.isEmpty()  # asked once of each round's undecided
     for _ in range(rounds):
-        if undecided.isEmpty():
+        if not left:
             break
         waiting = remaining.where(F.col("pv") < F.col("pu")).select(F.col("u").alias("node"))
         new = undecided.select("node").join(waiting, "node", "left_anti").localCheckpoint()
@@ -121,7 +123,8 @@ def _independent_set(nodes: DataFrame, edges: DataFrame, rounds: int) -> DataFra
                      .join(undecided.select(F.col("node").alias("v")), "v", "left_semi")
                      .localCheckpoint())  # fmt: skip
         chosen.append(new)
-    if not undecided.isEmpty():
+        left = not undecided.isEmpty()
+    if left:
         chosen.append(_finish(undecided, remaining))
     if not chosen:
         return nodes.select("node").limit(0)
@@ -218,10 +221,14 @@ def group_pivots(grouped: GroupPairs, min_size: int = 2, order: str = "key",
     _check(min_size, order)
     _check_rounds(rounds)
     links = grouped.pairs
-    if grouped.min_similarity is not None:
+    # (Pairs that all pass both ways link every document of one group with every one of
+    # the other: none needs looking at.)
+    if grouped.min_similarity is not None and not grouped.both_ways:
         passing = grouped.min_similarity
+        # Looked at, then linked or expanded: measured once.
+        grouped = replace(grouped, pairs=grouped.pairs.localCheckpoint())
         tops = grouped.members.groupBy("gid").agg(F.max("key").alias("top_a"))
-        links = links.join(tops.withColumnRenamed("gid", "ga"), "ga")
+        links = grouped.pairs.join(tops.withColumnRenamed("gid", "ga"), "ga")
         forward, backward = F.col("sim_ab") >= passing, F.col("sim_ba") >= passing
         one_way = (forward != backward) & (F.col("top_a") > F.col("gb"))
         if not links.where(one_way).isEmpty():

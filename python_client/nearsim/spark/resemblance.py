@@ -172,18 +172,19 @@ def _ranking(groups: DataFrame, limit: int) -> Ranking | None:
     """
     shared = (groups.select(F.explode("hashes").alias("token"))
               .groupBy("token").agg(F.count("*").alias("groups"))
-              .where(F.col("groups") > 1)
-              .localCheckpoint())  # fmt: skip
-    if shared.count() > limit:
-        return None
+              .where(F.col("groups") > 1))  # fmt: skip
     spark = groups.sparkSession
     arrow = "spark.sql.execution.arrow.pyspark.enabled"
     before = spark.conf.get(arrow)
     spark.conf.set(arrow, "true")
     try:
-        table: pd.DataFrame = shared.toPandas()
+        # Counted by collecting one row more than the limit at most: too many, in the job
+        # that collects them, without a count of its own.
+        table: pd.DataFrame = shared.limit(limit + 1).toPandas()
     finally:
         spark.conf.set(arrow, before or "false")
+    if len(table) > limit:
+        return None
     tokens = table["token"].to_numpy(dtype=np.int64)
     counts = table["groups"].to_numpy(dtype=np.int64)
     ranks = np.empty(len(tokens), dtype=np.int32)

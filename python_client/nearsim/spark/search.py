@@ -32,7 +32,6 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from functools import reduce
 from itertools import combinations
 
 import pandas as pd  # type: ignore[import-untyped]
@@ -182,21 +181,40 @@ def band_candidates(values: DataFrame, max_distance: int, bands: int | None = No
         raise ValueError(f"bands must be between 1 and {MAX_BANDS}, not {bands}")
     fingerprint = F.col(column)
     layout = _layout(bands, max_distance)
-    index = reduce(DataFrame.unionAll, [
-        values.select(F.lit(band.number).alias("band"), band.value(fingerprint).alias("value"),
-                      fingerprint.alias("y"))
-        for band in layout
-    ])  # fmt: skip
-    probe_frames = []
+    index = _banded(values, layout, fingerprint, "y", probing=False)
+    probes = _banded(values, layout, fingerprint, "x", probing=True)
+    return probes.join(index, ["band", "value"]).where(F.col("x") < F.col("y")), layout
+
+
+def _banded(values: DataFrame, layout: list[_Band], fingerprint: Column, name: str,
+            probing: bool) -> DataFrame:  # fmt: skip
+    """``(band, value, name)``: each fingerprint's value in every band (``probing``: every
+    value within the band's radius of it), from one pass over ``values``.
+
+    One pass, not one select per band joined by a union: each select would read
+    ``values`` again, and the optimiser, pushing each band's own filter below the
+    aggregation that made ``values``, would make it again for every band.
+    """
+    lists = []
     for band in layout:
         value = band.value(fingerprint)
-        if band.radius > 0:
+        if probing and band.radius > 0:
             masks = F.lit(band.probe_masks()).cast("array<bigint>")
-            value = F.explode(F.transform(masks, _xor_with(value)))
-        probe_frames.append(values.select(F.lit(band.number).alias("band"), value.alias("value"),
-                                          fingerprint.alias("x")))  # fmt: skip
-    probes = reduce(DataFrame.unionAll, probe_frames)
-    return probes.join(index, ["band", "value"]).where(F.col("x") < F.col("y")), layout
+            found = F.transform(masks, _xor_with(value))
+        else:
+            found = F.array(value)
+        lists.append(F.transform(found, _in_band(band.number)))
+    return values.select(F.explode(F.concat(*lists)).alias("b"), fingerprint.alias(name)).select(
+        "b.band", "b.value", name)
+
+
+def _in_band(number: int) -> Callable[[Column], Column]:
+    """``value -> (band, value)`` (a one-argument function, as ``transform`` needs)."""
+
+    def pair(value: Column) -> Column:
+        return F.struct(F.lit(number).alias("band"), value.alias("value"))
+
+    return pair
 
 
 def near_fingerprints(values: DataFrame, max_distance: int, bands: int | None = None,
@@ -235,7 +253,10 @@ class GroupPairs:
     ``document_distance``, the members of a group may have different
     fingerprints (groups of equal shingle sets): ``members`` is ``(gid,
     key, si)`` and each pair of documents takes the distance of its own
-    fingerprints.
+    fingerprints.  ``both_ways``: every verified pair passes in both
+    directions (``sim_ab`` and ``sim_ba`` at least ``min_similarity``, as
+    the pairs of a symmetric measure all do), so every pair of documents
+    of two linked groups is reported, whatever the order of their keys.
     """
 
     members: DataFrame
@@ -243,6 +264,7 @@ class GroupPairs:
     pairs: DataFrame
     min_similarity: float | None = None
     document_distance: bool = False
+    both_ways: bool = False
 
     def count(self) -> int:
         """The number of document pairs, counted without making them where possible."""
@@ -251,14 +273,17 @@ class GroupPairs:
                  .join(self.sizes.select(F.col("gid").alias("gb"), F.col("n").alias("nb")), "gb"))
         count = F.when(F.col("ga") == F.col("gb"), F.col("na") * (F.col("na") - 1) / 2).otherwise(
             F.col("na") * F.col("nb"))  # fmt: skip
-        if self.min_similarity is None:
+        if self.min_similarity is None or self.both_ways:
+            # Every pair of documents of each pair of groups is reported.
             total = sized.select(F.sum(count).cast(LongType())).first()
             return int(total[0] or 0) if total is not None else 0
         both = F.least("sim_ab", "sim_ba") >= self.min_similarity
-        total = sized.where(both).select(F.sum(count).cast(LongType())).first()
-        counted = int(total[0] or 0) if total is not None else 0
-        either = replace(self, pairs=self.pairs.where(~both))
-        return counted + either.expand().count()
+        counted = sized.where(both).select(F.sum(count).cast(LongType()).alias("n"))
+        # The pairs that pass one way only are made to be counted: in the same job.
+        one_way = replace(self, pairs=self.pairs.where(~both)).expand().select(
+            F.count("*").cast(LongType()).alias("n"))
+        total = counted.unionByName(one_way).select(F.sum("n")).first()
+        return int(total[0] or 0) if total is not None else 0
 
     def expand(self) -> DataFrame:
         """The pairs of documents: ``(a, b, distance)`` (verified: ``similarity``, ``short``)."""
@@ -428,7 +453,8 @@ def verified_groups(df: DataFrame, key_column: str, text_column: str,
                               F.col(text_column).cast("string").alias("text"),
                               *shingles)  # fmt: skip
         members, sizes, found = resemblance_pairs(documents, min_similarity)
-        return GroupPairs(members, sizes, found, float(min_similarity), document_distance=True)
+        return GroupPairs(members, sizes, found, float(min_similarity), document_distance=True,
+                          both_ways=True)  # one resemblance each way, kept when it passes
     radius = verified_radius(min_similarity, measure, max_distance, profile)
     docs = _documents(df, key_column, fingerprint_column, text_column, profile, keep_text=True)
     groups = docs.groupBy("si", "text").agg(F.min("key").alias("gid"), F.count("*").alias("n"))
@@ -456,7 +482,9 @@ def verified_groups(df: DataFrame, key_column: str, text_column: str,
         "ga", "gb", "distance", "m.sim_ab", "m.sim_ba", "m.short")
     passing = measured.where(F.greatest("sim_ab", "sim_ba") >= min_similarity)
     members = docs.join(groups.select("si", "text", "gid"), ["si", "text"]).select("gid", "key")
-    return GroupPairs(members, groups.select("gid", "n"), passing, float(min_similarity))
+    # A symmetric measure's value is the same both ways: a pair that passes passes both ways.
+    return GroupPairs(members, groups.select("gid", "n"), passing, float(min_similarity),
+                      both_ways=measure in _SYMMETRIC)
 
 
 def verified_pairs(df: DataFrame, key_column: str, text_column: str,
