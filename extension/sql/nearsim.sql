@@ -415,7 +415,7 @@ CREATE FUNCTION nearsim_resemblance_pairs(tbl regclass, key_column name, text_co
 	SET search_path = pg_catalog, pg_temp;
 
 COMMENT ON FUNCTION nearsim_resemblance_pairs(regclass, name, name, name, double precision) IS
-'every pair of rows of tbl whose texts have S_R at least min_similarity (above 0), exactly: keys as text with a before b in key order, the Hamming distance of their fingerprints, short when either text has fewer than 10 shingles; read with the caller''s rights, in memory (about 24 bytes per distinct shingle of each text)';
+'every pair of rows of tbl whose texts have S_R at least min_similarity (above 0), exactly: keys as text with a before b in key order, the Hamming distance of their fingerprints, short when either text has fewer than 10 shingles; read with the caller''s rights, in memory (about 14 bytes per distinct shingle of each text at the most)';
 
 -- MinHash signatures (values below 2^61, so they fit bigint) and the
 -- estimate of S_R they give, with its 95% interval.

@@ -40,9 +40,16 @@
 /* Rows read from the table at a time */
 #define FETCH_ROWS 1000
 
-/* The shingles are first spread by their top bits, then each part sorted */
-#define SPREAD_BITS 16
-#define SPREAD_PARTS (1 << SPREAD_BITS)
+/*
+ * The shingles are ranked a group at a time, the group of their hashes' top
+ * GROUP_BITS bits, so that only a group's occurrences are held; a group is
+ * spread by the next PART_BITS bits, then each part sorted (small enough
+ * to stay in the cache, as a radix sort of the whole group would not).
+ */
+#define GROUP_BITS 4
+#define GROUPS (1 << GROUP_BITS)
+#define PART_BITS 12
+#define PARTS (1 << PART_BITS)
 
 /* Elements of the arrays overlap_uint64 steps over between two interrupt checks */
 #define OVERLAP_STRIDE (1 << 20)
@@ -227,7 +234,7 @@ typedef struct SetDoc
 	int64		fingerprint;
 	bool		has_fingerprint;
 	uint32		size;			/* distinct shingles */
-	uint64	   *hashes;			/* ascending, until ranked */
+	uint64	   *hashes;			/* ascending, until ranked (in hash_context) */
 	uint32	   *ranks;			/* the shingles' places in the global order,
 								 * ascending */
 	uint64		set_hash;		/* of the hashes, to find equal sets */
@@ -248,6 +255,7 @@ typedef struct SetJoin
 {
 	SetDoc    *docs;
 	int			ndocs;
+	MemoryContext hash_context; /* the documents' hashes, until ranked */
 	ShingleSet    *sets;
 	int			nsets;
 	double		threshold;
@@ -263,6 +271,7 @@ read_table(SetJoin *join, Oid relid, const char *key_column, const char *text_co
 	StringInfoData query;
 	Portal		cursor;
 	int			capacity = 1024;
+	MemoryContext scratch;
 	char	   *schema = get_namespace_name(get_rel_namespace(relid));
 	char	   *name = get_rel_name(relid);
 
@@ -279,6 +288,11 @@ read_table(SetJoin *join, Oid relid, const char *key_column, const char *text_co
 					 quote_qualified_identifier(schema, name), quote_identifier(key_column));
 	join->docs = MemoryContextAlloc(context, capacity * sizeof(SetDoc));
 	join->ndocs = 0;
+	/* exactly sized, one after the other: no chunk rounded up to a power of two */
+	join->hash_context = GenerationContextCreate(context, "nearsim shingle hashes",
+												 0, 1024 * 1024, 64 * 1024 * 1024);
+	/* a text's detoasted copy, conversion and shingling scratch, freed after each row */
+	scratch = AllocSetContextCreate(context, "nearsim shingles of a row", ALLOCSET_DEFAULT_SIZES);
 
 	cursor = SPI_cursor_open_with_args(NULL, query.data, 0, NULL, NULL, NULL, true, 0);
 	for (;;)
@@ -303,11 +317,13 @@ read_table(SetJoin *join, Oid relid, const char *key_column, const char *text_co
 
 			if (key_null || text_null)
 				continue;
-			old = MemoryContextSwitchTo(context);
+			old = MemoryContextSwitchTo(scratch);
 			size = nearsim_text_shingles(DatumGetTextPP(body), &hashes);
+			MemoryContextSwitchTo(context);
 			if (size == 0)
 			{
 				MemoryContextSwitchTo(old);
+				MemoryContextReset(scratch);
 				continue;		/* no word: similar to nothing */
 			}
 			if (size > PG_INT32_MAX)
@@ -327,14 +343,17 @@ read_table(SetJoin *join, Oid relid, const char *key_column, const char *text_co
 			doc->has_fingerprint = !fingerprint_null;
 			doc->fingerprint = fingerprint_null ? 0 : DatumGetInt64(fingerprint);
 			doc->size = (uint32) size;
-			doc->hashes = hashes;
+			doc->hashes = MemoryContextAllocHuge(join->hash_context, size * sizeof(uint64));
+			memcpy(doc->hashes, hashes, size * sizeof(uint64));
 			doc->ranks = NULL;
 			MemoryContextSwitchTo(old);
+			MemoryContextReset(scratch);
 		}
 		SPI_freetuptable(SPI_tuptable);
 		CHECK_FOR_INTERRUPTS();
 	}
 	SPI_cursor_close(cursor);
+	MemoryContextDelete(scratch);
 }
 
 /* One shingle of one document: its hash, and its place among all documents' */
@@ -345,71 +364,82 @@ typedef struct Occurrence
 } Occurrence;
 
 /*
- * Sort a part of the occurrences (they share the top SPREAD_BITS bits) by
- * hash, through other (as large as the part).  The part is small and stays
- * in the cache, which a radix sort of all of them at once does not.
+ * Sort a part of a group's occurrences (they share the top GROUP_BITS +
+ * PART_BITS bits) by hash, through other (as large as the part).
  */
 #define RADIX_SORT_NAME sort_part
 #define RADIX_SORT_ELEMENT Occurrence
 #define RADIX_SORT_KEY(occurrence) ((occurrence).hash)
-#define RADIX_SORT_BITS (64 - SPREAD_BITS)
+#define RADIX_SORT_BITS (64 - GROUP_BITS - PART_BITS)
 #include "radix_sort.h"
 
-/*
- * Every shingle of every document, sorted by hash: spread by the top bits
- * straight from the documents' sets (which are freed), then each part
- * sorted.
- */
-static Occurrence *
-sorted_occurrences(SetJoin *join, Size total)
+/* The group of a hash: its top GROUP_BITS bits */
+static inline int
+group_of(uint64 hash)
 {
-	Occurrence *all = palloc_extended(Max(total, 1) * sizeof(Occurrence), MCXT_ALLOC_HUGE);
-	Size	   *starts = palloc0((SPREAD_PARTS + 1) * sizeof(Size));
-	Size	   *fills;
-	Size		largest = 0;
-	Size		at = 0;
-	Occurrence *other;
+	return (int) (hash >> (64 - GROUP_BITS));
+}
+
+/* A group of every document's shingles being ranked, and where each document is */
+typedef struct Grouping
+{
+	uint32	   *cursors;		/* each document's first shingle of a later group */
+	Occurrence *gathered;		/* the group's occurrences as read */
+	Occurrence *sorted;			/* spread into parts, then each part sorted */
+	Size	   *starts;			/* PARTS + 1 */
+} Grouping;
+
+/*
+ * The occurrences of group g in every document, (hash, slot) with slot the
+ * place among all documents' shingles, sorted by hash in grouping->sorted;
+ * their number.  A document's hashes ascend, so its shingles of group g are
+ * the run at its cursor; groups are read in order, each once a pass.
+ */
+static Size
+sorted_group(SetJoin *join, Grouping *grouping, int g)
+{
+	Size		n = 0;
+	Size		slot = 0;
+	Size	   *starts = grouping->starts;
+	Size		fill[PARTS];
 
 	for (int d = 0; d < join->ndocs; d++)
 	{
-		for (uint32 i = 0; i < join->docs[d].size; i++)
-			starts[(join->docs[d].hashes[i] >> (64 - SPREAD_BITS)) + 1]++;
-		CHECK_FOR_INTERRUPTS();
-	}
-	for (int part = 1; part <= SPREAD_PARTS; part++)
-	{
-		largest = Max(largest, starts[part]);
-		starts[part] += starts[part - 1];
-	}
-	fills = palloc(SPREAD_PARTS * sizeof(Size));
-	memcpy(fills, starts, SPREAD_PARTS * sizeof(Size));
-	for (int d = 0; d < join->ndocs; d++)
-	{
-		SetDoc	   *doc = &join->docs[d];
+		const SetDoc *doc = &join->docs[d];
+		uint32		i = grouping->cursors[d];
 
-		for (uint32 i = 0; i < doc->size; i++)
+		for (; i < doc->size && group_of(doc->hashes[i]) == g; i++)
 		{
-			Occurrence *occurrence = &all[fills[doc->hashes[i] >> (64 - SPREAD_BITS)]++];
-
-			occurrence->hash = doc->hashes[i];
-			occurrence->slot = (uint32) (at + i);
+			grouping->gathered[n].hash = doc->hashes[i];
+			grouping->gathered[n].slot = (uint32) (slot + i);
+			n++;
 		}
-		at += doc->size;
-		pfree(doc->hashes);
-		doc->hashes = NULL;
-		CHECK_FOR_INTERRUPTS();
+		grouping->cursors[d] = i;
+		slot += doc->size;
+		if (d % 4096 == 0)
+			CHECK_FOR_INTERRUPTS();
 	}
-	pfree(fills);
-	other = palloc_extended(Max(largest, 1) * sizeof(Occurrence), MCXT_ALLOC_HUGE);
-	for (int part = 0; part < SPREAD_PARTS; part++)
+	memset(starts, 0, (PARTS + 1) * sizeof(Size));
+	for (Size k = 0; k < n; k++)
+		starts[((grouping->gathered[k].hash >> (64 - GROUP_BITS - PART_BITS)) & (PARTS - 1)) + 1]++;
+	for (int part = 1; part <= PARTS; part++)
+		starts[part] += starts[part - 1];
+	memcpy(fill, starts, PARTS * sizeof(Size));
+	for (Size k = 0; k < n; k++)
 	{
-		sort_part(all + starts[part], starts[part + 1] - starts[part], other);
+		Occurrence	occurrence = grouping->gathered[k];
+
+		grouping->sorted[fill[(occurrence.hash >> (64 - GROUP_BITS - PART_BITS)) & (PARTS - 1)]++] =
+			occurrence;
+	}
+	for (int part = 0; part < PARTS; part++)
+	{
+		sort_part(grouping->sorted + starts[part], starts[part + 1] - starts[part],
+				  grouping->gathered);
 		if (part % 1024 == 0)
 			CHECK_FOR_INTERRUPTS();
 	}
-	pfree(other);
-	pfree(starts);
-	return all;
+	return n;
 }
 
 /* Sort n ranks ascending, through other */
@@ -422,71 +452,112 @@ sorted_occurrences(SetJoin *join, Size total)
 
 /*
  * The global order: every shingle's rank, rarest first (fewest documents),
- * ties by hash; each document's shingles become their ranks, ascending.
- * The number of distinct shingles.  Memory: about 24 bytes per shingle of
- * each document at the most.
+ * ties by hash; each document's shingles become their ranks, ascending,
+ * and its hashes are freed.  The number of distinct shingles; *singletons,
+ * those of one document only, whose ranks come first.
+ *
+ * Two passes over the groups: the first counts the distinct shingles of
+ * each frequency, which gives where each frequency's ranks start; the
+ * second hands them out in hash order.  Memory: the hashes (8 bytes per
+ * shingle of each document), the ranks (4) and one group's occurrences
+ * twice over (about 2 more): 14 bytes per shingle at the most.
  */
 static Size
-rank_shingles(SetJoin *join)
+rank_shingles(SetJoin *join, Size *singletons)
 {
 	Size		total = 0;
-	Occurrence *all;
-	uint32	   *frequency;
+	Size		group_sizes[GROUPS] = {0};
+	Size		largest_group = 0;
 	Size		distinct = 0;
 	Size	   *by_frequency;
 	uint32	   *ranks;
 	uint32	   *other;
 	Size		largest = 0;
 	Size		at = 0;
+	Grouping	grouping;
 
 	for (int d = 0; d < join->ndocs; d++)
 	{
-		total += join->docs[d].size;
-		largest = Max(largest, join->docs[d].size);
+		const SetDoc *doc = &join->docs[d];
+
+		total += doc->size;
+		largest = Max(largest, doc->size);
+		for (uint32 i = 0; i < doc->size; i++)
+			group_sizes[group_of(doc->hashes[i])]++;
+		if (d % 1024 == 0)
+			CHECK_FOR_INTERRUPTS();
 	}
 	if (total >= PG_UINT32_MAX)
 		ereport(ERROR, (errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
 						errmsg("the table has more than %u shingles for one join", PG_UINT32_MAX)));
-	all = sorted_occurrences(join, total);
+	for (int g = 0; g < GROUPS; g++)
+		largest_group = Max(largest_group, group_sizes[g]);
+	grouping.cursors = palloc_extended(Max(join->ndocs, 1) * sizeof(uint32),
+									   MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
+	grouping.gathered = palloc_extended(Max(largest_group, 1) * sizeof(Occurrence),
+										MCXT_ALLOC_HUGE);
+	grouping.sorted = palloc_extended(Max(largest_group, 1) * sizeof(Occurrence),
+									  MCXT_ALLOC_HUGE);
+	grouping.starts = palloc((PARTS + 1) * sizeof(Size));
 
-	/* how many documents have each distinct shingle, in hash order */
-	frequency = palloc_extended(Max(total, 1) * sizeof(uint32), MCXT_ALLOC_HUGE);
-	for (Size i = 0; i < total; i++)
-	{
-		if ((i & (OVERLAP_STRIDE - 1)) == 0)
-			CHECK_FOR_INTERRUPTS();
-		if (i == 0 || all[i].hash != all[i - 1].hash)
-			frequency[distinct++] = 0;
-		frequency[distinct - 1]++;
-	}
-
-	/* ranks by frequency, then hash (a stable counting sort), in place of the frequencies */
+	/* how many distinct shingles each frequency has (frequency f counted at f + 1) */
 	by_frequency = palloc0((join->ndocs + 2) * sizeof(Size));
-	for (Size k = 0; k < distinct; k++)
-		by_frequency[frequency[k] + 1]++;
+	for (int g = 0; g < GROUPS; g++)
+	{
+		Size		n = sorted_group(join, &grouping, g);
+
+		for (Size k = 0; k < n;)
+		{
+			Size		end = k + 1;
+
+			while (end < n && grouping.sorted[end].hash == grouping.sorted[k].hash)
+				end++;
+			by_frequency[end - k + 1]++;
+			distinct++;
+			k = end;
+		}
+	}
+	for (int d = 0; d < join->ndocs; d++)
+		if (grouping.cursors[d] != join->docs[d].size)
+			elog(ERROR, "the shingle hashes of a document are not in ascending order");
+	*singletons = by_frequency[2];
+
+	/* each frequency's first rank; then the ranks, in hash order, a group at a time */
 	for (int f = 1; f <= join->ndocs + 1; f++)
 		by_frequency[f] += by_frequency[f - 1];
-	for (Size k = 0; k < distinct; k++)
-		frequency[k] = (uint32) by_frequency[frequency[k]]++;
-	pfree(by_frequency);
-
-	/* each occurrence's rank, in its document's place; then each document's sorted */
+	memset(grouping.cursors, 0, join->ndocs * sizeof(uint32));
 	ranks = palloc_extended(Max(total, 1) * sizeof(uint32), MCXT_ALLOC_HUGE);
-	for (Size i = 0, k = 0; i < total; i++)
+	for (int g = 0; g < GROUPS; g++)
 	{
-		if ((i & (OVERLAP_STRIDE - 1)) == 0)
-			CHECK_FOR_INTERRUPTS();
-		if (i > 0 && all[i].hash != all[i - 1].hash)
-			k++;
-		ranks[all[i].slot] = frequency[k];
+		Size		n = sorted_group(join, &grouping, g);
+
+		for (Size k = 0; k < n;)
+		{
+			Size		end = k + 1;
+			uint32		rank;
+
+			while (end < n && grouping.sorted[end].hash == grouping.sorted[k].hash)
+				end++;
+			rank = (uint32) by_frequency[end - k]++;
+			for (; k < end; k++)
+				ranks[grouping.sorted[k].slot] = rank;
+		}
 	}
-	pfree(all);
-	pfree(frequency);
+	pfree(by_frequency);
+	pfree(grouping.cursors);
+	pfree(grouping.gathered);
+	pfree(grouping.sorted);
+	pfree(grouping.starts);
+	MemoryContextDelete(join->hash_context);
+	join->hash_context = NULL;
+
+	/* each document's ranks, sorted */
 	other = palloc_extended(Max(largest, 1) * sizeof(uint32), MCXT_ALLOC_HUGE);
 	for (int d = 0; d < join->ndocs; d++)
 	{
 		SetDoc	   *doc = &join->docs[d];
 
+		doc->hashes = NULL;
 		doc->ranks = ranks + at;
 		at += doc->size;
 		sort_ranks(doc->ranks, doc->size, other);
@@ -643,21 +714,28 @@ least_size(uint32 n, double t)
 	return (uint32) Max(bound, 1.0);
 }
 
-/* The prefix filter over the distinct sets, smallest first */
+/*
+ * The prefix filter over the distinct sets, smallest first.  The shingles
+ * of one document only (ranks below singletons, the first) are shared by
+ * no pair: they have no entry in the index.  Entries number fewer than the
+ * shingles (below 2^32), so the index's offsets are 4 bytes: 12 bytes per
+ * shingle of two documents or more.
+ */
 static void
-join_sets(SetJoin *join, Size distinct_ranks)
+join_sets(SetJoin *join, Size distinct_ranks, Size singletons)
 {
 	double		t = join->threshold;
-	Size	   *starts;
-	Size	   *fills;
-	Size	   *firsts;
+	Size		shared_ranks = distinct_ranks - singletons;
+	uint32	   *starts;
+	uint32	   *fills;
+	uint32	   *firsts;
 	int		   *entries;
 	Size		total = 0;
 	uint32	   *shared;
 	int		   *candidates;
 
-	/* the index: for each shingle, the sets with it in their index prefix */
-	starts = palloc_extended((distinct_ranks + 1) * sizeof(Size),
+	/* the index: for each shared shingle, the sets with it in their index prefix */
+	starts = palloc_extended((shared_ranks + 1) * sizeof(uint32),
 							 MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
 	for (int s = 0; s < join->nsets; s++)
 	{
@@ -665,16 +743,17 @@ join_sets(SetJoin *join, Size distinct_ranks)
 		uint32		prefix = set->size - index_overlap(set->size, t) + 1;
 
 		for (uint32 i = 0; i < prefix; i++)
-			starts[set->ranks[i] + 1]++;
+			if (set->ranks[i] >= singletons)
+				starts[set->ranks[i] - singletons + 1]++;
 	}
-	for (Size r = 1; r <= distinct_ranks; r++)
+	for (Size r = 1; r <= shared_ranks; r++)
 		starts[r] += starts[r - 1];
-	total = starts[distinct_ranks];
+	total = starts[shared_ranks];
 	entries = palloc_extended(Max(total, 1) * sizeof(int), MCXT_ALLOC_HUGE);
-	fills = palloc_extended(Max(distinct_ranks, 1) * sizeof(Size), MCXT_ALLOC_HUGE);
-	firsts = palloc_extended(Max(distinct_ranks, 1) * sizeof(Size), MCXT_ALLOC_HUGE);
-	memcpy(fills, starts, distinct_ranks * sizeof(Size));
-	memcpy(firsts, starts, distinct_ranks * sizeof(Size));
+	fills = palloc_extended(Max(shared_ranks, 1) * sizeof(uint32), MCXT_ALLOC_HUGE);
+	firsts = palloc_extended(Max(shared_ranks, 1) * sizeof(uint32), MCXT_ALLOC_HUGE);
+	memcpy(fills, starts, shared_ranks * sizeof(uint32));
+	memcpy(firsts, starts, shared_ranks * sizeof(uint32));
 	shared = palloc_extended(Max(join->nsets, 1) * sizeof(uint32),
 							 MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
 	candidates = palloc_extended(Max(join->nsets, 1) * sizeof(int), MCXT_ALLOC_HUGE);
@@ -691,12 +770,15 @@ join_sets(SetJoin *join, Size distinct_ranks)
 			put_set_pairs(join, x, x, 1.0);
 		for (uint32 i = 0; i < probe; i++)
 		{
-			uint32		r = x->ranks[i];
+			uint32		r;
 
+			if (x->ranks[i] < singletons)
+				continue;
+			r = x->ranks[i] - singletons;
 			/* sets are indexed smallest first: skip those too small for any later one */
 			while (firsts[r] < fills[r] && join->sets[entries[firsts[r]]].size < smallest)
 				firsts[r]++;
-			for (Size e = firsts[r]; e < fills[r]; e++)
+			for (uint32 e = firsts[r]; e < fills[r]; e++)
 			{
 				int			y = entries[e];
 
@@ -723,7 +805,8 @@ join_sets(SetJoin *join, Size distinct_ranks)
 			uint32		prefix = x->size - index_overlap(x->size, t) + 1;
 
 			for (uint32 i = 0; i < prefix; i++)
-				entries[fills[x->ranks[i]]++] = s;
+				if (x->ranks[i] >= singletons)
+					entries[fills[x->ranks[i] - singletons]++] = s;
 		}
 		if (s % 1024 == 0)
 			CHECK_FOR_INTERRUPTS();
@@ -736,8 +819,9 @@ PG_FUNCTION_INFO_V1(nearsim_resemblance_pairs);
  * fingerprint_column, min_similarity): every pair of rows of tbl whose
  * texts' S_R is at least min_similarity (> 0), keys as text with a before
  * b in key order, the Hamming distance of their fingerprints and whether
- * either text is short.  Read with the caller's rights.  Memory: about 24
- * bytes per distinct shingle of each document, for the whole join.
+ * either text is short.  Read with the caller's rights.  Memory: about 14
+ * bytes per distinct shingle of each document while they are ranked, then
+ * 4, and 12 per shingle of two documents or more (rank_shingles, join_sets).
  */
 Datum
 nearsim_resemblance_pairs(PG_FUNCTION_ARGS)
@@ -751,6 +835,7 @@ nearsim_resemblance_pairs(PG_FUNCTION_ARGS)
 	MemoryContext old;
 	SetJoin		join;
 	Size		distinct_ranks;
+	Size		singletons;
 
 	if (!(threshold > 0.0 && threshold <= 1.0))
 		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -765,9 +850,9 @@ nearsim_resemblance_pairs(PG_FUNCTION_ARGS)
 	SPI_connect();
 	read_table(&join, relid, key_column, text_column, fingerprint_column, join_context);
 	old = MemoryContextSwitchTo(join_context);
-	distinct_ranks = rank_shingles(&join);
+	distinct_ranks = rank_shingles(&join, &singletons);
 	collect_sets(&join);
-	join_sets(&join, distinct_ranks);
+	join_sets(&join, distinct_ranks, singletons);
 	MemoryContextSwitchTo(old);
 	SPI_finish();
 	MemoryContextDelete(join_context);
