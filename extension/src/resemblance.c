@@ -459,8 +459,11 @@ sorted_group(SetJoin *join, Grouping *grouping, int g)
  * Two passes over the groups: the first counts the distinct shingles of
  * each frequency, which gives where each frequency's ranks start; the
  * second hands them out in hash order.  Memory: the hashes (8 bytes per
- * shingle of each document), the ranks (4) and one group's occurrences
- * twice over (about 2 more): 14 bytes per shingle at the most.
+ * shingle of each document), the ranks (4) and the largest group's
+ * occurrences twice over: about 2 more, as xxh64 spreads the shingles
+ * evenly over the groups (a shingle that many documents share counts in
+ * its group once for each); 14 bytes per shingle.  Hashes made to share
+ * their top bits would need up to 32 more.
  */
 static Size
 rank_shingles(SetJoin *join, Size *singletons)
