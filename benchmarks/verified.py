@@ -107,6 +107,7 @@ from .verified_report import (
     FIGURE,
     TARGET_F1,
     TARGET_P50_MS,
+    TARGET_P90_MS,
     TARGET_RECALL,
     curve_points,
     cut_list,
@@ -180,7 +181,8 @@ def evaluate(dsn: str, quick: bool, output_dir: Path, sizes: Sequence[int] | Non
         "budgets": {"pair_seconds": pair_budget, "lookup_timeout_seconds": lookup_timeout,
                     "lookup_budget_seconds": lookup_budget, "lookups": count},
         "targets": {"cost": "<= MinHashLSH + estimate, same documents, same run",
-                    "recall": TARGET_RECALL, "f1": TARGET_F1, "p50_ms": TARGET_P50_MS},
+                    "recall": TARGET_RECALL, "f1": TARGET_F1, "p50_ms": TARGET_P50_MS,
+                    "p90_ms": TARGET_P90_MS},
     }  # fmt: skip
     sets: list[SetResult] = []
     with scratch_schema(dsn) as (conn, schema):

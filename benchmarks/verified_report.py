@@ -22,6 +22,7 @@ __all__ = ["FIGURE", "curve_points", "cut_list", "draw_cost_curve", "markdown", 
 TARGET_RECALL = 0.99
 TARGET_F1 = 0.995
 TARGET_P50_MS = 3.0
+TARGET_P90_MS = 10.0
 SUMMARY_COLUMNS = ("measurement", "value", "baseline", "ratio", "target", "met")
 FIGURE = "verified-cost.png"
 
@@ -68,12 +69,13 @@ def summary_rows(results: dict[str, Any]) -> list[list[str]]:
                              "-", "-", f">= {TARGET_RECALL} / >= {TARGET_F1}", "no"])
     for lookup in results.get("lookups", []):
         enough = lookup["timed"] >= min(LOOKUPS, lookup["asked"]) and not lookup["over_timeout"]
-        met = enough and lookup["p50_ms"] <= TARGET_P50_MS
-        rows.append([f"nearsim_similar_verified p50, {lookup['documents']:,} documents, S_R >="
-                     f" {lookup['threshold']}, {lookup.get('path', RADIUS_PATH)}",
-                     f"{lookup['p50_ms']:.2f} ms (p90 {lookup['p90_ms']:.2f}; {lookup['timed']}"
+        met = (enough and lookup["p50_ms"] <= TARGET_P50_MS
+               and lookup["p90_ms"] <= TARGET_P90_MS)  # fmt: skip
+        rows.append([f"nearsim_similar_verified p50 / p90, {lookup['documents']:,} documents,"
+                     f" S_R >= {lookup['threshold']}, {lookup.get('path', RADIUS_PATH)}",
+                     f"{lookup['p50_ms']:.2f} / {lookup['p90_ms']:.2f} ms ({lookup['timed']}"
                      f" queries, {lookup['over_timeout']} over the timeout)", "-", "-",
-                     f"<= {TARGET_P50_MS:g} ms", "yes" if met else "no"])
+                     f"<= {TARGET_P50_MS:g} / <= {TARGET_P90_MS:g} ms", "yes" if met else "no"])
     return rows
 
 

@@ -234,3 +234,16 @@ def test_a_cancelled_reset_of_a_tiny_timeout_is_sent_again(database: str) -> Non
         verified_sets.set_timeout(slowed, None)  # type: ignore[arg-type]
         assert slowed.cancelled == 3
         assert conn.execute("SHOW statement_timeout").fetchone() == ("0",)
+
+
+@pytest.mark.parametrize(("p50", "p90", "met"), [(1.3, 2.1, "yes"), (1.97, 17.52, "no"),
+                                                  (3.5, 4.0, "no")])
+def test_a_lookup_meets_its_target_by_p50_and_p90(p50: float, p90: float, met: str) -> None:
+    """The target of a verified search is p50 <= 3 ms and p90 <= 10 ms, both."""
+    lookup = {"documents": 1_000_000, "threshold": 0.5, "path": "sketch index", "asked": 200,
+              "timed": 200, "over_timeout": 0, "p50_ms": p50, "p90_ms": p90}
+    rows = verified_report.summary_rows({"sets": [], "lookups": [lookup]})
+    assert rows == [[
+        "nearsim_similar_verified p50 / p90, 1,000,000 documents, S_R >= 0.5, sketch index",
+        f"{p50:.2f} / {p90:.2f} ms (200 queries, 0 over the timeout)", "-", "-",
+        "<= 3 / <= 10 ms", met]]
