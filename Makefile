@@ -175,6 +175,20 @@ bench-verified: database
 	if [ -f $(BENCH_RESULTS)/run.json ]; then \
 		$(VENV_PYTHON) -m benchmarks.docs $(BENCH_RESULTS) docs; fi
 
+# nearsim_similar_verified on a million documents of the evaluation corpus
+# (benchmarks/verified_million.py): 200 lookups at S_R 0.8 and 0.5 through the
+# rotation index and then the sketch index, p50 and p90, recall against the exact
+# join, whose seconds and peak memory it reports (the corpus file of make
+# bench-minhash, made if missing; about 30 minutes on 2 cores and 9 GB of memory
+# for the join); then docs/BENCHMARKS.md again when a make bench run is there.
+VERIFIED_DOCUMENTS ?= 1000000
+bench-verified-1m: database
+	mkdir -p $(BENCH_RESULTS)
+	$(VENV_PYTHON) -m benchmarks.verified_million --dsn "$(DSN)" \
+		--documents $(VERIFIED_DOCUMENTS) --results $(BENCH_RESULTS)/verified_million.json
+	if [ -f $(BENCH_RESULTS)/run.json ]; then \
+		$(VENV_PYTHON) -m benchmarks.docs $(BENCH_RESULTS) docs; fi
+
 # All pairs at S_R >= 0.8 and 0.5 by nearsim_pairs_verified against Rensa's and
 # datasketch's MinHash LSH plus estimate, on 100,000 and 1,000,000 documents of
 # the evaluation corpus (benchmarks/minhash.py): seconds, CPU seconds, peak

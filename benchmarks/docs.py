@@ -170,9 +170,10 @@ def missed_section(run: dict[str, Any], scale: dict[str, Any] | None = None,
                    hnsw: dict[str, Any] | None = None,
                    concurrency: dict[str, Any] | None = None,
                    hundred: dict[str, Any] | None = None,
-                   guard: dict[str, Any] | None = None) -> str:
+                   guard: dict[str, Any] | None = None,
+                   verified_million: dict[str, Any] | None = None) -> str:
     missed = [r for r in run["summary"] if r["met"] == "no"]
-    for other in (scale, verified, hnsw, concurrency, hundred, guard):
+    for other in (scale, verified, hnsw, concurrency, hundred, guard, verified_million):
         if other is not None:
             missed += [dict(zip(SCALE_COLUMNS, row, strict=True)) for row in other["summary"]
                        if row[5] == "no"]
@@ -356,6 +357,14 @@ def json_page(results: Path, name: str,
     return section(loaded), loaded
 
 
+def verified_million_page(results: Path) -> tuple[str, dict[str, Any] | None]:
+    """The section of ``make bench-verified-1m`` (benchmarks/verified_million.py), and its
+    results."""
+    from .verified_million import verified_million_section
+
+    return json_page(results, "verified_million.json", verified_million_section)
+
+
 def hnsw_page(results: Path) -> tuple[str, dict[str, Any] | None]:
     """The section of ``make bench-hnsw`` (benchmarks/hnsw.py), and its results."""
     from .hnsw import hnsw_section
@@ -394,6 +403,7 @@ def write(results: Path, docs: Path) -> Path:
     concurrency_text, concurrency = concurrency_page(results)
     hundred_text, hundred = hundred_page(results)
     guard_text, guard = guard_page(results)
+    million_text, million = verified_million_page(results)
     docs.mkdir(parents=True, exist_ok=True)
     latency_figure(run, docs / LATENCY_FIGURE)
     lookup_figure(run, docs / LOOKUP_FIGURE)
@@ -428,6 +438,10 @@ nearsim {run["nearsim"]}, PostgreSQL {run["postgresql"]}, Python {run["python"]}
 ## Verified search against MinHashLSH: real near-duplicates, 100,000 documents
 
 {verified_page}
+
+### nearsim_similar_verified at a million documents
+
+{million_text}
 
 ## Verified pairs against Rensa and datasketch MinHash LSH, up to a million documents
 
@@ -485,7 +499,7 @@ nearsim {run["nearsim"]}, PostgreSQL {run["postgresql"]}, Python {run["python"]}
 
 ## Where targets are missed
 
-{missed_section(run, scale, verified, hnsw, concurrency, hundred, guard)}
+{missed_section(run, scale, verified, hnsw, concurrency, hundred, guard, million)}
 """
     path = docs / "BENCHMARKS.md"
     path.write_text(page, encoding="utf-8")
