@@ -104,9 +104,10 @@ CREATE FUNCTION nearsim_guard_check() RETURNS trigger
 COMMENT ON FUNCTION nearsim_guard_check() IS
 'the trigger of a check-in guard (nearsim_guard): refuse (SQLSTATE 23N01), skip or record a document with a near-duplicate already in the table';
 
--- S_R in C (src/resemblance.c), on the distinct hashes of the word 3-shingles
--- (the default profile's features): for two texts, and for every pair of a
--- table by an exact set-similarity join (nearsim_pairs_verified uses it).
+-- S_R in C, on the distinct hashes of the word 3-shingles (the default
+-- profile's features): for two texts (src/resemblance.c), and for every pair
+-- of a table by an exact set-similarity join (src/set_join.c;
+-- nearsim_pairs_verified uses it).
 
 CREATE FUNCTION nearsim_resemblance(a text, b text) RETURNS double precision
 	AS 'MODULE_PATHNAME', 'nearsim_resemblance'

@@ -348,9 +348,10 @@ CREATE FUNCTION nearsim_compare(a text, b text, min_chunk_words integer DEFAULT 
 COMMENT ON FUNCTION nearsim_compare(text, text, integer, integer) IS
 'exact similarity of two texts: words of the longer and shorter, common words in passages of at least min_chunk_words, S_L = C/L and S_J = C/(L+S-C) (literal and information matching), S_R = Jaccard of shingle_words-word shingle sets, containment, multiset Jaccard';
 
--- S_R in C (src/resemblance.c), on the distinct hashes of the word 3-shingles
--- (the default profile's features): for two texts, and for every pair of a
--- table by an exact set-similarity join (nearsim_pairs_verified uses it).
+-- S_R in C, on the distinct hashes of the word 3-shingles (the default
+-- profile's features): for two texts (src/resemblance.c), and for every pair
+-- of a table by an exact set-similarity join (src/set_join.c;
+-- nearsim_pairs_verified uses it).
 
 CREATE FUNCTION nearsim_resemblance(a text, b text) RETURNS double precision
 	AS 'MODULE_PATHNAME', 'nearsim_resemblance'

@@ -73,6 +73,8 @@ extern double nearsim_literal_of(text *a, text *b);
 
 /* resemblance.c: the distinct shingle hashes of a text datum, ascending */
 extern Size nearsim_text_shingles(text *document, uint64 **hashes);
+/* resemblance.c: shared shingles over all shingles of two sets, 0.0 when both are empty */
+extern double nearsim_resemblance_of(Size common, Size size_a, Size size_b);
 
 /*
  * sketch.c: the sketch index, candidates for verified search by S_R from
@@ -187,7 +189,7 @@ extern void nearsim_guard_init(void);
 
 /* python_call.c: the PL/Python body <name>_python of a C function, its errors */
 extern Oid	nearsim_python_body(Oid outer);
-/* resemblance.c: the exact join behind nearsim_pairs_verified by S_R */
+/* set_join.c: the exact join behind nearsim_pairs_verified by S_R */
 extern Datum nearsim_resemblance_pairs(PG_FUNCTION_ARGS);
 extern Datum nearsim_call_python_body(FunctionCallInfo fcinfo);
 extern void nearsim_rethrow_python_error(MemoryContext caller_context) pg_attribute_noreturn();

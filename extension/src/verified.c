@@ -369,7 +369,7 @@ PG_FUNCTION_INFO_V1(nearsim_pairs_verified);
  * nearsim_pairs_verified(tbl, min_similarity, measure, max_distance): by
  * S_R without max_distance (the default), every pair at least
  * min_similarity similar, here, by the exact set-similarity join of
- * resemblance.c; by S_L without max_distance from CANDIDATE_RESEMBLANCE,
+ * set_join.c; by S_L without max_distance from CANDIDATE_RESEMBLANCE,
  * the pairs of that join at CANDIDATE_RESEMBLANCE measured by S_L, here;
  * anything else through the PL/Python body, which measures the pairs of
  * nearsim_pairs within the radius.
