@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from typing import Any
 
@@ -30,14 +30,21 @@ LOOKUP_BUDGET_SECONDS = 180.0
 LOOKUP_SEED = 1
 
 
-def lookups(conn: psycopg.Connection, qualified: str, texts: Sequence[str], truth: Truth,
-            count: int, timeout: float, budget: float, path: str) -> list[dict[str, Any]]:
-    """``nearsim_similar_verified`` for the texts of ``count`` random documents.
+def asked_positions(documents: int, count: int) -> list[int]:
+    """The positions of the ``count`` documents :func:`lookups` asks, drawn at random."""
+    return random.Random(LOOKUP_SEED).sample(range(documents), min(count, documents))
+
+
+def lookups(conn: psycopg.Connection, qualified: str, texts: Sequence[str] | Mapping[int, str],
+            truth: Truth, count: int, timeout: float, budget: float,
+            path: str) -> list[dict[str, Any]]:  # fmt: skip
+    """``nearsim_similar_verified`` for the texts of ``count`` random documents of the
+    ``truth.documents``; ``texts`` needs to hold only those of :func:`asked_positions`.
 
     ``path`` names where the candidates come from (the table's indexes decide).
     """
-    documents = len(texts)
-    asked = random.Random(LOOKUP_SEED).sample(range(documents), min(count, documents))
+    documents = truth.documents
+    asked = asked_positions(documents, count)
     statement = ("SELECT key::integer FROM nearsim_similar_verified(%s::regclass, %s, %s,"
                  " 's_r')")
     results = []

@@ -24,10 +24,9 @@ import argparse
 import importlib.metadata
 import json
 import os
-import random
 import sys
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -43,11 +42,11 @@ from .sketches import memory, reset_peak
 from .truth import Truth
 from .verified_lookups import (
     LOOKUP_BUDGET_SECONDS,
-    LOOKUP_SEED,
     LOOKUP_TIMEOUT_SECONDS,
     LOOKUPS,
     RADIUS_PATH,
     SKETCH_PATH,
+    asked_positions,
     lookups,
     sketch_index,
 )
@@ -55,30 +54,6 @@ from .verified_report import summary_rows
 
 DOCUMENTS = 1_000_000
 TABLE = "corpus"
-
-
-class AskedTexts(Mapping[int, str]):
-    """The texts of the documents asked, by position, as long as the corpus: what
-    :func:`benchmarks.verified_lookups.lookups` reads of the texts, without the
-    other documents' texts in the client's memory."""
-
-    def __init__(self, texts: dict[int, str], documents: int) -> None:
-        self._texts = texts
-        self._documents = documents
-
-    def __getitem__(self, position: int) -> str:
-        return self._texts[position]
-
-    def __iter__(self) -> Iterator[int]:
-        return iter(self._texts)
-
-    def __len__(self) -> int:
-        return self._documents
-
-
-def asked_positions(documents: int, count: int) -> list[int]:
-    """The documents :func:`benchmarks.verified_lookups.lookups` will ask, as it draws them."""
-    return random.Random(LOOKUP_SEED).sample(range(documents), min(count, documents))
 
 
 def exact_join(conn: psycopg.Connection, qualified: str, documents: int,
@@ -134,14 +109,14 @@ def run(dsn: str, documents: int, count: int, work: Path, timeout: float = LOOKU
         join = results["exact_join"]
         log(f"  {join['seconds']:.1f} s, {join['asked_pairs']:,} pairs of the asked, peak"
             f" {(join['peak_bytes_above_start'] or 0) / 1e9:.2f} GB above the start")
+        # Only the asked documents' texts come to the client.
         texts = dict(conn.execute(sql.SQL("SELECT id, body FROM {} WHERE id = ANY(%s)").format(
             sql.Identifier(schema, TABLE)), (asked,)).fetchall())
-        asked_texts = AskedTexts(texts, documents)
-        results["lookups"] = lookups(conn, qualified, asked_texts, truth, count,  # type: ignore[arg-type]
-                                     timeout, budget, RADIUS_PATH)
+        results["lookups"] = lookups(conn, qualified, texts, truth, count, timeout, budget,
+                                     RADIUS_PATH)
         results["sketch_index"] = sketch_index(conn, schema, TABLE, documents)
-        results["lookups"] += lookups(conn, qualified, asked_texts, truth, count,  # type: ignore[arg-type]
-                                      timeout, budget, SKETCH_PATH)
+        results["lookups"] += lookups(conn, qualified, texts, truth, count, timeout, budget,
+                                      SKETCH_PATH)
     results["summary"] = summary_rows({"sets": [], "lookups": results["lookups"]})
     results["seconds"] = time.perf_counter() - started
     return results
