@@ -66,13 +66,16 @@ COMMENT ON FUNCTION simhash(text) IS
 -- is its declaration, its COMMENT and its Python function.
 -- The fingerprint with any feature profile computes with the same code as
 -- clients (nearsim.core); for 'default/1' it is the reference of simhash(text).
+-- Profile 'default/2' (tokenisation 2: the letters of Thai, Lao, Myanmar,
+-- Khmer... one to a token) is computed in C (src/fingerprint.c).
 
+-- with a PL/Python body
 CREATE FUNCTION simhash(document text, profile text) RETURNS bigint
-	AS 'MODULE_PATHNAME', 'nearsim_python_call'
+	AS 'MODULE_PATHNAME', 'nearsim_simhash_profile'
 	LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE COST 5000;
 
 COMMENT ON FUNCTION simhash(text, text) IS
-'64-bit SimHash fingerprint of a document with the named feature profile (e.g. ''english/1'', ''chars:5/1'', ''words:1-3+unique/1''); NULL for NULL or for a text without features';
+'64-bit SimHash fingerprint of a document with the named feature profile (e.g. ''english/1'', ''chars:5/1'', ''default/2'': version 2 cuts Thai, Lao, Khmer... a letter to a word); NULL for NULL or for a text without features';
 
 CREATE FUNCTION nearsim_profile(profile text) RETURNS text
 	AS 'MODULE_PATHNAME', 'nearsim_python_call'

@@ -6,6 +6,7 @@
 #include "miscadmin.h"
 #include "port/pg_bitutils.h"
 #include "port/pg_bswap.h"
+#include "utils/builtins.h"
 #include "utils/memutils.h"
 
 #ifdef __SSE2__
@@ -108,6 +109,8 @@ typedef struct Shingler
 	bool		in_token;
 	uint64		tokens;			/* complete tokens so far */
 	bool		keep_all;		/* keep every token in buf (for S_L) */
+	bool		clusters;		/* tokenisation 2: WORD_CLUSTERED letters start tokens */
+	bool		in_cluster;		/* the token being read started with such a letter */
 	Votes	   *votes;
 	/* a chunk of ASCII text lower-cased, for the ASCII steps */
 	char	   *lowered;
@@ -187,12 +190,17 @@ check_unstable_run(Size run)
 				 errhint("Such a run (combining marks, compatibility forms) is refused: normalising it takes time that grows with its square.")));
 }
 
-/* The kind of cp in word_table: WORD_JOINED, WORD_SOLO or 0 */
+/*
+ * The kind of cp in word_table: WORD_SOLO, 0, or a kind that joins
+ * (WORD_JOINED, or WORD_CLUSTERED and WORD_MARK, which only tokenisation 2
+ * tells apart)
+ */
 static inline int
 word_kind(pg_wchar cp)
 {
 	if (cp < SMALL_CODE_POINTS)
-		return (small_table[cp] & SMALL_JOINED) ? WORD_JOINED :
+		return (small_table[cp] & SMALL_MARK) ? WORD_MARK :
+			(small_table[cp] & SMALL_JOINED) ? WORD_JOINED :
 			(small_table[cp] & SMALL_SOLO) ? WORD_SOLO : 0;
 	return range_kind(word_table, lengthof(word_table), cp);
 }
@@ -574,6 +582,7 @@ finish_token(Shingler *sh)
 	sh->starts[1] = sh->token_start;
 	sh->tokens++;
 	sh->in_token = false;
+	sh->in_cluster = false;
 }
 
 /* End the token being read, if any */
@@ -760,6 +769,9 @@ read_ascii(Shingler *sh, const unsigned char *s, Size n)
 		sh->lowered = palloc(lowered_cap);
 		sh->lowered_cap = lowered_cap;
 	}
+	/* an ASCII character is no mark: it ends a letter's token either way */
+	if (sh->in_cluster)
+		end_token(sh);
 	for (Size done = 0; done < n; done += ASCII_CHUNK)
 	{
 		Size		chunk = Min(n - done, ASCII_CHUNK);
@@ -782,9 +794,9 @@ read_folded(Shingler *sh, pg_wchar cp)
 	{
 		unsigned char c = ascii_table[cp];
 
-		if (c == ' ')
+		if (c == ' ' || sh->in_cluster)
 			end_token(sh);
-		else
+		if (c != ' ')
 			token_byte(sh, (char) c);
 		return;
 	}
@@ -794,8 +806,16 @@ read_folded(Shingler *sh, pg_wchar cp)
 		end_token(sh);
 		return;
 	}
-	if (kind == WORD_SOLO)
+
+	/*
+	 * Tokenisation 2 (nearsim.core.text.clusters_apart): a letter of
+	 * WORD_CLUSTERED starts a token, which only combining marks continue
+	 */
+	if (kind == WORD_SOLO ||
+		(sh->clusters && (kind == WORD_CLUSTERED || (sh->in_cluster && kind != WORD_MARK))))
 		end_token(sh);
+	if (sh->clusters && kind == WORD_CLUSTERED)
+		sh->in_cluster = true;	/* after end_token, which clears it */
 	if (cp < SMALL_CODE_POINTS)
 	{
 		token_byte(sh, (char) (0xC0 | (cp >> 6)));
@@ -1060,8 +1080,8 @@ sort_uint64(uint64 *values, Size n)
  * text in code points (twice: normalised), and the buffer.
  */
 static uint64
-read_text(const unsigned char *s, Size len, Votes *votes, uint64 *single, char **kept,
-		  Size *kept_len)
+read_text(const unsigned char *s, Size len, int tokenisation, Votes *votes, uint64 *single,
+		  char **kept, Size *kept_len)
 {
 	Shingler	sh;
 	Size		start = 0;
@@ -1069,6 +1089,7 @@ read_text(const unsigned char *s, Size len, Votes *votes, uint64 *single, char *
 	memset(&sh, 0, sizeof(sh));
 	sh.votes = votes;
 	sh.keep_all = kept != NULL;
+	sh.clusters = tokenisation == 2;
 	memset(votes->waiting_count, 0, sizeof(votes->waiting_count));
 	votes->hashed = 0;
 	memset(votes->counts, 0, sizeof(votes->counts));
@@ -1112,11 +1133,11 @@ read_text(const unsigned char *s, Size len, Votes *votes, uint64 *single, char *
 }
 
 /*
- * The fingerprint of UTF-8 text s of len bytes; false when it has no
- * tokens.
+ * The fingerprint of UTF-8 text s of len bytes, profile default/N for
+ * tokenisation N; false when it has no tokens.
  */
 static bool
-fingerprint_utf8(const unsigned char *s, Size len, uint64 *result)
+fingerprint_utf8(const unsigned char *s, Size len, int tokenisation, uint64 *result)
 {
 	Votes		votes;
 	uint64		single = 0;
@@ -1124,7 +1145,7 @@ fingerprint_utf8(const unsigned char *s, Size len, uint64 *result)
 	uint64		value = 0;
 
 	votes.collected = NULL;
-	tokens = read_text(s, len, &votes, &single, NULL, NULL);
+	tokens = read_text(s, len, tokenisation, &votes, &single, NULL, NULL);
 	if (tokens >= SHINGLE_WORDS)
 	{
 		/* more than half of the features (ties give 0) */
@@ -1146,7 +1167,7 @@ fingerprint_utf8(const unsigned char *s, Size len, uint64 *result)
  * nearsim.core.measures.word_shingles, on which S_R is defined.
  */
 Size
-nearsim_shingle_hashes_utf8(const unsigned char *s, Size len, uint64 **hashes)
+nearsim_shingle_hashes_utf8(const unsigned char *s, Size len, int tokenisation, uint64 **hashes)
 {
 	Votes		votes;
 	uint64		single = 0;
@@ -1155,7 +1176,7 @@ nearsim_shingle_hashes_utf8(const unsigned char *s, Size len, uint64 **hashes)
 
 	votes.collected_cap = 64;
 	votes.collected = palloc(votes.collected_cap * sizeof(uint64));
-	tokens = read_text(s, len, &votes, &single, NULL, NULL);
+	tokens = read_text(s, len, tokenisation, &votes, &single, NULL, NULL);
 	if (tokens > 0 && tokens < SHINGLE_WORDS)
 	{
 		votes.collected[0] = single;
@@ -1180,14 +1201,15 @@ nearsim_shingle_hashes_utf8(const unsigned char *s, Size len, uint64 **hashes)
  * number.  The tokens of nearsim.core.text.tokens, on which S_L is defined.
  */
 uint64
-nearsim_tokens_utf8(const unsigned char *s, Size len, char **tokens, Size *bytes)
+nearsim_tokens_utf8(const unsigned char *s, Size len, int tokenisation, char **tokens,
+					Size *bytes)
 {
 	Votes	   *votes = palloc(sizeof(Votes));
 	uint64		single = 0;
 	uint64		count;
 
 	votes->collected = NULL;
-	count = read_text(s, len, votes, &single, tokens, bytes);
+	count = read_text(s, len, tokenisation, votes, &single, tokens, bytes);
 	pfree(votes);
 	if (count == 0)
 	{
@@ -1234,11 +1256,41 @@ nearsim_simhash(PG_FUNCTION_ARGS)
 	uint64		value;
 	bool		found;
 
-	found = fingerprint_utf8((const unsigned char *) utf8, len, &value);
+	found = fingerprint_utf8((const unsigned char *) utf8, len, 1, &value);
 
 	if (utf8 != data)
 		pfree((char *) utf8);
 	PG_FREE_IF_COPY(document, 0);
+	if (!found)
+		PG_RETURN_NULL();
+	PG_RETURN_INT64((int64) value);
+}
+
+PG_FUNCTION_INFO_V1(nearsim_simhash_profile);
+/*
+ * simhash(text, profile): profile default/2 in C, as simhash(text) computes
+ * default/1; any other profile (default/1 too, the reference of
+ * simhash(text)) by the Python code of the clients, in the PL/Python body.
+ */
+Datum
+nearsim_simhash_profile(PG_FUNCTION_ARGS)
+{
+	text	   *document;
+	const char *data;
+	int			len;
+	const char *utf8;
+	uint64		value;
+	bool		found;
+
+	if (strcmp(text_to_cstring(PG_GETARG_TEXT_PP(1)), TOKENISATION_2_PROFILE) != 0)
+		return nearsim_call_python_body(fcinfo);
+	document = PG_GETARG_TEXT_PP(0);
+	data = VARDATA_ANY(document);
+	len = VARSIZE_ANY_EXHDR(document);
+	utf8 = nearsim_utf8(data, &len);
+	found = fingerprint_utf8((const unsigned char *) utf8, len, 2, &value);
+	if (utf8 != data)
+		pfree((char *) utf8);
 	if (!found)
 		PG_RETURN_NULL();
 	PG_RETURN_INT64((int64) value);

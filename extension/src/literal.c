@@ -71,7 +71,7 @@ read_words(text *document, Words *words)
 	Size		bytes = 0;
 	Size		at = 0;
 
-	words->count = (int64) nearsim_tokens_utf8((const unsigned char *) utf8, len,
+	words->count = (int64) nearsim_tokens_utf8((const unsigned char *) utf8, len, 1,
 											   &words->buf, &bytes);
 	words->token = palloc_extended(Max(words->count, 1) * sizeof(char *), MCXT_ALLOC_HUGE);
 	words->length = palloc_extended(Max(words->count, 1) * sizeof(int32), MCXT_ALLOC_HUGE);

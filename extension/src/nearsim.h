@@ -30,6 +30,8 @@
 
 /* The profile simhash(text) computes in C (nearsim.core.fingerprint.PROFILE) */
 #define DEFAULT_PROFILE "default/1"
+/* The default profile with tokenisation 2, also computed in C */
+#define TOKENISATION_2_PROFILE "default/2"
 
 /* Bits in a fingerprint: an unsigned 64-bit value kept in a signed bigint */
 #define FINGERPRINT_BITS 64
@@ -59,9 +61,10 @@ extern void nearsim_check_owner_rights(Oid owner, Oid relid);
 
 /* fingerprint.c: text as UTF-8; the distinct hashes of its word shingles; its tokens */
 extern const char *nearsim_utf8(const char *data, int *len);
-extern Size nearsim_shingle_hashes_utf8(const unsigned char *s, Size len, uint64 **hashes);
-extern uint64 nearsim_tokens_utf8(const unsigned char *s, Size len, char **tokens,
-								 Size *bytes);
+extern Size nearsim_shingle_hashes_utf8(const unsigned char *s, Size len, int tokenisation,
+										uint64 **hashes);
+extern uint64 nearsim_tokens_utf8(const unsigned char *s, Size len, int tokenisation,
+								  char **tokens, Size *bytes);
 /* literal.c: S_L of two texts (nearsim.core.measures.compare(a, b).s_l) */
 extern double nearsim_literal_of(text *a, text *b);
 

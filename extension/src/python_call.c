@@ -176,9 +176,9 @@ nearsim_python_call(PG_FUNCTION_ARGS)
 
 /*
  * Refuse a table whose profile this server cannot compute (the PL/Python
- * body of nearsim_check_profile says why); the default profile, computed
- * in C, is taken without asking.  ext is the quoted schema of the
- * extension; the caller has connected to SPI.
+ * body of nearsim_check_profile says why); the default profile (default/1
+ * or default/2), computed in C, is taken without asking.  ext is the quoted
+ * schema of the extension; the caller has connected to SPI.
  */
 void
 nearsim_require_computable_profile(const char *ext, Oid relid, const char *profile)
@@ -187,7 +187,7 @@ nearsim_require_computable_profile(const char *ext, Oid relid, const char *profi
 	Oid			types[2] = {REGCLASSOID, TEXTOID};
 	Datum		values[2];
 
-	if (strcmp(profile, DEFAULT_PROFILE) == 0)
+	if (strcmp(profile, DEFAULT_PROFILE) == 0 || strcmp(profile, TOKENISATION_2_PROFILE) == 0)
 		return;
 	check = psprintf("SELECT %s.nearsim_check_profile($1, $2)", ext);
 	values[0] = ObjectIdGetDatum(relid);
@@ -201,15 +201,16 @@ PG_FUNCTION_INFO_V1(nearsim_check_profile);
 /*
  * nearsim_check_profile(tbl, profile): true when this server computes the
  * profile, else an error (the PL/Python body says why).  The default
- * profile is computed in C and needs no Python: a search of a table of
- * that profile, which plans this call, never starts the Python interpreter.
+ * profile (default/1 or default/2) is computed in C and needs no Python: a
+ * search of a table of that profile, which plans this call, never starts
+ * the Python interpreter.
  */
 Datum
 nearsim_check_profile(PG_FUNCTION_ARGS)
 {
 	char	   *profile = text_to_cstring(PG_GETARG_TEXT_PP(1));
 
-	if (strcmp(profile, DEFAULT_PROFILE) == 0)
+	if (strcmp(profile, DEFAULT_PROFILE) == 0 || strcmp(profile, TOKENISATION_2_PROFILE) == 0)
 		PG_RETURN_BOOL(true);
 	return nearsim_call_python_body(fcinfo);
 }

@@ -74,7 +74,7 @@ nearsim_text_shingles(text *document, uint64 **hashes)
 	int			len = VARSIZE_ANY_EXHDR(document);
 	const char *data = VARDATA_ANY(document);
 	const char *utf8 = nearsim_utf8(data, &len);
-	Size		count = nearsim_shingle_hashes_utf8((const unsigned char *) utf8, len, hashes);
+	Size		count = nearsim_shingle_hashes_utf8((const unsigned char *) utf8, len, 1, hashes);
 
 	if (utf8 != data)
 		pfree((char *) utf8);

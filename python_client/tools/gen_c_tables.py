@@ -28,11 +28,11 @@ MAX_CODE_POINT = 0x10FFFF
 SURROGATES = range(0xD800, 0xE000)
 # Kinds of the range tables (the C code names them).
 IGNORABLE, UNASSIGNED = 1, 2
-JOINED, SOLO = 1, 2
+JOINED, SOLO, CLUSTERED, MARK = 1, 2, 3, 4
 CASEFOLD_MAX = 3
 # small_table: the code points of one or two UTF-8 bytes, looked up directly.
 SMALL_CODE_POINTS = 0x800
-SMALL_BOUNDARY, SMALL_JOINED, SMALL_SOLO, SMALL_FOLDS = 1, 2, 4, 8
+SMALL_BOUNDARY, SMALL_JOINED, SMALL_SOLO, SMALL_FOLDS, SMALL_MARK = 1, 2, 4, 8, 16
 
 
 def code_points() -> Iterator[int]:
@@ -46,9 +46,20 @@ def pinned_kind(cp: int) -> int:
     return (IGNORABLE, UNASSIGNED, 0)[text._PINNED._find(cp)]
 
 
+_CLUSTERED = text._CharMap(_unicode14.CLUSTERED)
+_MARKS = text._CharMap(_unicode14.MARKS)
+
+
 def word_kind(cp: int) -> int:
-    """Step 3 as the reference does it: 1 joins a word, 2 a word alone, 0 a space."""
-    return (JOINED, SOLO, 0)[text._SEPARATORS._find(cp)]
+    """Step 3 as the reference does it: 1 joins a word, 2 a word alone, 0 a space;
+    of the characters that join, 3 a letter that tokenisation 2 makes start a
+    token (text.clusters_apart) and 4 a combining mark, which continues it."""
+    kind = (JOINED, SOLO, 0)[text._SEPARATORS._find(cp)]
+    if kind == JOINED and _CLUSTERED._find(cp) == 0:
+        return CLUSTERED
+    if kind == JOINED and _MARKS._find(cp) == 0:
+        return MARK
+    return kind
 
 
 def boundary_predicate() -> Callable[[int], bool]:
@@ -110,13 +121,15 @@ def small_table(boundary: Callable[[int], bool]) -> list[str]:
     for cp in range(SMALL_CODE_POINTS):
         kind = word_kind(cp) if cp else 0
         flags = (SMALL_BOUNDARY if cp and boundary(cp) else 0) | (
-            SMALL_JOINED if kind == JOINED else SMALL_SOLO if kind == SOLO else 0) | (
+            SMALL_SOLO if kind == SOLO else SMALL_JOINED if kind else 0) | (
+            SMALL_MARK if kind == MARK else 0) | (
             SMALL_FOLDS if cp and chr(cp).casefold() != chr(cp) else 0)
         values.append(f"0x{flags:02X},")
     rows = ["\t" + " ".join(values[i : i + 16]) for i in range(0, SMALL_CODE_POINTS, 16)]
     return [
         "/* Code points below SMALL_CODE_POINTS: in boundary_table (SMALL_BOUNDARY), in",
-        " * word_table (SMALL_JOINED or SMALL_SOLO), in casefold_table (SMALL_FOLDS). */",
+        " * word_table (SMALL_JOINED or SMALL_SOLO; SMALL_MARK too for a WORD_MARK), in",
+        " * casefold_table (SMALL_FOLDS). */",
         f"static const uint8 small_table[{SMALL_CODE_POINTS}] = {{",
         *rows,
         "};",
@@ -170,12 +183,15 @@ def render() -> str:
         f"#define PINNED_UNASSIGNED {UNASSIGNED}",
         f"#define WORD_JOINED {JOINED}",
         f"#define WORD_SOLO {SOLO}",
+        f"#define WORD_CLUSTERED {CLUSTERED}",
+        f"#define WORD_MARK {MARK}",
         f"#define CASEFOLD_MAX {CASEFOLD_MAX}",
         f"#define SMALL_CODE_POINTS 0x{SMALL_CODE_POINTS:X}",
         f"#define SMALL_BOUNDARY {SMALL_BOUNDARY}",
         f"#define SMALL_JOINED {SMALL_JOINED}",
         f"#define SMALL_SOLO {SMALL_SOLO}",
         f"#define SMALL_FOLDS {SMALL_FOLDS}",
+        f"#define SMALL_MARK {SMALL_MARK}",
         "",
     ]
     lines += [*ascii_table(), ""]
@@ -184,7 +200,8 @@ def render() -> str:
     for name, doc, kind in (
         ("pinned_table", "Step 1: removed (default ignorable) or made a space (unassigned).",
          pinned_kind),
-        ("word_table", "Step 3: word characters that join into runs, or that are a word alone.",
+        ("word_table", "Step 3: word characters that join into runs, or that are a word alone;"
+         " of those that join, letters tokenisation 2 starts a token with, and marks.",
          word_kind),
         ("boundary_table", "Code points a text may be cut before (kind 1) without changing "
          "its normalisation.", lambda cp: int(boundary(cp))),

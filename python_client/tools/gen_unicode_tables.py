@@ -70,6 +70,26 @@ def is_solo(ch: str) -> bool:
     )
 
 
+# Blocks of the scripts written without spaces between words whose words only a
+# dictionary finds (Line_Break SA in UAX #14): Thai, Lao, Myanmar, Khmer, Tai
+# Le, New Tai Lue, Tai Tham, Myanmar Extended-B and -A, Tai Viet, Ahom.
+CLUSTERED_BLOCKS = (
+    (0x0E00, 0x0E7F), (0x0E80, 0x0EFF), (0x1000, 0x109F), (0x1780, 0x17FF),
+    (0x1950, 0x197F), (0x1980, 0x19DF), (0x1A20, 0x1AAF), (0xA9E0, 0xA9FF),
+    (0xAA60, 0xAA7F), (0xAA80, 0xAADF), (0x11700, 0x1174F),
+)  # fmt: skip
+
+
+def is_clustered(ch: str) -> bool:
+    """A letter that tokenisation 2 makes the start of a token of its own."""
+    cp = ord(ch)
+    return unicodedata.category(ch)[0] == "L" and any(a <= cp <= b for a, b in CLUSTERED_BLOCKS)
+
+
+def is_mark(ch: str) -> bool:
+    return unicodedata.category(ch)[0] == "M"
+
+
 def composes_with_previous() -> set[int]:
     """Code points that canonical composition can join to the character before.
 
@@ -150,6 +170,9 @@ def render() -> str:
             lambda ch: is_word(ch) and not is_solo(ch),
         ),
         ("SOLO", "Word characters that form a token on their own (ideographs, kana).", is_solo),
+        ("CLUSTERED", "Letters that tokenisation 2 cuts one to a token (Thai, Lao, Khmer...).",
+         is_clustered),
+        ("MARKS", "Combining marks (general category M*).", is_mark),
         ("STABLE", "Their own NFKC, kept by step 1, nothing composes with them: cuts before"
          " them are safe.",
          stable_predicate()),

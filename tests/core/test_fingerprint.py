@@ -298,11 +298,11 @@ def test_numpy_xxh64_is_xxh64(inputs: list[bytes], seed: int) -> None:
         assert numpy_xxh64(inputs, seed) == expected
 
 
-def _simhash_reference(text: str) -> int | None:
+def _simhash_reference(text: str, tokenisation: int = 1) -> int | None:
     """The profile written plainly: shingle strings, xxhash, a vote per bit."""
     votes = [0] * 64
     features = 0
-    for feature in fingerprint.shingles(text):
+    for feature in fingerprint.shingles(text, tokenisation):
         features += 1
         value = xxhash.xxh64_intdigest(feature.encode("utf-8"))
         for i in range(64):
@@ -348,14 +348,16 @@ def test_simhash_of_long_texts_across_pieces_is_the_plain_profile(piece_chars: i
 def test_ascii_shortcut_separates_tokens_like_the_general_path() -> None:
     ascii_text = "".join(map(chr, range(128))) * 2
     general = core_text.separated(ascii_text)
-    assert fingerprint._separated_utf8(ascii_text) == general.encode()
+    assert fingerprint._separated_utf8(ascii_text, 1) == general.encode()
+    assert fingerprint._separated_utf8(ascii_text, 2) == general.encode()
 
 
 # Mostly ASCII text, with characters that normalisation or the separators
 # change, join or split, next to spaces and inside words.
 odd_characters = st.sampled_from(
     ["\u2019", "\u201c", "\u2014", "\u00a0", "\u0301", "\u00ad", "\u200b", "\ufeff", "é",
-     "ﬁ", "東", "𠀀", "\U00031350", "\ud800", "İ", "ß", "\u3000", "\u0085", "Ａ", "½", "👍🏽"]
+     "ﬁ", "東", "𠀀", "\U00031350", "\ud800", "İ", "ß", "\u3000", "\u0085", "Ａ", "½", "👍🏽",
+     "ក", "្", "ា", "ก", "ำ", "่", "ၐ", "\u1a60"]
 )
 mostly_ascii_texts = st.lists(
     st.tuples(st.text(st.characters(max_codepoint=127), max_size=30), odd_characters),
@@ -367,11 +369,15 @@ mostly_ascii_texts = st.lists(
 @settings(max_examples=300, deadline=None)
 @given(st.one_of(mostly_ascii_texts, st.text(), word_texts))
 def test_stretches_around_non_ascii_separate_like_the_whole(share: float, text: str) -> None:
-    general = core_text.separated(text).encode()
+    general = core_text.separated(text)
     with pytest.MonkeyPatch.context() as m:
         m.setattr(fingerprint, "_NON_ASCII_SHARE", share)
-        assert fingerprint._separated_utf8(text) == general
+        assert fingerprint._separated_utf8(text, 1) == general.encode()
         assert nearsim.simhash(text) == _simhash_reference(text)
+        # tokenisation 2: the same, then each letter of CLUSTERED with its marks apart
+        assert (fingerprint._separated_utf8(text, 2).split()
+                == core_text.clusters_apart(general).encode().split())
+        assert fingerprint.simhash(text, 2) == _simhash_reference(text, 2)
 
 
 def test_bit_counts_count_bits() -> None:

@@ -64,7 +64,7 @@ def test_canonical_names() -> None:
 
 
 @pytest.mark.parametrize(("name", "message"), [
-    ("words:3/2", "version 2 is unknown to this nearsim"),
+    ("words:3/3", "version 3 is unknown to this nearsim, which computes versions 1 and 2"),
     ("words:3/x", "the version after '/' must be a number"),
     ("shingles", "expected a short name"),
     ("words:0", "sizes must satisfy 1 <= N <= M <= 16"),
@@ -235,12 +235,17 @@ def test_profile_functions_in_sql(conn: psycopg.Connection) -> None:
     assert conn.execute("SELECT nearsim_profile('words:3+stem:english+stop:english')"
                         ).fetchone() == ("english/1",)  # fmt: skip
     listed = conn.execute("SELECT name, specification FROM nearsim_profiles()").fetchall()
-    assert listed == [(canonical(a), f"{s}/1") for a, s in ALIASES.items()]
+    assert listed == [(f"{a}/{v}", f"{s}/{v}") for v in (1, 2) for a, s in ALIASES.items()]
     assert conn.execute("SELECT simhash('x y z', 'words:3'), simhash('x y z')").fetchone() == (
         nearsim.simhash("x y z"),) * 2
+    khmer = "ព្រះរាជាណាចក្រកម្ពុជា ជាតិ សាសនា"
+    # default/2 in C, words:3/2 (the same profile by another name) in PL/Python
+    assert conn.execute("SELECT simhash(%s, 'default/2'), simhash(%s, 'words:3/2')",
+                        [khmer, khmer]).fetchone() == (nearsim.simhash(khmer, "default/2"),) * 2
+    assert nearsim.simhash(khmer, "default/2") != nearsim.simhash(khmer)
     assert conn.execute("SELECT simhash(NULL, 'chars'), simhash('x', NULL)").fetchone() == (
         None, None)
-    for bad in ("words:3/2", "words:3+bogus", "chars:99"):
+    for bad in ("words:3/3", "words:3+bogus", "chars:99"):
         with pytest.raises(psycopg.errors.InvalidParameterValue) as caught:
             with conn.transaction():
                 conn.execute("SELECT simhash('x', %s)", [bad])

@@ -70,6 +70,17 @@ BASE: dict[str, str] = {
     "cjk-extension-b": "𠀀𠀁𠀂 𪜀 𫝀 and 㐀㐁",
     "cjk-compatibility": "豈更車 ㍻ ㌔ ㎏ ㈱",
     "thai": "ภาษาไทยไม่มีการเว้นวรรคระหว่างคำ แต่มีระหว่างประโยค",
+    # letters that tokenisation 2 cuts one to a token, with their marks
+    "khmer": "ព្រះរាជាណាចក្រកម្ពុជា ជាតិ សាសនា ព្រះមហាក្សត្រ",
+    "khmer-zero-width-spaces": "ព្រះរាជាណាចក្រ\u200bកម្ពុជា\u200bជាតិ\u200bសាសនា",
+    "khmer-digits": "ឆ្នាំ ២០២៦ ខែ ១១ និង 2026",
+    "lao": "ສາທາລະນະລັດ ປະຊາທິປະໄຕ ປະຊາຊົນລາວ",
+    "myanmar": "မြန်မာနိုင်ငံသည် အရှေ့တောင်အာရှတွင် တည်ရှိသည်။",
+    "tai-tham": "\u1a20\u1a60\u1a3e\u1a63\u1a26\u1a6e \u1a2f\u1a65\u1a45",
+    "thai-sara-am": "น้ำใจไมตรี กำลังใจ ทำงาน",
+    "thai-mixed": "Thaiภาษาไทยmixed123ภาษา๑๒๓ไทย_snake",
+    "thai-marks-alone": "\u0e31\u0e34 leading marks, a\u0e31 after a Latin letter",
+    "thai-latin-mark": "ก\u0301ข\u0301\u0302ค",
     "devanagari": "नमस्ते दुनिया, यह एक परीक्षण वाक्य है",
     "tamil": "யாமறிந்த மொழிகளிலே தமிழ்மொழி போல் இனிதாவது எங்கும் காணோம்",
     # right-to-left
@@ -201,6 +212,12 @@ RECIPES: dict[str, dict[str, Any]] = {
         "unit": "起初神创造天地地是空虚混沌渊面黑暗",
         "times": 25_000,
     },
+    # 1.1 MB of Khmer without spaces (pieces cut inside letters and their marks)
+    "long-khmer-no-spaces": {
+        "kind": "repeat",
+        "unit": "ព្រះរាជាណាចក្រកម្ពុជាជាតិសាសនា",
+        "times": 12_500,
+    },
     # one 1 MB word
     "long-single-word": {"kind": "repeat", "unit": "abcdefghij", "times": 110_000},
     # lines of words separated by newlines only
@@ -253,6 +270,9 @@ GOLDEN_PROFILES = (
     "words:3+stop:french+stem:french/1",
     "words:1+stem:german/1",
     "words:4+stop:auto/1",
+    "default/2",
+    "english/2",
+    "chars:3-6+unique/2",
 )
 GOLDEN_DIR = Path(__file__).resolve().parent
 

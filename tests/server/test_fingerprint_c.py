@@ -362,6 +362,47 @@ def test_huge_text(conn: psycopg.Connection[Any], name: str) -> None:
     assert sql_simhashes(conn, [text]) == [fingerprint.simhash(text)]
 
 
+# -- tokenisation 2 (default/2): letters of Thai, Lao, Khmer... one to a token ------------
+
+# Letters that start a token, marks that continue it (Khmer, Thai, Myanmar,
+# Tai Tham, a Latin accent), a Thai letter NFKC splits into a mark and a
+# letter, and what ends such a token: ASCII, a Thai digit, an ideograph, a
+# zero-width space (removed), a space.
+CLUSTER_PIECES = ("ក", "ខ", "្", "ា", "ិ", "៍", "ก", "ข", "ั", "่", "ำ", "๑", "ၐ", "\u1039",
+                  "\u1a20", "\u1a60", "\u0301", "a", "1", "字", "\u200b", " ", "。", "_")
+cluster_text = st.text(alphabet=st.sampled_from(CLUSTER_PIECES), max_size=60)
+
+
+def assert_tokenisation_2_as_python(conn: psycopg.Connection[Any], texts: Sequence[str]) -> None:
+    rows = conn.execute(
+        "SELECT simhash(t, 'default/2') FROM unnest(%s::text[]) WITH ORDINALITY AS u(t, i)"
+        " ORDER BY i", (list(texts),)).fetchall()
+    for text, (value,) in zip(texts, rows, strict=True):
+        assert value == fingerprint.simhash(text, 2), ascii(text[:200])
+
+
+@PROPERTY_SETTINGS
+@given(texts=st.lists(cluster_text, min_size=BATCH, max_size=BATCH))
+def test_tokenisation_2_of_letters_marks_and_what_ends_them(conn: psycopg.Connection[Any],
+                                                              texts: list[str]) -> None:
+    assert_tokenisation_2_as_python(conn, texts)
+
+
+@PROPERTY_SETTINGS
+@given(texts=st.lists(st.one_of(any_text, mostly_ascii_text), min_size=BATCH, max_size=BATCH))
+def test_tokenisation_2_of_any_text(conn: psycopg.Connection[Any], texts: list[str]) -> None:
+    assert_tokenisation_2_as_python(conn, texts)
+
+
+def test_tokenisation_2_of_huge_texts_cut_inside_letters(conn: psycopg.Connection[Any]) -> None:
+    # No ASCII: the C code cuts its pieces before a code point of boundary_table,
+    # which may be a Khmer vowel sign that continues the letter before the cut.
+    khmer = "ព្រះរាជាណាចក្រកម្ពុជា" * (HUGE // 20 + 1000)
+    thai = "ภาษาไทยไม่มีการเว้นวรรค ab" * (HUGE // 25 + 1000)
+    assert_tokenisation_2_as_python(conn, [khmer, thai, HUGE_TEXTS["cyrillic-no-ascii"]])
+    assert fingerprint.simhash(khmer, 2) != fingerprint.simhash(khmer)
+
+
 # -- another database encoding ------------------------------------------------------
 
 latin1_text = st.text(alphabet=st.characters(min_codepoint=1, max_codepoint=255), max_size=40)

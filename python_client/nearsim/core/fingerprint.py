@@ -1,4 +1,4 @@
-"""The default fingerprint ("similarity index"), profile ``default/1``.
+"""The default fingerprint ("similarity index"), profiles ``default/1`` and ``default/2``.
 
 Every detail below is part of the stored data format and is named by
 ``PROFILE``; changing any of them means a new profile version, never
@@ -19,6 +19,11 @@ Profile ``default/1``:
 6. The unsigned 64-bit result is stored as the signed bigint with the same
    bits (two's complement).
 
+Profile ``default/2`` is the same with tokenisation 2 (see
+:mod:`nearsim.core.text`): letters of Thai, Lao, Myanmar, Khmer and the like
+are tokens of their own.  The functions below take the tokenisation, 1 by
+default.
+
 A text with no tokens (empty, whitespace, punctuation only) has no
 fingerprint: ``None`` here, NULL in SQL.  Other feature profiles build on
 this module in :mod:`nearsim.core.profiles`.
@@ -37,19 +42,24 @@ import xxhash
 from . import text as _text
 from ._xxh64 import PADDING, xxh64_ranges
 from .bits import BITS, to_signed
-from .text import separated, separated_quickly, token_batches
+from .text import check_tokenisation, clusters_apart, separated, separated_quickly, token_batches
 
 PROFILE = "default/1"
-"""Name and version of the fingerprint profile this module computes."""
+"""Name and version of the fingerprint profile this module computes by default."""
+
+
+def profile_name(tokenisation: int) -> str:
+    """The name of the profile whose fingerprint ``simhash(text, tokenisation)`` is."""
+    return f"default/{tokenisation}"
 
 SHINGLE_WORDS = 3
 
 
-def _shingle_batches(text: str) -> Iterator[list[str]]:
+def _shingle_batches(text: str, tokenisation: int) -> Iterator[list[str]]:
     """Lists of shingles; consecutive batches overlap by the carried words."""
     carry: list[str] = []
     seen_full_shingle = False
-    for batch in token_batches(text):
+    for batch in token_batches(text, tokenisation):
         words = carry + batch
         if len(words) >= SHINGLE_WORDS:
             seen_full_shingle = True
@@ -60,9 +70,9 @@ def _shingle_batches(text: str) -> Iterator[list[str]]:
         yield [" ".join(carry)]
 
 
-def shingles(text: str) -> Iterator[str]:
+def shingles(text: str, tokenisation: int = 1) -> Iterator[str]:
     """The features of ``text`` (word 3-shingles), with repetitions."""
-    for batch in _shingle_batches(text):
+    for batch in _shingle_batches(text, tokenisation):
         yield from batch
 
 
@@ -82,7 +92,7 @@ _SPACE = ord(" ")
 _END = b" " + bytes(PADDING)
 
 
-def _separated_utf8(piece: str) -> bytes:
+def _separated_utf8(piece: str, tokenisation: int) -> bytes:
     """The tokens of ``piece`` in UTF-8, separated by one or more spaces.
 
     Every character that is not part of a token is a space by then, and the
@@ -90,6 +100,9 @@ def _separated_utf8(piece: str) -> bytes:
     """
     if not piece.isascii():
         piece = _separated_around_non_ascii(piece)
+        if tokenisation == 2:
+            # The ASCII left as it is holds no letters of CLUSTERED.
+            piece = clusters_apart(piece)
     # The rest is ASCII; what is already separated stays as it is.
     return piece.encode("utf-8").translate(_ASCII_SEPARATED)
 
@@ -135,14 +148,14 @@ def _single_spaced(buffer: npt.NDArray[np.uint8]) -> npt.NDArray[np.uint8]:
     return single_spaced
 
 
-def _feature_hashes(text: str) -> Iterator[npt.NDArray[np.uint64]]:
+def _feature_hashes(text: str, tokenisation: int) -> Iterator[npt.NDArray[np.uint64]]:
     """The hashes of the features of ``text``, a piece at a time."""
     # The last two tokens of the text so far, joined by a space: a shingle
     # may start in one piece and end in the next.
     carry = b""
     seen_full_shingle = False
     for piece in _text.pieces(text):
-        buffer = b"".join((b" ", carry, b" ", _separated_utf8(piece), _END))
+        buffer = b"".join((b" ", carry, b" ", _separated_utf8(piece, tokenisation), _END))
         joined = _single_spaced(np.frombuffer(buffer, dtype=np.uint8))
         spaces = (joined == _SPACE).nonzero()[0]
         token_count = len(spaces) - 1
@@ -192,8 +205,9 @@ def _bit_counts(hashes: npt.NDArray[np.uint64]) -> npt.NDArray[np.int64]:
     return counts.T.ravel()
 
 
-def simhash(text: str) -> int | None:
-    """The fingerprint of ``text`` as a signed 64-bit integer (SQL bigint).
+def simhash(text: str, tokenisation: int = 1) -> int | None:
+    """The fingerprint of ``text`` as a signed 64-bit integer (SQL bigint), profile
+    ``default/1`` (``default/2`` with ``tokenisation=2``).
 
     Returns ``None`` when the text has no word tokens.  Other profiles:
     :func:`nearsim.simhash` with a profile name.
@@ -203,7 +217,8 @@ def simhash(text: str) -> int | None:
     """
     if not isinstance(text, str):
         raise TypeError(f"simhash() needs a str, not {type(text).__name__}")
-    return vote(_feature_hashes(text))
+    check_tokenisation(tokenisation)
+    return vote(_feature_hashes(text, tokenisation))
 
 
 def vote(feature_hashes: Iterable[npt.NDArray[np.uint64]]) -> int | None:
@@ -231,12 +246,13 @@ _MANY_CHARS = 1 << 20
 _MARKER = 0x01  # a control character: the byte table makes any in a text a space
 
 
-def simhash_many(texts: Sequence[str]) -> list[int | None]:
-    """``[simhash(t) for t in texts]``, quicker for many short texts.
+def simhash_many(texts: Sequence[str], tokenisation: int = 1) -> list[int | None]:
+    """``[simhash(t, tokenisation) for t in texts]``, quicker for many short texts.
 
     The texts' tokens go into one buffer, so the array work of hashing and
     voting is shared instead of paid again for each text.
     """
+    check_tokenisation(tokenisation)
     results: list[int | None] = [None] * len(texts)
     batch: list[int] = []
     size = 0
@@ -244,19 +260,19 @@ def simhash_many(texts: Sequence[str]) -> list[int | None]:
         if not isinstance(text, str):
             raise TypeError(f"simhash() needs a str, not {type(text).__name__}")
         if len(text) > _text.PIECE_CHARS:
-            results[index] = simhash(text)  # in pieces, to bound the memory
+            results[index] = simhash(text, tokenisation)  # in pieces, to bound the memory
             continue
         batch.append(index)
         size += len(text)
         if size >= _MANY_CHARS:
-            _simhash_together(texts, batch, results)
+            _simhash_together(texts, batch, results, tokenisation)
             batch, size = [], 0
-    _simhash_together(texts, batch, results)
+    _simhash_together(texts, batch, results, tokenisation)
     return results
 
 
 def _simhash_together(
-    texts: Sequence[str], indexes: list[int], results: list[int | None]
+    texts: Sequence[str], indexes: list[int], results: list[int | None], tokenisation: int
 ) -> None:
     """Set ``results[i]`` to the fingerprint of ``texts[i]`` for ``i`` in ``indexes``.
 
@@ -267,7 +283,8 @@ def _simhash_together(
     if not indexes:
         return
     separator = b" " + bytes([_MARKER]) + b" "
-    buffer = b"".join((b" ", separator.join(_separated_utf8(texts[i]) for i in indexes), _END))
+    tokens = separator.join(_separated_utf8(texts[i], tokenisation) for i in indexes)
+    buffer = b"".join((b" ", tokens, _END))
     joined = _single_spaced(np.frombuffer(buffer, dtype=np.uint8))
     spaces = (joined == _SPACE).nonzero()[0]
     marker = joined[spaces[:-1] + 1] == _MARKER  # one per token

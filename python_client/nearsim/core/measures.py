@@ -15,8 +15,10 @@ pair and choose a threshold knowing what the number means:
 
 ``L`` and ``S`` are the word counts of the longer and the shorter document,
 ``C`` the words in *chunks* (runs of at least ``w`` consecutive words) that
-the two documents share.  Words are :func:`nearsim.fingerprint.tokens`, so
-every measure sees the same words as the fingerprint.
+the two documents share.  Words are :func:`nearsim.core.text.tokens`, so
+every measure sees the same words as the fingerprint; ``tokenisation=2``
+gives the words of profiles of version 2 (the letters of Thai, Lao,
+Khmer... one to a word).
 
 Seed 001 describes two ways of counting ``C``:
 
@@ -168,12 +170,13 @@ class Estimate(NamedTuple):
 # Shingles and the set / multiset measures
 
 
-def word_shingles(text: str, shingle_words: int = SHINGLE_WORDS) -> list[str]:
+def word_shingles(text: str, shingle_words: int = SHINGLE_WORDS, *,
+                  tokenisation: int = 1) -> list[str]:  # fmt: skip
     """The word shingles of ``text`` joined by one space, with repetitions.
 
     For three words this is exactly :func:`nearsim.fingerprint.shingles`.
     """
-    return _shingles_of(list(tokens(text)), shingle_words)
+    return _shingles_of(list(tokens(text, tokenisation)), shingle_words)
 
 
 def _shingles_of(words: Sequence[str], shingle_words: int) -> list[str]:
@@ -212,29 +215,30 @@ def _repetition_similarity(a: Counter[str], b: Counter[str]) -> float:
     return _ratio(shared, a.total() + b.total())
 
 
-def resemblance(a: str, b: str, shingle_words: int = SHINGLE_WORDS) -> float:
+def resemblance(a: str, b: str, shingle_words: int = SHINGLE_WORDS, *,
+                tokenisation: int = 1) -> float:  # fmt: skip
     """``S_R``: |sh(a) & sh(b)| / |sh(a) | sh(b)| over shingle sets (Jaccard).
 
     This is what MinHash estimates; repeated shingles count once.
     """
-    return set_resemblance(
-        set(word_shingles(a, shingle_words)), set(word_shingles(b, shingle_words))
-    )
+    return set_resemblance(set(word_shingles(a, shingle_words, tokenisation=tokenisation)),
+                           set(word_shingles(b, shingle_words, tokenisation=tokenisation)))
 
 
-def containment(a: str, b: str, shingle_words: int = SHINGLE_WORDS) -> float:
+def containment(a: str, b: str, shingle_words: int = SHINGLE_WORDS, *,
+                tokenisation: int = 1) -> float:  # fmt: skip
     """The share of a's distinct shingles that b also has: |sh(a) & sh(b)| / |sh(a)|.
 
     Broder's containment: 1.0 when a is quoted whole in b however long b is,
     which is why seed 001 does not use it for near-duplicates, but it finds
     quotations and excerpts.  Not symmetric.
     """
-    return set_containment(
-        set(word_shingles(a, shingle_words)), set(word_shingles(b, shingle_words))
-    )
+    return set_containment(set(word_shingles(a, shingle_words, tokenisation=tokenisation)),
+                           set(word_shingles(b, shingle_words, tokenisation=tokenisation)))
 
 
-def multiset_jaccard(a: str, b: str, shingle_words: int = SHINGLE_WORDS) -> float:
+def multiset_jaccard(a: str, b: str, shingle_words: int = SHINGLE_WORDS, *,
+                     tokenisation: int = 1) -> float:  # fmt: skip
     """Jaccard on shingle multisets: sum of min counts / sum of max counts.
 
     Unlike :func:`resemblance`, a shingle repeated in one document and not in
@@ -242,12 +246,12 @@ def multiset_jaccard(a: str, b: str, shingle_words: int = SHINGLE_WORDS) -> floa
     multisets are equal.  Note: seed 004's Table 1 numbers come from a
     different formula, :func:`repetition_similarity`.
     """
-    return _multiset_jaccard(
-        Counter(word_shingles(a, shingle_words)), Counter(word_shingles(b, shingle_words))
-    )
+    return _multiset_jaccard(Counter(word_shingles(a, shingle_words, tokenisation=tokenisation)),
+                             Counter(word_shingles(b, shingle_words, tokenisation=tokenisation)))
 
 
-def repetition_similarity(a: str, b: str, shingle_words: int = SHINGLE_WORDS) -> float:
+def repetition_similarity(a: str, b: str, shingle_words: int = SHINGLE_WORDS, *,
+                          tokenisation: int = 1) -> float:  # fmt: skip
     """Seed 004's repetition-aware similarity: the share of all shingle occurrences
     (of both documents) whose shingle both documents have.
 
@@ -258,8 +262,8 @@ def repetition_similarity(a: str, b: str, shingle_words: int = SHINGLE_WORDS) ->
     :func:`multiset_jaccard`, and use this to compare with the seed.
     """
     return _repetition_similarity(
-        Counter(word_shingles(a, shingle_words)), Counter(word_shingles(b, shingle_words))
-    )
+        Counter(word_shingles(a, shingle_words, tokenisation=tokenisation)),
+        Counter(word_shingles(b, shingle_words, tokenisation=tokenisation)))
 
 
 # --------------------------------------------------------------------------
@@ -518,6 +522,7 @@ def compare(
     *,
     min_chunk_words: int = DEFAULT_MIN_CHUNK_WORDS,
     shingle_words: int = SHINGLE_WORDS,
+    tokenisation: int = 1,
 ) -> Comparison:
     """All exact measures of :class:`Comparison` for documents ``a`` and ``b``.
 
@@ -534,7 +539,7 @@ def compare(
     """
     if min_chunk_words < 1:
         raise ValueError(f"min_chunk_words must be at least 1, not {min_chunk_words}")
-    words_a, words_b = list(tokens(a)), list(tokens(b))
+    words_a, words_b = list(tokens(a, tokenisation)), list(tokens(b, tokenisation))
     swapped = (len(words_a), words_a) < (len(words_b), words_b)
     first, second = (words_b, words_a) if swapped else (words_a, words_b)  # longer first
     ids_first, ids_second = _word_ids(first, second)
@@ -652,7 +657,8 @@ def _hash_parameters(hashes: int, seed: int) -> tuple[UInt64Array, UInt64Array]:
 
 
 def minhash_signature(
-    text: str, hashes: int = 200, seed: int = 0, *, shingle_words: int = SHINGLE_WORDS
+    text: str, hashes: int = 200, seed: int = 0, *, shingle_words: int = SHINGLE_WORDS,
+    tokenisation: int = 1,
 ) -> UInt64Array:
     """The MinHash signature of ``text``: for each of ``hashes`` hash functions, the
     smallest hash of any of its shingles.
@@ -676,7 +682,7 @@ def minhash_signature(
     functions = max(1, min(hashes, _BLOCK // 64))  # hash functions per block
     # A repeated shingle changes no minimum, so the shingles are taken as they
     # come, a batch of the text at a time, each batch's distinct hashes once.
-    for batch in _shingle_batches(text, shingle_words):
+    for batch in _shingle_batches(text, shingle_words, tokenisation):
         values = _mod_mersenne(np.unique(np.fromiter(
             (xxhash.xxh64_intdigest(s.encode("utf-8")) for s in batch),
             dtype=np.uint64, count=len(batch))))  # fmt: skip
@@ -693,12 +699,12 @@ def minhash_signature(
     return signature
 
 
-def _shingle_batches(text: str, shingle_words: int) -> Iterator[list[str]]:
+def _shingle_batches(text: str, shingle_words: int, tokenisation: int) -> Iterator[list[str]]:
     """:func:`word_shingles` of ``text`` in batches, a piece of the text at a time
     (the last ``shingle_words - 1`` words of a piece start the next one's)."""
     carried: list[str] = []
     seen = 0
-    for batch in token_batches(text):
+    for batch in token_batches(text, tokenisation):
         checkpoint()
         words = carried + batch
         seen += len(batch)
@@ -778,9 +784,10 @@ text may lie at any distance; verified results flag such pairs."""
 class Shingled:
     """A text with its shingle set, made once however many pairs it is in."""
 
-    def __init__(self, text: str) -> None:
+    def __init__(self, text: str, tokenisation: int = 1) -> None:
         self.text = text
-        self.shingles = set(word_shingles(text))
+        self.tokenisation = tokenisation
+        self.shingles = set(word_shingles(text, tokenisation=tokenisation))
         self.short = len(self.shingles) < SHORT_SHINGLES
 
 
@@ -792,4 +799,4 @@ def verified_measure(measure: str, a: Shingled, b: Shingled) -> float:
         return set_containment(a.shingles, b.shingles)
     if measure not in VERIFIED_MEASURES:
         raise ValueError(f"unknown measure {measure!r}: use one of {', '.join(VERIFIED_MEASURES)}")
-    return float(getattr(compare(a.text, b.text), measure))
+    return float(getattr(compare(a.text, b.text, tokenisation=a.tokenisation), measure))

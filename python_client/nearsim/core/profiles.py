@@ -45,7 +45,11 @@ text shorter than N has one feature, all of it.  Every occurrence of a
 feature votes, unless the option ``unique`` is given: then features with the
 same hash vote once (seed 004's repetition factor left out).
 
-A name without ``/version`` means version 1, the only version so far.  The
+The version is the tokenisation (:mod:`nearsim.core.text`): version 1, or
+version 2, which also cuts the letters of Thai, Lao, Myanmar, Khmer and the
+other scripts written without spaces one to a token (``default/2``,
+``english/2``...).  For text without those scripts the two versions give
+the same fingerprint.  A name without ``/version`` means version 1.  The
 short names ``default``, ``english``, ``auto``, ``soundex``, ``chars`` and
 ``set`` stand for the specifications in :data:`ALIASES`; a profile's
 canonical name is its short name if it has one, else its specification with
@@ -71,10 +75,12 @@ from ._xxh64 import PADDING, xxh64_ranges
 from .data import STOP_WORDS_DIR
 from .interrupts import LimitExceeded, checkpoint
 from .soundex import soundex
-from .text import token_batches, tokens
+from .text import TOKENISATIONS, token_batches, tokens
 
 VERSION = 1
-"""The profile version this nearsim computes."""
+"""The version of a profile named without one."""
+VERSIONS = TOKENISATIONS
+"""The profile versions this nearsim computes: version N uses tokenisation N."""
 
 ALIASES = {
     "default": "words:3",
@@ -217,7 +223,7 @@ class Profile:
         """The tokens of ``text`` after the options."""
         language = self.language(text)
         seen: set[str] = set()
-        return [t for batch in token_batches(text)
+        return [t for batch in token_batches(text, self.version)
                 for t in self.transform(batch, language, seen)]  # fmt: skip
 
     def features(self, text: str) -> list[str]:
@@ -237,6 +243,8 @@ class Profile:
         if not isinstance(text, str):
             raise TypeError(f"simhash() needs a str, not {type(text).__name__}")
         self.check_libraries()
+        if self.spec == ALIASES["default"]:
+            return fingerprint.simhash(text, self.version)
         hashes = self._feature_hashes(text)
         if self.unique:
             hashes = iter(_distinct_hashes(hashes, self.name))
@@ -254,7 +262,7 @@ class Profile:
         carry = ""  # words: up to max_size - 1 tokens; chars: up to max_size - 1 characters
         carried = 0  # units in carry
         total = 0  # units so far
-        for batch in token_batches(text):
+        for batch in token_batches(text, self.version):
             batch = self.transform(batch, language, seen)
             if not batch:
                 continue
@@ -458,10 +466,10 @@ def _parse(name: str) -> Profile:
     if slash:
         if not version_text.isdigit():
             raise ProfileError(f"profile {shown}: the version after '/' must be a number")
-        if int(version_text) != VERSION:
+        if int(version_text) not in VERSIONS:
             raise ProfileError(
                 f"profile {shown}: version {int(version_text)} is unknown to this nearsim,"
-                f" which computes version {VERSION}"
+                f" which computes versions {' and '.join(map(str, VERSIONS))}"
             )
     spec = ALIASES.get(spec, spec)
     parts = spec.split("+")
@@ -497,7 +505,8 @@ def _parse(name: str) -> Profile:
         if attribute in options:
             raise ProfileError(f"profile {shown}: option {key!r} is given twice")
         options[attribute] = value
-    return Profile(unit, low, high, **options)  # type: ignore[arg-type]
+    version = int(version_text) if slash else VERSION
+    return Profile(unit, low, high, **options, version=version)  # type: ignore[arg-type]
 
 
 def canonical(name: str) -> str:
@@ -519,7 +528,7 @@ def simhash(text: str, profile: str | None = None) -> int | None:
     """
     if profile is None or profile == fingerprint.PROFILE:
         return fingerprint.simhash(text)
-    return Profile.named(profile).simhash(text)
+    return Profile.named(profile).simhash(text)  # default/2 by the fingerprint too
 
 
 def simhash_many(texts: Sequence[str], profile: str | None = None) -> list[int | None]:
@@ -527,6 +536,8 @@ def simhash_many(texts: Sequence[str], profile: str | None = None) -> list[int |
     if profile is None or profile == fingerprint.PROFILE:
         return fingerprint.simhash_many(texts)
     named = Profile.named(profile)
+    if named.spec == ALIASES["default"]:
+        return fingerprint.simhash_many(texts, named.version)
     for text in texts:
         if not isinstance(text, str):
             raise TypeError(f"simhash() needs a str, not {type(text).__name__}")

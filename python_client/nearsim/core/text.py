@@ -11,7 +11,13 @@
    for text made of characters assigned in 14.0.0.
 3. Tokens: maximal runs of word characters (general category L, M, N or Pc
    in Unicode 14.0.0), except that ideographs and hiragana are one token per
-   character (those scripts put no spaces between words).
+   character (those scripts put no spaces between words).  Tokenisation 2
+   (profile version 2) also makes each letter of Thai, Lao, Myanmar, Khmer
+   and the other scripts written without spaces whose words only a
+   dictionary finds (table ``CLUSTERED``) start a token, which the combining
+   marks after it continue.  Under tokenisation 1 a token of those scripts
+   is a whole phrase between spaces, so one typo changes the phrase and
+   every shingle around it.
 
 These steps are part of the stored data format of every profile (see
 :mod:`nearsim.core.fingerprint` and :mod:`nearsim.core.profiles`); the C
@@ -141,20 +147,59 @@ def normalize(text: str) -> str:
     return text.casefold()
 
 
-def token_batches(text: str) -> Iterator[list[str]]:
+TOKENISATIONS = (1, 2)
+"""The tokenisations nearsim computes: a profile of version N uses tokenisation N."""
+
+
+def check_tokenisation(tokenisation: int) -> None:
+    if tokenisation not in TOKENISATIONS:
+        raise ValueError(f"tokenisation {tokenisation!r} is unknown to this nearsim, which"
+                         f" computes {' and '.join(map(str, TOKENISATIONS))}")
+
+
+def token_batches(text: str, tokenisation: int = 1) -> Iterator[list[str]]:
+    check_tokenisation(tokenisation)
     for piece in pieces(text):
         checkpoint()
         # Word characters are never whitespace, so splitting on whitespace
         # after the separators became spaces leaves exactly the tokens.
-        batch = separated_quickly(piece).split()
+        separated_piece = separated_quickly(piece)
+        if tokenisation == 2:
+            separated_piece = clusters_apart(separated_piece)
+        batch = separated_piece.split()
         if batch:
             yield batch
 
 
-def tokens(text: str) -> Iterator[str]:
+def tokens(text: str, tokenisation: int = 1) -> Iterator[str]:
     """The normalised word tokens of ``text``, in order."""
-    for batch in token_batches(text):
+    for batch in token_batches(text, tokenisation):
         yield from batch
+
+
+def _character_class(table: str) -> str:
+    """The code points of a table as the inside of a regular expression's [...]."""
+    return "".join(f"\\U{first:08x}" if first == last else f"\\U{first:08x}-\\U{last:08x}"
+                   for first, last in zip(*_parse_table(table), strict=True))  # fmt: skip
+
+
+@cache
+def _clusters() -> re.Pattern[str]:
+    return re.compile(f"[{_character_class(_unicode14.CLUSTERED)}]"
+                      f"[{_character_class(_unicode14.MARKS)}]*")  # fmt: skip
+
+
+def clusters_apart(separated_text: str) -> str:
+    """Step 3 of tokenisation 2 on text that step 3 of tokenisation 1 has separated:
+    each letter of ``CLUSTERED`` with the combining marks after it becomes a token.
+
+    Exact on separated text: the letters and marks are word characters, so
+    they stand in it as they are, and a space around them only ends tokens.
+    Text cut into pieces before ASCII whitespace gives the same tokens.
+    """
+    if separated_text.isascii():
+        return separated_text
+    return _clusters().sub(r" \g<0> ", separated_text)
 
 
 def separated(text: str) -> str:

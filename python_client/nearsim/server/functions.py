@@ -53,8 +53,8 @@ def nearsim_profile(plpy: Any, profile: str) -> str:
 
 def nearsim_profiles(plpy: Any) -> list[tuple[str, str]]:
     """``nearsim_profiles()``: short names and the specifications they stand for."""
-    return [(profiles.canonical(alias), f"{spec}/{profiles.VERSION}")
-            for alias, spec in profiles.ALIASES.items()]
+    return [(profiles.canonical(f"{alias}/{version}"), f"{spec}/{version}")
+            for version in profiles.VERSIONS for alias, spec in profiles.ALIASES.items()]
 
 
 def simhash_profile(plpy: Any) -> str:

@@ -41,30 +41,30 @@ _MANY_CHARS = 1 << 20
 Hashes = npt.NDArray[np.int64]
 
 
-def shingle_set(text: str) -> Hashes:
+def shingle_set(text: str, tokenisation: int = 1) -> Hashes:
     """The distinct shingle hashes of one text, ascending as unsigned, as ``int64``."""
-    pieces = list(_feature_hashes(text))
+    pieces = list(_feature_hashes(text, tokenisation))
     if not pieces:
         return np.array([], dtype=np.int64)
     unique: Hashes = np.unique(np.concatenate(pieces)).view(np.int64)
     return unique
 
 
-def shingle_sets(texts: Sequence[str | None]) -> list[Hashes | None]:
+def shingle_sets(texts: Sequence[str | None], tokenisation: int = 1) -> list[Hashes | None]:
     """:func:`shingle_set` of each text (None for None), many texts at a time."""
-    return _shingled(texts, None)
+    return _shingled(texts, None, tokenisation)
 
 
-def fingerprints_and_sets(texts: Sequence[str | None]) -> tuple[list[int | None],
-                                                                 list[Hashes | None]]:  # fmt: skip
+def fingerprints_and_sets(texts: Sequence[str | None], tokenisation: int = 1,
+                          ) -> tuple[list[int | None], list[Hashes | None]]:  # fmt: skip
     """The default profile's fingerprint and :func:`shingle_set` of each text, from one
     tokenising and hashing of the texts (None and None for None)."""
     fingerprints: list[int | None] = [None] * len(texts)
-    return fingerprints, _shingled(texts, fingerprints)
+    return fingerprints, _shingled(texts, fingerprints, tokenisation)
 
 
-def _shingled(texts: Sequence[str | None],
-              fingerprints: list[int | None] | None) -> list[Hashes | None]:  # fmt: skip
+def _shingled(texts: Sequence[str | None], fingerprints: list[int | None] | None,
+              tokenisation: int) -> list[Hashes | None]:  # fmt: skip
     """The shingle sets of the texts, batch by batch; with ``fingerprints``, each
     text's fingerprint set there too, voted from the same hashes."""
     sets: list[Hashes | None] = [None] * len(texts)
@@ -74,21 +74,21 @@ def _shingled(texts: Sequence[str | None],
         if text is None:
             continue
         if len(text) > _text.PIECE_CHARS:  # in pieces, to bound the memory
-            sets[index] = shingle_set(text)
+            sets[index] = shingle_set(text, tokenisation)
             if fingerprints is not None:
-                fingerprints[index] = simhash(text)
+                fingerprints[index] = simhash(text, tokenisation)
             continue
         batch.append(index)
         size += len(text)
         if size >= _MANY_CHARS:
-            _together(texts, batch, sets, fingerprints)
+            _together(texts, batch, sets, fingerprints, tokenisation)
             batch, size = [], 0
-    _together(texts, batch, sets, fingerprints)
+    _together(texts, batch, sets, fingerprints, tokenisation)
     return sets
 
 
 def _together(texts: Sequence[str | None], indexes: list[int], sets: list[Hashes | None],
-              fingerprints: list[int | None] | None) -> None:  # fmt: skip
+              fingerprints: list[int | None] | None, tokenisation: int) -> None:  # fmt: skip
     """Set ``sets[i]`` (and ``fingerprints[i]``) for ``i`` in ``indexes``.
 
     The buffer holds each text's tokens as ``_feature_hashes`` would for a
@@ -98,8 +98,8 @@ def _together(texts: Sequence[str | None], indexes: list[int], sets: list[Hashes
     if not indexes:
         return
     separator = b" " + bytes([_MARKER]) + b" "
-    buffer = b"".join((b" ", separator.join(_separated_utf8(str(texts[i])) for i in indexes),
-                       _END))  # fmt: skip
+    tokens = separator.join(_separated_utf8(str(texts[i]), tokenisation) for i in indexes)
+    buffer = b"".join((b" ", tokens, _END))
     joined = _single_spaced(np.frombuffer(buffer, dtype=np.uint8))
     spaces = (joined == _SPACE).nonzero()[0]
     marker = joined[spaces[:-1] + 1] == _MARKER  # one per token
