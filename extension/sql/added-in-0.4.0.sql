@@ -109,32 +109,33 @@ COMMENT ON FUNCTION nearsim_guard_check() IS
 -- of a table by an exact set-similarity join (src/set_join.c;
 -- nearsim_pairs_verified uses it).
 
-CREATE FUNCTION nearsim_resemblance(a text, b text) RETURNS double precision
+CREATE FUNCTION nearsim_resemblance(a text, b text, tokenisation integer DEFAULT 1) RETURNS double precision
 	AS 'MODULE_PATHNAME', 'nearsim_resemblance'
 	LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 
-COMMENT ON FUNCTION nearsim_resemblance(text, text) IS
+COMMENT ON FUNCTION nearsim_resemblance(text, text, integer) IS
 'S_R of two texts: distinct word 3-shingles in common over distinct shingles of either, as nearsim_compare(a, b).s_r (0 when neither has a word)';
 
-CREATE FUNCTION nearsim_containment(a text, b text) RETURNS double precision
+CREATE FUNCTION nearsim_containment(a text, b text, tokenisation integer DEFAULT 1) RETURNS double precision
 	AS 'MODULE_PATHNAME', 'nearsim_containment'
 	LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 
-COMMENT ON FUNCTION nearsim_containment(text, text) IS
+COMMENT ON FUNCTION nearsim_containment(text, text, integer) IS
 'containment of a in b: the share of the distinct word 3-shingles of a that b also has (0 when a has no word); not symmetric';
 
-CREATE FUNCTION nearsim_literal_similarity(a text, b text) RETURNS double precision
+CREATE FUNCTION nearsim_literal_similarity(a text, b text, tokenisation integer DEFAULT 1)
+	RETURNS double precision
 	AS 'MODULE_PATHNAME', 'nearsim_literal_similarity'
 	LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 
-COMMENT ON FUNCTION nearsim_literal_similarity(text, text) IS
+COMMENT ON FUNCTION nearsim_literal_similarity(text, text, integer) IS
 'S_L of two texts (src/literal.c): the words of the longer text in common chunks of at least 5 words, matched one to one, over its words, as nearsim_compare(a, b).s_l (0 when either has no word)';
 
-CREATE FUNCTION nearsim_shingle_count(document text) RETURNS bigint
+CREATE FUNCTION nearsim_shingle_count(document text, tokenisation integer DEFAULT 1) RETURNS bigint
 	AS 'MODULE_PATHNAME', 'nearsim_shingle_count'
 	LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 
-COMMENT ON FUNCTION nearsim_shingle_count(text) IS
+COMMENT ON FUNCTION nearsim_shingle_count(text, integer) IS
 'distinct word 3-shingles of document (a text of one or two words has one); below 10 its fingerprint is unreliable and verified results mark it short';
 
 -- All pairs and their groups are C (src/pairs.c), without a PL/Python body
@@ -149,17 +150,22 @@ CREATE OR REPLACE FUNCTION nearsim_clusters(tbl regclass, max_distance integer D
 	AS 'MODULE_PATHNAME', 'nearsim_clusters'
 	LANGUAGE C STABLE STRICT;
 
+-- nearsim_compare takes the tokenisation (profiles of version 2 cut Thai,
+-- Lao, Khmer... a letter to a word): made again, with it, further down
+DROP FUNCTION IF EXISTS @extschema@.nearsim_compare(pg_catalog.text, pg_catalog.text,
+	pg_catalog.int4, pg_catalog.int4);
+
 -- nearsim_verify's count of the documents the index holds is named indexed
 -- (it was buckets, after the bucket tables before 0.4.0): the functions are
 -- made again, with the new row type, further down
 DROP FUNCTION IF EXISTS @extschema@.nearsim_verify(pg_catalog.regclass, pg_catalog.bool);
 DROP FUNCTION IF EXISTS @extschema@.nearsim_verify_python(pg_catalog.regclass, pg_catalog.bool);
 
-CREATE FUNCTION nearsim_sketch(document text) RETURNS integer[]
+CREATE FUNCTION nearsim_sketch(document text, tokenisation integer DEFAULT 1) RETURNS integer[]
 	AS 'MODULE_PATHNAME', 'nearsim_sketch'
 	LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 
-COMMENT ON FUNCTION nearsim_sketch(text) IS
+COMMENT ON FUNCTION nearsim_sketch(text, integer) IS
 'the 20 band keys of the banded MinHash of the word 3-shingles of document (NULL without words), key of the sketch index: CREATE INDEX ON docs USING gin (nearsim_sketch(body)) gives nearsim_similar_verified its candidates by S_R from 0.5 up, whatever the distance of their fingerprints';
 
 CREATE FUNCTION nearsim_sketch_index(tbl regclass, OUT index regclass, OUT usable boolean)
@@ -183,13 +189,14 @@ COMMENT ON FUNCTION nearsim_rotation_indexes(regclass) IS
 'the rotation indexes of tbl as the planner and the searches recognise them (one key, nearsim_rotate(fingerprint_column, shift), btree or nearsim_btree, no predicate), with valid false for one a failed CREATE INDEX CONCURRENTLY left; for every role: it tells what the catalogs tell';
 
 CREATE FUNCTION nearsim_resemblance_pairs(tbl regclass, key_column name, text_column name,
-		fingerprint_column name, min_similarity double precision)
+		fingerprint_column name, min_similarity double precision,
+		tokenisation integer DEFAULT 1)
 	RETURNS TABLE (a text, b text, distance integer, similarity double precision, short boolean)
 	AS 'MODULE_PATHNAME', 'nearsim_resemblance_pairs'
 	LANGUAGE C STABLE STRICT
 	SET search_path = pg_catalog, pg_temp;
 
-COMMENT ON FUNCTION nearsim_resemblance_pairs(regclass, name, name, name, double precision) IS
+COMMENT ON FUNCTION nearsim_resemblance_pairs(regclass, name, name, name, double precision, integer) IS
 'every pair of rows of tbl whose texts have S_R at least min_similarity (above 0), exactly: keys as text with a before b in key order, the Hamming distance of their fingerprints, short when either text has fewer than 10 shingles; read with the caller''s rights, in memory (about 14 bytes per distinct shingle of each text at the most)';
 
 -- The registry without row-level security: its policy (everyone reads)

@@ -339,7 +339,7 @@ COMMENT ON FUNCTION nearsim_check_profile(regclass, text) IS
 -- a fingerprint distance only suggests, measured on the words.
 
 CREATE FUNCTION nearsim_compare(a text, b text, min_chunk_words integer DEFAULT 5,
-		shingle_words integer DEFAULT 3,
+		shingle_words integer DEFAULT 3, tokenisation integer DEFAULT 1,
 		OUT longer integer, OUT shorter integer, OUT common integer,
 		OUT s_l double precision, OUT s_j double precision,
 		OUT information_s_l double precision, OUT information_s_j double precision,
@@ -348,48 +348,52 @@ CREATE FUNCTION nearsim_compare(a text, b text, min_chunk_words integer DEFAULT 
 	AS 'MODULE_PATHNAME', 'nearsim_python_call'
 	LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 
-COMMENT ON FUNCTION nearsim_compare(text, text, integer, integer) IS
-'exact similarity of two texts: words of the longer and shorter, common words in passages of at least min_chunk_words, S_L = C/L and S_J = C/(L+S-C) (literal and information matching), S_R = Jaccard of shingle_words-word shingle sets, containment, multiset Jaccard';
+COMMENT ON FUNCTION nearsim_compare(text, text, integer, integer, integer) IS
+'exact similarity of two texts: words of the longer and shorter, common words in passages of at least min_chunk_words, S_L = C/L and S_J = C/(L+S-C) (literal and information matching), S_R = Jaccard of shingle_words-word shingle sets, containment, multiset Jaccard; words of tokenisation 2 are those of profiles of version 2 (default/2), which make each letter of Thai, Lao, Myanmar, Khmer... a word';
 
 -- S_R in C, on the distinct hashes of the word 3-shingles (the default
 -- profile's features): for two texts (src/resemblance.c), and for every pair
 -- of a table by an exact set-similarity join (src/set_join.c;
--- nearsim_pairs_verified uses it).
+-- nearsim_pairs_verified uses it).  Each measure takes the words of
+-- tokenisation 1 or 2 (that of profiles of version 2: each letter of Thai,
+-- Lao, Myanmar, Khmer... a word); the verified searches and pairs of a table
+-- take its profile's.
 
-CREATE FUNCTION nearsim_resemblance(a text, b text) RETURNS double precision
+CREATE FUNCTION nearsim_resemblance(a text, b text, tokenisation integer DEFAULT 1) RETURNS double precision
 	AS 'MODULE_PATHNAME', 'nearsim_resemblance'
 	LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 
-COMMENT ON FUNCTION nearsim_resemblance(text, text) IS
-'S_R of two texts: distinct word 3-shingles in common over distinct shingles of either, as nearsim_compare(a, b).s_r (0 when neither has a word)';
+COMMENT ON FUNCTION nearsim_resemblance(text, text, integer) IS
+'S_R of two texts: distinct word 3-shingles in common over distinct shingles of either, as nearsim_compare(a, b).s_r (0 when neither has a word); tokenisation 2 for the words of profiles of version 2';
 
-CREATE FUNCTION nearsim_containment(a text, b text) RETURNS double precision
+CREATE FUNCTION nearsim_containment(a text, b text, tokenisation integer DEFAULT 1) RETURNS double precision
 	AS 'MODULE_PATHNAME', 'nearsim_containment'
 	LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 
-COMMENT ON FUNCTION nearsim_containment(text, text) IS
-'containment of a in b: the share of the distinct word 3-shingles of a that b also has (0 when a has no word); not symmetric';
+COMMENT ON FUNCTION nearsim_containment(text, text, integer) IS
+'containment of a in b: the share of the distinct word 3-shingles of a that b also has (0 when a has no word); not symmetric; tokenisation 2 for the words of profiles of version 2';
 
-CREATE FUNCTION nearsim_literal_similarity(a text, b text) RETURNS double precision
+CREATE FUNCTION nearsim_literal_similarity(a text, b text, tokenisation integer DEFAULT 1)
+	RETURNS double precision
 	AS 'MODULE_PATHNAME', 'nearsim_literal_similarity'
 	LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 
-COMMENT ON FUNCTION nearsim_literal_similarity(text, text) IS
-'S_L of two texts (src/literal.c): the words of the longer text in common chunks of at least 5 words, matched one to one, over its words, as nearsim_compare(a, b).s_l (0 when either has no word)';
+COMMENT ON FUNCTION nearsim_literal_similarity(text, text, integer) IS
+'S_L of two texts (src/literal.c): the words of the longer text in common chunks of at least 5 words, matched one to one, over its words, as nearsim_compare(a, b).s_l (0 when either has no word); tokenisation 2 for the words of profiles of version 2';
 
-CREATE FUNCTION nearsim_shingle_count(document text) RETURNS bigint
+CREATE FUNCTION nearsim_shingle_count(document text, tokenisation integer DEFAULT 1) RETURNS bigint
 	AS 'MODULE_PATHNAME', 'nearsim_shingle_count'
 	LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 
-COMMENT ON FUNCTION nearsim_shingle_count(text) IS
-'distinct word 3-shingles of document (a text of one or two words has one); below 10 its fingerprint is unreliable and verified results mark it short';
+COMMENT ON FUNCTION nearsim_shingle_count(text, integer) IS
+'distinct word 3-shingles of document (a text of one or two words has one); below 10 its fingerprint is unreliable and verified results mark it short; tokenisation 2 for the words of profiles of version 2';
 
-CREATE FUNCTION nearsim_sketch(document text) RETURNS integer[]
+CREATE FUNCTION nearsim_sketch(document text, tokenisation integer DEFAULT 1) RETURNS integer[]
 	AS 'MODULE_PATHNAME', 'nearsim_sketch'
 	LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 
-COMMENT ON FUNCTION nearsim_sketch(text) IS
-'the 20 band keys of the banded MinHash of the word 3-shingles of document (NULL without words), key of the sketch index: CREATE INDEX ON docs USING gin (nearsim_sketch(body)) gives nearsim_similar_verified its candidates by S_R from 0.5 up, whatever the distance of their fingerprints';
+COMMENT ON FUNCTION nearsim_sketch(text, integer) IS
+'the 20 band keys of the banded MinHash of the word 3-shingles of document (NULL without words), key of the sketch index: CREATE INDEX ON docs USING gin (nearsim_sketch(body)) gives nearsim_similar_verified its candidates by S_R from 0.5 up, whatever the distance of their fingerprints; a table of a profile of version 2 (default/2) needs nearsim_sketch(body, 2)';
 
 CREATE FUNCTION nearsim_sketch_index(tbl regclass, OUT index regclass, OUT usable boolean)
 	RETURNS record
@@ -398,7 +402,7 @@ CREATE FUNCTION nearsim_sketch_index(tbl regclass, OUT index regclass, OUT usabl
 	SET search_path = pg_catalog, pg_temp;
 
 COMMENT ON FUNCTION nearsim_sketch_index(regclass) IS
-'the sketch index of enabled table tbl (a GIN index over nearsim_sketch(text column), without a predicate): the one nearsim_similar_verified takes its candidates from (usable), else one that a failed CREATE INDEX CONCURRENTLY left invalid (not usable: REINDEX it); NULL when it has none';
+'the sketch index of enabled table tbl (a GIN index over nearsim_sketch(text column), or nearsim_sketch(text column, 2) for a profile of version 2, without a predicate): the one nearsim_similar_verified takes its candidates from (usable), else one that a failed CREATE INDEX CONCURRENTLY left invalid (not usable: REINDEX it); NULL when it has none';
 
 CREATE FUNCTION nearsim_rotation_indexes(tbl regclass, OUT index regclass,
 		OUT fingerprint_column name, OUT shift integer, OUT access_method name,
@@ -412,13 +416,14 @@ COMMENT ON FUNCTION nearsim_rotation_indexes(regclass) IS
 'the rotation indexes of tbl as the planner and the searches recognise them (one key, nearsim_rotate(fingerprint_column, shift), btree or nearsim_btree, no predicate), with valid false for one a failed CREATE INDEX CONCURRENTLY left; for every role: it tells what the catalogs tell';
 
 CREATE FUNCTION nearsim_resemblance_pairs(tbl regclass, key_column name, text_column name,
-		fingerprint_column name, min_similarity double precision)
+		fingerprint_column name, min_similarity double precision,
+		tokenisation integer DEFAULT 1)
 	RETURNS TABLE (a text, b text, distance integer, similarity double precision, short boolean)
 	AS 'MODULE_PATHNAME', 'nearsim_resemblance_pairs'
 	LANGUAGE C STABLE STRICT
 	SET search_path = pg_catalog, pg_temp;
 
-COMMENT ON FUNCTION nearsim_resemblance_pairs(regclass, name, name, name, double precision) IS
+COMMENT ON FUNCTION nearsim_resemblance_pairs(regclass, name, name, name, double precision, integer) IS
 'every pair of rows of tbl whose texts have S_R at least min_similarity (above 0), exactly: keys as text with a before b in key order, the Hamming distance of their fingerprints, short when either text has fewer than 10 shingles; read with the caller''s rights, in memory (about 14 bytes per distinct shingle of each text at the most)';
 
 -- MinHash signatures (values below 2^61, so they fit bigint) and the

@@ -1221,6 +1221,38 @@ nearsim_tokens_utf8(const unsigned char *s, Size len, int tokenisation, char **t
 }
 
 /*
+ * The tokenisation of a profile (a canonical name, spec/N): its version N,
+ * 1 or 2.
+ */
+int
+nearsim_profile_tokenisation(const char *profile)
+{
+	const char *slash = strrchr(profile, '/');
+	int			version = slash == NULL ? 1 : atoi(slash + 1);
+
+	if (version != 1 && version != 2)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("profile %s is of a version this nearsim does not compute", profile)));
+	return version;
+}
+
+/* Argument argno of a measure: a tokenisation, 1 or 2, else an error naming it */
+int
+nearsim_tokenisation_arg(FunctionCallInfo fcinfo, int argno)
+{
+	int32		tokenisation = PG_GETARG_INT32(argno);
+
+	if (tokenisation != 1 && tokenisation != 2)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("tokenisation %d is unknown to this nearsim, which computes 1 and 2",
+						tokenisation),
+				 errhint("Tokenisation 2, that of profiles of version 2 (default/2...), makes each letter of Thai, Lao, Myanmar, Khmer... a word.")));
+	return tokenisation;
+}
+
+/*
  * Text of the database, as UTF-8: data itself when the database is UTF-8
  * (or SQL_ASCII, checked to be valid UTF-8), else a converted copy.
  */

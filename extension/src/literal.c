@@ -64,14 +64,14 @@ typedef struct WindowPair
 } WindowPair;
 
 static void
-read_words(text *document, Words *words)
+read_words(text *document, int tokenisation, Words *words)
 {
 	int			len = VARSIZE_ANY_EXHDR(document);
 	const char *utf8 = nearsim_utf8(VARDATA_ANY(document), &len);
 	Size		bytes = 0;
 	Size		at = 0;
 
-	words->count = (int64) nearsim_tokens_utf8((const unsigned char *) utf8, len, 1,
+	words->count = (int64) nearsim_tokens_utf8((const unsigned char *) utf8, len, tokenisation,
 											   &words->buf, &bytes);
 	words->token = palloc_extended(Max(words->count, 1) * sizeof(char *), MCXT_ALLOC_HUGE);
 	words->length = palloc_extended(Max(words->count, 1) * sizeof(int32), MCXT_ALLOC_HUGE);
@@ -598,11 +598,11 @@ tiled_words(Run *runs, int64 count, int64 na, int64 nb, int w)
 }
 
 /*
- * S_L of two texts: the words of the longer in common chunks over its
- * words; 0.0 when either has none.
+ * S_L of two texts under a tokenisation: the words of the longer in common
+ * chunks over its words; 0.0 when either has none.
  */
 double
-nearsim_literal_of(text *a, text *b)
+nearsim_literal_of(text *a, text *b, int tokenisation)
 {
 	Words		words_a;
 	Words		words_b;
@@ -615,8 +615,8 @@ nearsim_literal_of(text *a, text *b)
 	int64		longer;
 	int			w;
 
-	read_words(a, &words_a);
-	read_words(b, &words_b);
+	read_words(a, tokenisation, &words_a);
+	read_words(b, tokenisation, &words_b);
 	/* the longer first (compare's swap) */
 	if (orders_before(&words_a, &words_b))
 	{
@@ -647,11 +647,14 @@ nearsim_literal_of(text *a, text *b)
 
 PG_FUNCTION_INFO_V1(nearsim_literal_similarity);
 /*
- * nearsim_literal_similarity(a, b): S_L of two texts, as
- * nearsim_compare(a, b).s_l (0 when either has no word).
+ * nearsim_literal_similarity(a, b, tokenisation): S_L of two texts, as
+ * nearsim_compare(a, b, tokenisation => ...).s_l (0 when either has no word).
  */
 Datum
 nearsim_literal_similarity(PG_FUNCTION_ARGS)
 {
-	PG_RETURN_FLOAT8(nearsim_literal_of(PG_GETARG_TEXT_PP(0), PG_GETARG_TEXT_PP(1)));
+	int			tokenisation = nearsim_tokenisation_arg(fcinfo, 2);
+
+	PG_RETURN_FLOAT8(nearsim_literal_of(PG_GETARG_TEXT_PP(0), PG_GETARG_TEXT_PP(1),
+										tokenisation));
 }

@@ -61,12 +61,14 @@ extern void nearsim_check_owner_rights(Oid owner, Oid relid);
 
 /* fingerprint.c: text as UTF-8; the distinct hashes of its word shingles; its tokens */
 extern const char *nearsim_utf8(const char *data, int *len);
+extern int	nearsim_profile_tokenisation(const char *profile);
+extern int	nearsim_tokenisation_arg(FunctionCallInfo fcinfo, int argno);
 extern Size nearsim_shingle_hashes_utf8(const unsigned char *s, Size len, int tokenisation,
 										uint64 **hashes);
 extern uint64 nearsim_tokens_utf8(const unsigned char *s, Size len, int tokenisation,
 								  char **tokens, Size *bytes);
 /* literal.c: S_L of two texts (nearsim.core.measures.compare(a, b).s_l) */
-extern double nearsim_literal_of(text *a, text *b);
+extern double nearsim_literal_of(text *a, text *b, int tokenisation);
 
 /* A text with fewer distinct shingles than this is short (measures.SHORT_SHINGLES) */
 #define SHORT_SHINGLES 10
@@ -75,7 +77,7 @@ extern double nearsim_literal_of(text *a, text *b);
 #define BOUND_SLACK 1e-9
 
 /* resemblance.c: the distinct shingle hashes of a text datum, ascending */
-extern Size nearsim_text_shingles(text *document, uint64 **hashes);
+extern Size nearsim_text_shingles(text *document, int tokenisation, uint64 **hashes);
 /* resemblance.c: shared shingles over all shingles of two sets, 0.0 when both are empty */
 extern double nearsim_resemblance_of(Size common, Size size_a, Size size_b);
 
@@ -98,7 +100,7 @@ extern char *nearsim_literal_pairs_statement(Oid relid, const char *ext,
 											 const NameData *columns);
 extern Oid	nearsim_sketch_function(Oid caller, char **schema);
 extern Oid	nearsim_sketch_index_of(Relation table, Oid sketch, const char *text_column,
-									bool usable_only, bool *usable);
+									int tokenisation, bool usable_only, bool *usable);
 extern ArrayType *nearsim_sketch_candidates(Relation table, Oid index, const uint64 *hashes,
 											Size count, double min_similarity);
 
@@ -114,7 +116,7 @@ typedef struct NearsimRegistration
 
 extern bool nearsim_read_registration(Oid relid, NearsimRegistration *reg);
 extern void nearsim_require_registration(Oid relid, NearsimRegistration *reg);
-extern bool nearsim_join_columns(Oid relid, NameData *columns);
+extern bool nearsim_join_columns(Oid relid, NameData *columns, int *tokenisation);
 
 /*
  * nearsim.c: nearsim.max_pairs, the pairs of fingerprints an all-pairs search

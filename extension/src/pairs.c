@@ -597,6 +597,7 @@ nearsim_clusters_verified(PG_FUNCTION_ARGS)
 	MemoryContext caller = CurrentMemoryContext;
 	MemoryContext context;
 	NameData   *columns = palloc(sizeof(NameData) * 3);	/* the join's column arguments */
+	int			tokenisation = 1;
 	double		min_similarity;
 	char	   *measure;
 	bool		by_literal;
@@ -634,7 +635,7 @@ nearsim_clusters_verified(PG_FUNCTION_ARGS)
 	context = AllocSetContextCreate(caller, "nearsim_clusters_verified", ALLOCSET_DEFAULT_SIZES);
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "nearsim: SPI_connect failed");
-	if (!nearsim_join_columns(PG_GETARG_OID(0), columns))
+	if (!nearsim_join_columns(PG_GETARG_OID(0), columns, &tokenisation))
 	{
 		SPI_finish();
 		return nearsim_call_python_body(fcinfo);	/* its error names the table */
@@ -645,18 +646,19 @@ nearsim_clusters_verified(PG_FUNCTION_ARGS)
 		statement = psprintf("SELECT p.a, p.b FROM (%s) p",
 							 nearsim_literal_pairs_statement(PG_GETARG_OID(0), ext, columns));
 	else
-		statement = psprintf("SELECT p.a, p.b FROM %s.nearsim_resemblance_pairs($1, $2, $3, $4, $5) p",
-							 ext);
+		statement = psprintf("SELECT p.a, p.b"
+							 " FROM %s.nearsim_resemblance_pairs($1, $2, $3, $4, $5, $6) p", ext);
 	{
-		Oid			types[5] = {REGCLASSOID, NAMEOID, NAMEOID, NAMEOID, FLOAT8OID};
-		Datum		values[5];
+		Oid			types[6] = {REGCLASSOID, NAMEOID, NAMEOID, NAMEOID, FLOAT8OID, INT4OID};
+		Datum		values[6];
 
 		values[0] = PG_GETARG_DATUM(0);
 		values[1] = NameGetDatum(&columns[0]);
 		values[2] = NameGetDatum(&columns[1]);
 		values[3] = NameGetDatum(&columns[2]);
 		values[4] = Float8GetDatum(min_similarity);
-		plan = SPI_prepare(statement, 5, types);
+		values[5] = Int32GetDatum(tokenisation);
+		plan = SPI_prepare(statement, 6, types);
 		if (plan == NULL)
 			elog(ERROR, "nearsim: could not join the texts: %s", SPI_result_code_string(SPI_result));
 		cursor = SPI_cursor_open(NULL, plan, values, NULL, true);

@@ -178,10 +178,11 @@ nearsim_require_registration(Oid relid, NearsimRegistration *reg)
 /*
  * The arguments after the table of nearsim_resemblance_pairs for enabled
  * table relid: its key, text and fingerprint columns as names, in the
- * caller's memory (inside SPI); false when it is not enabled
+ * caller's memory (inside SPI), and the tokenisation of its profile; false
+ * when it is not enabled
  */
 bool
-nearsim_join_columns(Oid relid, NameData *columns)
+nearsim_join_columns(Oid relid, NameData *columns, int *tokenisation)
 {
 	NearsimRegistration reg;
 
@@ -190,5 +191,6 @@ nearsim_join_columns(Oid relid, NameData *columns)
 	namestrcpy(&columns[0], reg.key_column);
 	namestrcpy(&columns[1], reg.text_column);
 	namestrcpy(&columns[2], reg.hash_column);
+	*tokenisation = nearsim_profile_tokenisation(reg.profile);
 	return true;
 }

@@ -67,14 +67,18 @@ nearsim_resemblance_of(Size common, Size size_a, Size size_b)
 	return all == 0 ? 0.0 : (double) common / (double) all;
 }
 
-/* The distinct shingle hashes of a text datum, ascending; their number */
+/*
+ * The distinct shingle hashes of a text datum under a tokenisation (1 or
+ * 2), ascending; their number
+ */
 Size
-nearsim_text_shingles(text *document, uint64 **hashes)
+nearsim_text_shingles(text *document, int tokenisation, uint64 **hashes)
 {
 	int			len = VARSIZE_ANY_EXHDR(document);
 	const char *data = VARDATA_ANY(document);
 	const char *utf8 = nearsim_utf8(data, &len);
-	Size		count = nearsim_shingle_hashes_utf8((const unsigned char *) utf8, len, 1, hashes);
+	Size		count = nearsim_shingle_hashes_utf8((const unsigned char *) utf8, len,
+													tokenisation, hashes);
 
 	if (utf8 != data)
 		pfree((char *) utf8);
@@ -90,13 +94,17 @@ typedef struct CachedShingles
 {
 	char	   *bytes;
 	Size		length;
+	int			tokenisation;
 	uint64	   *hashes;
 	Size		count;
 } CachedShingles;
 
-/* The distinct shingle hashes of argument 0, from the cache when it is the same text */
+/*
+ * The distinct shingle hashes of argument 0 under a tokenisation, from the
+ * cache when it is the same text
+ */
 static Size
-first_argument_shingles(FunctionCallInfo fcinfo, uint64 **hashes)
+first_argument_shingles(FunctionCallInfo fcinfo, int tokenisation, uint64 **hashes)
 {
 	text	   *document = PG_GETARG_TEXT_PP(0);
 	const char *data = VARDATA_ANY(document);
@@ -104,7 +112,8 @@ first_argument_shingles(FunctionCallInfo fcinfo, uint64 **hashes)
 	CachedShingles *cache = (CachedShingles *) fcinfo->flinfo->fn_extra;
 	MemoryContext old;
 
-	if (cache != NULL && cache->length == length && memcmp(cache->bytes, data, length) == 0)
+	if (cache != NULL && cache->tokenisation == tokenisation && cache->length == length &&
+		memcmp(cache->bytes, data, length) == 0)
 	{
 		*hashes = cache->hashes;
 		return cache->count;
@@ -119,10 +128,11 @@ first_argument_shingles(FunctionCallInfo fcinfo, uint64 **hashes)
 		if (cache->hashes != NULL)
 			pfree(cache->hashes);
 	}
-	cache->count = nearsim_text_shingles(document, &cache->hashes);
+	cache->count = nearsim_text_shingles(document, tokenisation, &cache->hashes);
 	cache->bytes = palloc(Max(length, 1));
 	memcpy(cache->bytes, data, length);
 	cache->length = length;
+	cache->tokenisation = tokenisation;
 	fcinfo->flinfo->fn_extra = cache;
 	MemoryContextSwitchTo(old);
 	*hashes = cache->hashes;
@@ -131,44 +141,47 @@ first_argument_shingles(FunctionCallInfo fcinfo, uint64 **hashes)
 
 PG_FUNCTION_INFO_V1(nearsim_resemblance);
 /*
- * nearsim_resemblance(a, b): S_R of the word 3-shingle sets of two texts,
- * 0.0 when neither has a word.
+ * nearsim_resemblance(a, b, tokenisation): S_R of the word 3-shingle sets of
+ * two texts, 0.0 when neither has a word.
  */
 Datum
 nearsim_resemblance(PG_FUNCTION_ARGS)
 {
+	int			tokenisation = nearsim_tokenisation_arg(fcinfo, 2);
 	uint64	   *a;
 	uint64	   *b;
-	Size		na = first_argument_shingles(fcinfo, &a);
-	Size		nb = nearsim_text_shingles(PG_GETARG_TEXT_PP(1), &b);
+	Size		na = first_argument_shingles(fcinfo, tokenisation, &a);
+	Size		nb = nearsim_text_shingles(PG_GETARG_TEXT_PP(1), tokenisation, &b);
 
 	PG_RETURN_FLOAT8(nearsim_resemblance_of(overlap_uint64(a, na, b, nb), na, nb));
 }
 
 PG_FUNCTION_INFO_V1(nearsim_containment);
 /*
- * nearsim_containment(a, b): the share of the distinct shingles of a that
- * b also has, 0.0 when a has no word.
+ * nearsim_containment(a, b, tokenisation): the share of the distinct
+ * shingles of a that b also has, 0.0 when a has no word.
  */
 Datum
 nearsim_containment(PG_FUNCTION_ARGS)
 {
+	int			tokenisation = nearsim_tokenisation_arg(fcinfo, 2);
 	uint64	   *a;
 	uint64	   *b;
-	Size		na = first_argument_shingles(fcinfo, &a);
-	Size		nb = nearsim_text_shingles(PG_GETARG_TEXT_PP(1), &b);
+	Size		na = first_argument_shingles(fcinfo, tokenisation, &a);
+	Size		nb = nearsim_text_shingles(PG_GETARG_TEXT_PP(1), tokenisation, &b);
 	Size		common = overlap_uint64(a, na, b, nb);
 
 	PG_RETURN_FLOAT8(na == 0 ? 0.0 : (double) common / (double) na);
 }
 
 PG_FUNCTION_INFO_V1(nearsim_shingle_count);
-/* nearsim_shingle_count(document): its distinct word 3-shingles */
+/* nearsim_shingle_count(document, tokenisation): its distinct word 3-shingles */
 Datum
 nearsim_shingle_count(PG_FUNCTION_ARGS)
 {
 	uint64	   *hashes;
-	Size		count = nearsim_text_shingles(PG_GETARG_TEXT_PP(0), &hashes);
+	Size		count = nearsim_text_shingles(PG_GETARG_TEXT_PP(0),
+											  nearsim_tokenisation_arg(fcinfo, 1), &hashes);
 
 	if (hashes != NULL)
 		pfree(hashes);

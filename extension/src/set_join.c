@@ -108,6 +108,7 @@ typedef struct SetJoin
 	ShingleSet    *sets;
 	int			nsets;
 	double		threshold;
+	int			tokenisation;	/* of the shingles: 1, or 2 for a profile of version 2 */
 	ReturnSetInfo *rsinfo;
 	uint64		pairs;
 } SetJoin;
@@ -167,7 +168,7 @@ read_table(SetJoin *join, Oid relid, const char *key_column, const char *text_co
 			if (key_null || text_null)
 				continue;
 			old = MemoryContextSwitchTo(scratch);
-			size = nearsim_text_shingles(DatumGetTextPP(body), &hashes);
+			size = nearsim_text_shingles(DatumGetTextPP(body), join->tokenisation, &hashes);
 			MemoryContextSwitchTo(context);
 			if (size == 0)
 			{
@@ -668,8 +669,8 @@ join_sets(SetJoin *join, Size distinct_ranks, Size singletons)
 PG_FUNCTION_INFO_V1(nearsim_resemblance_pairs);
 /*
  * nearsim_resemblance_pairs(tbl, key_column, text_column,
- * fingerprint_column, min_similarity): every pair of rows of tbl whose
- * texts' S_R is at least min_similarity (> 0), keys as text with a before
+ * fingerprint_column, min_similarity, tokenisation): every pair of rows of
+ * tbl whose texts' S_R is at least min_similarity (> 0), keys as text with a before
  * b in key order, the Hamming distance of their fingerprints and whether
  * either text is short.  Read with the caller's rights.  Memory: about 14
  * bytes per distinct shingle of each document while they are ranked, then
@@ -683,6 +684,7 @@ nearsim_resemblance_pairs(PG_FUNCTION_ARGS)
 	const char *text_column = NameStr(*PG_GETARG_NAME(2));
 	const char *fingerprint_column = NameStr(*PG_GETARG_NAME(3));
 	double		threshold = PG_GETARG_FLOAT8(4);
+	int			tokenisation = nearsim_tokenisation_arg(fcinfo, 5);
 	MemoryContext join_context;
 	MemoryContext old;
 	SetJoin		join;
@@ -695,6 +697,7 @@ nearsim_resemblance_pairs(PG_FUNCTION_ARGS)
 	InitMaterializedSRF(fcinfo, 0);
 	memset(&join, 0, sizeof(join));
 	join.threshold = threshold;
+	join.tokenisation = tokenisation;
 	join.rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	join_context = AllocSetContextCreate(CurrentMemoryContext, "nearsim resemblance join",
 										 ALLOCSET_DEFAULT_SIZES);

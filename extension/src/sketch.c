@@ -45,7 +45,8 @@
  * expression, CREATE INDEX ON docs USING gin (nearsim_sketch(body)), gives
  * the candidates of nearsim_similar_verified by one lookup of 20 keys,
  * whatever the distance of their fingerprints; each candidate is then
- * measured exactly.
+ * measured exactly.  A table of a profile of version 2 takes the shingles
+ * of tokenisation 2: nearsim_sketch(body, 2).
  *
  * The permutations and the band hash are fixed for good: an index holds
  * their values.  Changing them means a new function name.
@@ -139,14 +140,16 @@ sketch_of(const uint64 *hashes, Size count, int32 *keys)
 
 PG_FUNCTION_INFO_V1(nearsim_sketch);
 /*
- * nearsim_sketch(document): the 20 band keys of the banded MinHash of its
- * word shingles, the key of the sketch index; NULL for a text without words.
+ * nearsim_sketch(document, tokenisation): the 20 band keys of the banded
+ * MinHash of its word shingles, the key of the sketch index; NULL for a
+ * text without words.
  */
 Datum
 nearsim_sketch(PG_FUNCTION_ARGS)
 {
 	uint64	   *hashes;
-	Size		count = nearsim_text_shingles(PG_GETARG_TEXT_PP(0), &hashes);
+	Size		count = nearsim_text_shingles(PG_GETARG_TEXT_PP(0),
+											  nearsim_tokenisation_arg(fcinfo, 1), &hashes);
 	int32		keys[SKETCH_BANDS];
 	Datum		elements[SKETCH_BANDS];
 
@@ -328,17 +331,26 @@ nearsim_sketch_candidates(Relation table, Oid index, const uint64 *hashes, Size 
 	return sketch_candidates(table, index, keys, min_shared_bands(min_similarity));
 }
 
-/* Whether expression is function sketch applied to column number attnum */
+/*
+ * Whether expression is function sketch applied to column number attnum
+ * and the constant tokenisation (which CREATE INDEX writes in when the call
+ * leaves it to its default)
+ */
 static bool
-is_sketch_of(Node *expression, Oid sketch, AttrNumber attnum)
+is_sketch_of(Node *expression, Oid sketch, AttrNumber attnum, int tokenisation)
 {
 	FuncExpr   *call;
 	Node	   *argument;
+	Const	   *second;
 
 	if (!IsA(expression, FuncExpr))
 		return false;
 	call = (FuncExpr *) expression;
-	if (call->funcid != sketch || list_length(call->args) != 1)
+	if (call->funcid != sketch || list_length(call->args) != 2)
+		return false;
+	second = (Const *) lsecond(call->args);
+	if (!IsA(second, Const) || second->consttype != INT4OID || second->constisnull ||
+		DatumGetInt32(second->constvalue) != tokenisation)
 		return false;
 	argument = linitial(call->args);
 	while (IsA(argument, RelabelType))
@@ -347,15 +359,16 @@ is_sketch_of(Node *expression, Oid sketch, AttrNumber attnum)
 }
 
 /*
- * The table's GIN index over sketch(text column), as CREATE INDEX ... USING
- * gin (nearsim_sketch(body)) makes it, without a predicate: a valid, complete
+ * The table's GIN index over sketch(text column, tokenisation), as CREATE
+ * INDEX ... USING gin (nearsim_sketch(body)) makes it for tokenisation 1,
+ * without a predicate: a valid, complete
  * one first (the one searches use); with usable_only false, else one that a
  * failed CREATE INDEX CONCURRENTLY left invalid (*usable set false).
  * InvalidOid when it has none.  The only place a sketch index is recognised.
  */
 Oid
-nearsim_sketch_index_of(Relation table, Oid sketch, const char *text_column, bool usable_only,
-						bool *usable)
+nearsim_sketch_index_of(Relation table, Oid sketch, const char *text_column, int tokenisation,
+						bool usable_only, bool *usable)
 {
 	AttrNumber	attnum = get_attnum(RelationGetRelid(table), text_column);
 	List	   *indexes = RelationGetIndexList(table);
@@ -375,7 +388,7 @@ nearsim_sketch_index_of(Relation table, Oid sketch, const char *text_column, boo
 			List	   *expressions = RelationGetIndexExpressions(index);
 
 			if (list_length(expressions) == 1
-				&& is_sketch_of(linitial(expressions), sketch, attnum))
+				&& is_sketch_of(linitial(expressions), sketch, attnum, tokenisation))
 			{
 				if (form->indisvalid && form->indisready)
 					found = RelationGetRelid(index);
@@ -395,15 +408,18 @@ nearsim_sketch_index_of(Relation table, Oid sketch, const char *text_column, boo
 	return found;
 }
 
-/* The extension's nearsim_sketch(text), found next to the function being called */
+/*
+ * The extension's nearsim_sketch(text, integer), found next to the function
+ * being called
+ */
 Oid
 nearsim_sketch_function(Oid caller, char **schema)
 {
-	Oid			argument = TEXTOID;
+	Oid			arguments[2] = {TEXTOID, INT4OID};
 
 	*schema = get_namespace_name(get_func_namespace(caller));
 	return LookupFuncName(list_make2(makeString(*schema), makeString("nearsim_sketch")),
-						  1, &argument, false);
+						  2, arguments, false);
 }
 
 PG_FUNCTION_INFO_V1(nearsim_sketch_index);
@@ -435,7 +451,9 @@ nearsim_sketch_index(PG_FUNCTION_ARGS)
 	{
 		Relation	rel = table_open(relid, AccessShareLock);
 
-		index = nearsim_sketch_index_of(rel, sketch, reg.text_column, false, &usable);
+		index = nearsim_sketch_index_of(rel, sketch, reg.text_column,
+										nearsim_profile_tokenisation(reg.profile), false,
+										&usable);
 		table_close(rel, AccessShareLock);
 	}
 	SPI_finish();

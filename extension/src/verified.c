@@ -130,7 +130,8 @@ search(FunctionCallInfo fcinfo, Relation rel, const char *schema,
 	Oid			types[5] = {TEXTOID, FLOAT8OID, BOOLOID, BOOLOID, TIDARRAYOID};
 	Datum		values[5];
 	uint64	   *hashes = NULL;
-	Size		count = nearsim_text_shingles(query, &hashes);
+	int			tokenisation = nearsim_profile_tokenisation(reg->profile);
+	Size		count = nearsim_text_shingles(query, tokenisation, &hashes);
 	/* what a candidate that passes has at least: S_R, or the measure itself */
 	double		at_least = candidates_s_r > 0.0 ? candidates_s_r : min_similarity;
 
@@ -183,9 +184,9 @@ search(FunctionCallInfo fcinfo, Relation rel, const char *schema,
 		pfree(hashes);
 	if (candidates_s_r > 0.0)
 		appendStringInfo(&candidates,
-						 " AND %s.nearsim_resemblance($1, d.%s::pg_catalog.text)"
+						 " AND %s.nearsim_resemblance($1, d.%s::pg_catalog.text, %d::pg_catalog.int4)"
 						 " OPERATOR(pg_catalog.>=) %.17g::pg_catalog.float8",
-						 ext, body, candidates_s_r);
+						 ext, body, tokenisation, candidates_s_r);
 
 	/*
 	 * The candidates are fetched by tuple id; the inner query is not
@@ -195,17 +196,18 @@ search(FunctionCallInfo fcinfo, Relation rel, const char *schema,
 	initStringInfo(&statement);
 	appendStringInfo(&statement,
 					 "SELECT c.key, c.distance, c.similarity,"
-					 " $3 OR ($4 AND %s.nearsim_shingle_count(c.body) OPERATOR(pg_catalog.<) %d)"
+					 " $3 OR ($4 AND %s.nearsim_shingle_count(c.body, %d::pg_catalog.int4)"
+					 " OPERATOR(pg_catalog.<) %d)"
 					 " AS short FROM ("
 					 "SELECT d.%s::pg_catalog.text AS key, d.%s::pg_catalog.text AS body,"
 					 " %s.hamming(d.%s, q.si) AS distance,"
-					 " %s.%s($1, d.%s::pg_catalog.text) AS similarity"
+					 " %s.%s($1, d.%s::pg_catalog.text, %d::pg_catalog.int4) AS similarity"
 					 " FROM (SELECT %s AS si) AS q, ONLY %s AS d"
 					 " WHERE %s OFFSET 0) AS c"
 					 " WHERE c.similarity OPERATOR(pg_catalog.>=) $2"
 					 " ORDER BY c.similarity DESC, c.distance, c.key COLLATE pg_catalog.\"C\"",
-					 ext, SHORT_SHINGLES,
-					 key, body, ext, fp, ext, measure_function, body,
+					 ext, tokenisation, SHORT_SHINGLES,
+					 key, body, ext, fp, ext, measure_function, body, tokenisation,
 					 fingerprint.data, table, candidates.data);
 	if (SPI_execute_with_args(statement.data, 5, types, values,
 							  OidIsValid(sketch) ? NULL : "    n", true, 0) != SPI_OK_SELECT)
@@ -264,8 +266,12 @@ nearsim_similar_verified(PG_FUNCTION_ARGS)
 			: strcmp(measure_function, "nearsim_resemblance") == 0 ? min_similarity : 0.0;
 
 		if (radius < 0 && by_s_r >= SKETCH_MIN_SIMILARITY)
-			sketch = nearsim_sketch_index_of(rel, sketch_function, reg.text_column, true, NULL);
-		if (!OidIsValid(sketch) && radius < 0 && strcmp(reg.profile, DEFAULT_PROFILE) == 0)
+			sketch = nearsim_sketch_index_of(rel, sketch_function, reg.text_column,
+											 nearsim_profile_tokenisation(reg.profile), true,
+											 NULL);
+		/* default/2 is default/1 on the English text the radii are calibrated on */
+		if (!OidIsValid(sketch) && radius < 0 && (strcmp(reg.profile, DEFAULT_PROFILE) == 0 ||
+												  strcmp(reg.profile, TOKENISATION_2_PROFILE) == 0))
 			radius = calibrated_radius(candidates_s_r > 0.0 ? candidates_s_r : min_similarity);
 		if (OidIsValid(sketch) || radius >= 0)
 		{
@@ -283,7 +289,8 @@ nearsim_similar_verified(PG_FUNCTION_ARGS)
 
 /*
  * The statement of every pair of table relid at least $5 similar by S_L,
- * with parameters $1 to $4 those of nearsim_resemblance_pairs: the pairs of
+ * with parameters $1 to $4 and $6 (the tokenisation) those of
+ * nearsim_resemblance_pairs: the pairs of
  * the exact join at CANDIDATE_RESEMBLANCE, in its order, whose texts (read
  * again by key, with the caller's rights) reach $5 by S_L (literal.c).
  * Rows of (a, b, distance, similarity, short).
@@ -315,12 +322,12 @@ nearsim_literal_pairs_statement(Oid relid, const char *ext, const NameData *colu
 					 NameStr(form->oprname));
 	ReleaseSysCache(operator);
 	return psprintf("SELECT p.a, p.b, p.distance, s.similarity, p.short"
-					" FROM %s.nearsim_resemblance_pairs($1, $2, $3, $4, %.17g::pg_catalog.float8)"
+					" FROM %s.nearsim_resemblance_pairs($1, $2, $3, $4, %.17g::pg_catalog.float8, $6)"
 					" WITH ORDINALITY AS p(a, b, distance, resemblance, short, n)"
 					" JOIN ONLY %s AS da ON da.%s %s p.a::%s"
 					" JOIN ONLY %s AS db ON db.%s %s p.b::%s,"
 					" LATERAL (SELECT %s.nearsim_literal_similarity(da.%s::pg_catalog.text,"
-					" db.%s::pg_catalog.text) AS similarity) AS s"
+					" db.%s::pg_catalog.text, $6) AS similarity) AS s"
 					" WHERE s.similarity OPERATOR(pg_catalog.>=) $5"
 					" ORDER BY p.n",
 					ext, CANDIDATE_RESEMBLANCE,
@@ -331,14 +338,15 @@ nearsim_literal_pairs_statement(Oid relid, const char *ext, const NameData *colu
 
 /* The pairs by S_L into the result set of fcinfo, read a piece at a time */
 static void
-literal_pairs(FunctionCallInfo fcinfo, const NameData *columns, double min_similarity)
+literal_pairs(FunctionCallInfo fcinfo, const NameData *columns, int tokenisation,
+			  double min_similarity)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	Oid			relid = PG_GETARG_OID(0);
 	const char *ext = quote_identifier(get_namespace_name(
 												 get_func_namespace(fcinfo->flinfo->fn_oid)));
-	Oid			types[5] = {REGCLASSOID, NAMEOID, NAMEOID, NAMEOID, FLOAT8OID};
-	Datum		values[5];
+	Oid			types[6] = {REGCLASSOID, NAMEOID, NAMEOID, NAMEOID, FLOAT8OID, INT4OID};
+	Datum		values[6];
 	SPIPlanPtr	plan;
 	Portal		cursor;
 
@@ -347,7 +355,8 @@ literal_pairs(FunctionCallInfo fcinfo, const NameData *columns, double min_simil
 	for (int i = 0; i < 3; i++)
 		values[i + 1] = NameGetDatum(&columns[i]);
 	values[4] = Float8GetDatum(min_similarity);
-	plan = SPI_prepare(nearsim_literal_pairs_statement(relid, ext, columns), 5, types);
+	values[5] = Int32GetDatum(tokenisation);
+	plan = SPI_prepare(nearsim_literal_pairs_statement(relid, ext, columns), 6, types);
 	if (plan == NULL)
 		elog(ERROR, "nearsim: could not prepare the pairs by S_L: %s",
 			 SPI_result_code_string(SPI_result));
@@ -382,8 +391,9 @@ nearsim_pairs_verified(PG_FUNCTION_ARGS)
 	bool		by_literal;
 	char	   *measure;
 	NameData   *columns = palloc(sizeof(NameData) * 3);
+	int			tokenisation = 1;
 
-	LOCAL_FCINFO(join, 5);
+	LOCAL_FCINFO(join, 6);
 
 	if (PG_ARGISNULL(0) || PG_ARGISNULL(1) || PG_ARGISNULL(2))
 		return nearsim_call_python_body(fcinfo);
@@ -395,10 +405,10 @@ nearsim_pairs_verified(PG_FUNCTION_ARGS)
 		return nearsim_call_python_body(fcinfo);
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "nearsim: SPI_connect failed");
-	enabled = nearsim_join_columns(PG_GETARG_OID(0), columns);
+	enabled = nearsim_join_columns(PG_GETARG_OID(0), columns, &tokenisation);
 	if (enabled && by_literal)
 	{
-		literal_pairs(fcinfo, columns, min_similarity);
+		literal_pairs(fcinfo, columns, tokenisation, min_similarity);
 		SPI_finish();
 		return (Datum) 0;
 	}
@@ -406,14 +416,15 @@ nearsim_pairs_verified(PG_FUNCTION_ARGS)
 	if (!enabled)
 		return nearsim_call_python_body(fcinfo);	/* its error names the table */
 
-	InitFunctionCallInfoData(*join, fcinfo->flinfo, 5, fcinfo->fncollation, NULL,
+	InitFunctionCallInfoData(*join, fcinfo->flinfo, 6, fcinfo->fncollation, NULL,
 							 fcinfo->resultinfo);
 	join->args[0].value = PG_GETARG_DATUM(0);
 	join->args[1].value = NameGetDatum(&columns[0]);
 	join->args[2].value = NameGetDatum(&columns[1]);
 	join->args[3].value = NameGetDatum(&columns[2]);
 	join->args[4].value = Float8GetDatum(min_similarity);
-	for (int i = 0; i < 5; i++)
+	join->args[5].value = Int32GetDatum(tokenisation);
+	for (int i = 0; i < 6; i++)
 		join->args[i].isnull = false;
 	return nearsim_resemblance_pairs(join);
 }

@@ -349,17 +349,18 @@ MATRIX: dict[str, Cell] = {
         Kind.PURE, select("nearsim_band_probes", "'-2'::pg_catalog.int8, 2, 4, 1")),
     "function nearsim_rotate(bigint,integer)": Cell(
         Kind.PURE, select("nearsim_rotate", "'-2'::pg_catalog.int8, 16")),
-    "function nearsim_compare(text,text,integer,integer)": Cell(
-        Kind.PURE, select("nearsim_compare", "{t.near}, {t.other}, 5, 3")),
-    "function nearsim_resemblance(text,text)": Cell(
-        Kind.PURE, select("nearsim_resemblance", "{t.near}, {t.other}")),
-    "function nearsim_containment(text,text)": Cell(
+    "function nearsim_compare(text,text,integer,integer,integer)": Cell(
+        Kind.PURE, select("nearsim_compare", "{t.near}, {t.other}, 5, 3, 2")),
+    "function nearsim_resemblance(text,text,integer)": Cell(
+        Kind.PURE, select("nearsim_resemblance", "{t.near}, {t.other}, 2")),
+    "function nearsim_containment(text,text,integer)": Cell(
         Kind.PURE, select("nearsim_containment", "{t.near}, {t.other}")),
-    "function nearsim_literal_similarity(text,text)": Cell(
+    "function nearsim_literal_similarity(text,text,integer)": Cell(
         Kind.PURE, select("nearsim_literal_similarity", "{t.near}, {t.other}")),
-    "function nearsim_shingle_count(text)": Cell(Kind.PURE, select("nearsim_shingle_count",
-                                                                   "{t.near}")),
-    "function nearsim_sketch(text)": Cell(Kind.PURE, select("nearsim_sketch", "{t.near}")),
+    "function nearsim_shingle_count(text,integer)": Cell(
+        Kind.PURE, select("nearsim_shingle_count", "{t.near}, 2")),
+    "function nearsim_sketch(text,integer)": Cell(
+        Kind.PURE, select("nearsim_sketch", "{t.near}, 2")),
     "function nearsim_sketch_index(regclass)": Cell(
         Kind.INFO, select("nearsim_sketch_index", "{t.reg}")),
     "function nearsim_rotation_indexes(regclass)": Cell(
@@ -398,7 +399,7 @@ MATRIX: dict[str, Cell] = {
         Cell(Kind.READS, select("nearsim_clusters_verified",
                                 "{t.reg}, 0.5::pg_catalog.float8, 's_l'::pg_catalog.text,"
                                 f" {RADIUS}, 'components'::pg_catalog.text, 2")),
-    "function nearsim_resemblance_pairs(regclass,name,name,name,double precision)": Cell(
+    "function nearsim_resemblance_pairs(regclass,name,name,name,double precision,integer)": Cell(
         Kind.READS, select("nearsim_resemblance_pairs",
                            "{t.reg}, {t.key_name}, {t.body_name}, {t.fp_name},"
                            " 0.5::pg_catalog.float8")),
@@ -500,7 +501,7 @@ for _wrapper, _function in (
         ("function nearsim_verify(regclass,boolean)", "nearsim_verify"),
         ("function nearsim_rebuild(regclass,integer,boolean,integer,text)", "nearsim_rebuild"),
         ("function nearsim_check_profile(regclass,text)", "nearsim_check_profile"),
-        ("function nearsim_compare(text,text,integer,integer)", "nearsim_compare"),
+        ("function nearsim_compare(text,text,integer,integer,integer)", "nearsim_compare"),
         ("function nearsim_minhash(text,integer)", "nearsim_minhash"),
         ("function nearsim_minhash_estimate(bigint[],bigint[])", "nearsim_minhash_estimate"),
         ("function nearsim_estimate(integer,text)", "nearsim_estimate"),

@@ -88,19 +88,21 @@ ENTRIES: dict[str, tuple[str, bool]] = {
         ("SELECT * FROM nearsim_rebuild('docs', 16, true, profile => 'chars:1-64')", True),
     "nearsim_check_profile(regclass,text)":
         ("SELECT nearsim_check_profile('docs', repeat('x', 100000))", False),
-    "nearsim_compare(text,text,integer,integer)":
+    "nearsim_compare(text,text,integer,integer,integer)":
         (f"SELECT * FROM nearsim_compare({MEASURED}, {MEASURED}, 1, 1)", True),
-    "nearsim_resemblance(text,text)": (f"SELECT nearsim_resemblance({BIG}, {BIG} || 'x')", True),
-    "nearsim_containment(text,text)": (f"SELECT nearsim_containment({BIG}, {BIG} || 'x')", True),
-    "nearsim_literal_similarity(text,text)": (
+    "nearsim_resemblance(text,text,integer)":
+        (f"SELECT nearsim_resemblance({BIG}, {BIG} || 'x', 2)", True),
+    "nearsim_containment(text,text,integer)":
+        (f"SELECT nearsim_containment({BIG}, {BIG} || 'x')", True),
+    "nearsim_literal_similarity(text,text,integer)": (
         f"SELECT nearsim_literal_similarity({BIG}, {BIG} || 'x')", True),
-    "nearsim_shingle_count(text)": (f"SELECT nearsim_shingle_count({BIG})", True),
-    "nearsim_sketch(text)": (f"SELECT nearsim_sketch({BIG})", True),
+    "nearsim_shingle_count(text,integer)": (f"SELECT nearsim_shingle_count({BIG})", True),
+    "nearsim_sketch(text,integer)": (f"SELECT nearsim_sketch({BIG})", True),
     "nearsim_sketch_index(regclass)": ("SELECT * FROM nearsim_sketch_index('docs')", False),
     "nearsim_rotation_indexes(regclass)":
         ("SELECT * FROM nearsim_rotation_indexes('docs')", False),
     "nearsim_links(regclass)": ("SELECT nearsim_links('docs')", False),
-    "nearsim_resemblance_pairs(regclass,name,name,name,double precision)":
+    "nearsim_resemblance_pairs(regclass,name,name,name,double precision,integer)":
         ("SELECT count(*) FROM nearsim_resemblance_pairs('docs', 'id', 'body', 'si', 1e-9)", False),
     "nearsim_minhash(text,integer)": (f"SELECT cardinality(nearsim_minhash({BIG}, 10000))", True),
     "nearsim_minhash_estimate(bigint[],bigint[])":

@@ -114,6 +114,15 @@ SELECT array_length(nearsim_sketch('the quick brown fox jumps'), 1) AS bands,
        nearsim_sketch('') IS NULL AS empty, nearsim_sketch(NULL) IS NULL AS null_text,
        nearsim_sketch('The quick, brown FOX jumps!') = nearsim_sketch('the quick brown fox jumps') AS same_set,
        nearsim_sketch('the quick brown fox jumps') = nearsim_sketch('the quick brown fox leaps') AS other_set;
+-- tokenisation 2 (profiles of version 2): a Khmer letter with its marks is a word
+SELECT nearsim_shingle_count('ភាសាខ្មែរ គឺជាភាសា') AS phrases,
+       nearsim_shingle_count('ភាសាខ្មែរ គឺជាភាសា', 2) AS letters,
+       round(nearsim_resemblance('ភាសាខ្មែរ គឺជាភាសាជាតិ', 'ភាសាខ្មែរ គឺជាភាសាជាតិ', 2)::numeric, 3) AS same,
+       round(nearsim_resemblance('ភាសាខ្មែរ គឺជាភាសាជាតិ', 'ភាសាខ្មែរ គឺជាភាសាជាតិ', 1)::numeric, 3) AS same_by_phrases,
+       round(nearsim_resemblance('ភាសាខ្មែរ គឺជាភាសាជាតិ', 'ភាសាខ្មែរ គឺជាភាលាជាតិ', 2)::numeric, 3) AS one_letter_changed,
+       round(nearsim_resemblance('ភាសាខ្មែរ គឺជាភាសាជាតិ', 'ភាសាខ្មែរ គឺជាភាលាជាតិ')::numeric, 3) AS by_phrases,
+       nearsim_sketch('ភាសាខ្មែរ គឺជាភាសា', 2) = nearsim_sketch('ភាសាខ្មែរ គឺជាភាសា') AS same_sketch;
+SELECT nearsim_resemblance('a', 'b', 3);
 CREATE TABLE sketch_docs (id int PRIMARY KEY, body text);
 INSERT INTO sketch_docs VALUES (1, 'the quick brown fox jumps over the lazy dog by the river bank'),
   (2, 'the quick brown fox jumps over the lazy dog by the river'), (3, ''), (4, NULL),

@@ -25,8 +25,15 @@ SELECT simhash('Ab', 'chars:5') = simhash('ab', 'chars:5') AS short_text,
        simhash('...', 'chars') IS NULL AS no_features,
        simhash(NULL, 'chars') IS NULL AS null_text;
 
+-- version 2: the letters of Thai, Lao, Khmer... one to a word (default/2 in C);
+-- other text has the same fingerprint under both versions
+SELECT nearsim_profile('words:3/2') AS default_2, nearsim_profile('english/2') AS english_2;
+SELECT simhash('ភាសាខ្មែរ គឺជាភាសា', 'default/2') = simhash('ភាសាខ្មែរ គឺជាភាសា') AS khmer_same,
+       simhash('ภาษาไทย ไม่มีการเว้นวรรค', 'default/2') = simhash('ภาษาไทย ไม่มีการเว้นวรรค', 'words:3/2') AS thai_c_and_python,
+       simhash('In the beginning God created', 'default/2') = simhash('In the beginning God created') AS english_same;
+
 -- names this server does not know
-SELECT simhash('x', 'words:3/2');
+SELECT simhash('x', 'words:3/3');
 SELECT simhash('x', 'words:3+bogus');
 SELECT simhash('x', 'chars:0');
 SELECT nearsim_profile('words:3+stop:klingon');

@@ -22,7 +22,7 @@ from ..core import measures
 from ..core.bands import MAX_BANDS, MIN_BANDS
 from ..core.bits import BITS, bits, hamming
 from ..core.fingerprint import PROFILE
-from ..core.profiles import simhash
+from ..core.profiles import Profile, simhash
 from . import report as html_report
 from .checks import FileCheck, check_files
 from .clitools import (
@@ -508,11 +508,12 @@ def _document_of(
     return info, text, stored.fingerprint
 
 
-def _measured(text_a: str, text_b: str) -> dict[str, Any]:
+def _measured(text_a: str, text_b: str, tokenisation: int) -> dict[str, Any]:
     """The exact measures of a pair and the MinHash estimate of its resemblance."""
-    exact = measures.compare(text_a, text_b)
-    estimate = measures.minhash_estimate(measures.minhash_signature(text_a),
-                                         measures.minhash_signature(text_b))  # fmt: skip
+    exact = measures.compare(text_a, text_b, tokenisation=tokenisation)
+    estimate = measures.minhash_estimate(
+        measures.minhash_signature(text_a, tokenisation=tokenisation),
+        measures.minhash_signature(text_b, tokenisation=tokenisation))
     return {
         "words": {"longer": exact.longer, "shorter": exact.shorter, "common": exact.common,
                   "chunks": len(exact.chunks), "min_chunk_words": exact.min_chunk_words},
@@ -574,10 +575,12 @@ def compare(
         side["bits"] = None if fingerprint is None else bits(fingerprint)
     distance = None if first_fp is None or second_fp is None else hamming(first_fp, second_fp)
     result["distance"] = distance
-    result["measures"] = _measured(first_text, second_text)
+    # the words of the profile's tokenisation (version 2: Thai, Khmer... a letter a word)
+    tokenisation = Profile.named(used).version
+    result["measures"] = _measured(first_text, second_text, tokenisation)
     measure, threshold = search.measure, search.min_similarity
-    measured = float(measures.verified_measure(measure, measures.Shingled(first_text),
-                                               measures.Shingled(second_text)))  # fmt: skip
+    measured = float(measures.verified_measure(measure, measures.Shingled(first_text, tokenisation),
+                                               measures.Shingled(second_text, tokenisation)))
     result["similarity"] = round(measured, 4)  # measured on the texts
     result["measure"] = measure
     result["s_l"], result["s_r"] = result["measures"]["s_l"], result["measures"]["s_r"]

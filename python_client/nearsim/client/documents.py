@@ -27,7 +27,7 @@ from psycopg import sql
 
 from ..core.fingerprint import PROFILE
 from ..core.measures import DEFAULT_MEASURE, DEFAULT_MIN_SIMILARITY
-from ..core.profiles import canonical, simhash
+from ..core.profiles import Profile, canonical, simhash
 from ..core.registry import EXTENSION_SCHEMA_QUERY, REGISTRY, Registration
 from .sources import file_key
 
@@ -293,10 +293,13 @@ class DocumentTable:
             # The name as SQL prints it, from the catalogue: quoted where needed.
             self.conn.execute(sql.SQL("REINDEX INDEX {}").format(sql.SQL(existing.name)))
         else:
+            # a profile of version 2 takes the shingles of its tokenisation
+            tokenisation = Profile.named(registration.profile).version
+            version = sql.SQL(", {}").format(sql.Literal(tokenisation))
             self.conn.execute(
-                sql.SQL("CREATE INDEX ON {} USING gin ({}.nearsim_sketch({}))").format(
-                    self.identifier, self.extension,
-                    sql.Identifier(registration.text_column)))
+                sql.SQL("CREATE INDEX ON {} USING gin ({}.nearsim_sketch({}{}))").format(
+                    self.identifier, self.extension, sql.Identifier(registration.text_column),
+                    sql.SQL("") if tokenisation == 1 else version))
         return True
 
     def add_fields_column(self) -> str | None:
@@ -462,7 +465,7 @@ class DocumentTable:
         text = sql.Identifier(registration.text_column)
         # S_R, then S_L: NULL for the one the search measured
         columns = [sql.SQL("NULL::float8") if measure == known else
-                   sql.SQL("{}.{}(%(q)s, d.{}::text)").format(
+                   sql.SQL("{}.{}(%(q)s, d.{}::text, %(tokenisation)s)").format(
                        self.extension, sql.Identifier(function), text)
                    for function, known in (("nearsim_resemblance", "s_r"),
                                            ("nearsim_literal_similarity", "s_l"))]
@@ -472,7 +475,8 @@ class DocumentTable:
         ).format(key=sql.Identifier(registration.key_column),
                  columns=sql.SQL(", ").join(columns), table=self.identifier)
         measured = {key: (s_r, s_l) for key, s_r, s_l in self.conn.execute(
-            statement, {"q": query, "keys": [match.key for match in matches]})}
+            statement, {"q": query, "keys": [match.key for match in matches],
+                        "tokenisation": Profile.named(registration.profile).version})}
         result = []
         for match in matches:
             if match.key not in measured:

@@ -22,8 +22,12 @@ from ..core import calibration, measures, profiles
 from ..core.bits import BITS
 from ..core.fingerprint import PROFILE
 from ..core.interrupts import LimitExceeded
+from ..core.text import TOKENISATIONS
 from . import catalog, maintenance, search
 from .database import Plpy, Session, check_interrupts
+
+TOKENISATION_HINT = ("Tokenisation 2, that of profiles of version 2 (default/2...), makes each"
+                     " letter of Thai, Lao, Myanmar, Khmer... a word.")
 
 
 def _session(plpy: Any) -> Session:
@@ -71,12 +75,15 @@ def nearsim_check_profile(plpy: Any, tbl: str, profile: str) -> bool:
 # -- exact measures -----------------------------------------------------------
 
 
-def nearsim_compare(plpy: Any, a: str, b: str, min_chunk_words: int,
-                    shingle_words: int) -> tuple[Any, ...]:
+def nearsim_compare(plpy: Any, a: str, b: str, min_chunk_words: int, shingle_words: int,
+                    tokenisation: int) -> tuple[Any, ...]:
     """``nearsim_compare``: the exact measures of two texts."""
     for name, value in (("min_chunk_words", min_chunk_words), ("shingle_words", shingle_words)):
         if value < 1:
             _session(plpy).fail(f"{name} must be at least 1, not {value}")
+    if tokenisation not in TOKENISATIONS:
+        _session(plpy).fail(f"tokenisation {tokenisation} is unknown to this nearsim, which"
+                            " computes 1 and 2", hint=TOKENISATION_HINT)
     for name, text in (("a", a), ("b", b)):
         if len(text) > measures.MAX_MEASURED_CHARS:
             _session(plpy).fail(
@@ -84,7 +91,8 @@ def nearsim_compare(plpy: Any, a: str, b: str, min_chunk_words: int,
                 f" {measures.MAX_MEASURED_CHARS:,} nearsim_compare measures", sqlstate="54000",
                 hint="nearsim_resemblance and nearsim_containment measure texts of any length.")
     try:
-        c = measures.compare(a, b, min_chunk_words=min_chunk_words, shingle_words=shingle_words)
+        c = measures.compare(a, b, min_chunk_words=min_chunk_words, shingle_words=shingle_words,
+                             tokenisation=tokenisation)
     except LimitExceeded as error:
         _session(plpy).fail(str(error), hint=error.hint, sqlstate="54000")
     return (c.longer, c.shorter, c.common, c.s_l, c.s_j, c.information_s_l, c.information_s_j,

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from ..core import calibration, measures
+from ..core import calibration, measures, profiles
 from ..core.bits import BITS
 from ..core.groups import connected_components, pivot_groups
 from ..core.interrupts import checkpoint
@@ -56,6 +56,11 @@ def named_groups(
         for member, group in enumerate(groups.tolist())
         if sizes[group] >= min_size
     )
+
+
+def _tokenisation(enabled: Enabled) -> int:
+    """The tokenisation of the table's profile: its words for every measure."""
+    return profiles.Profile.named(enabled.registration.profile).version
 
 
 def _verified_radius(session: Session, min_similarity: float, measure: str,
@@ -113,14 +118,15 @@ def similar_verified(
         session.fail(f"the query has {len(query):,} characters, more than the"
                      f" {measures.MAX_MEASURED_CHARS:,} measure {measure} takes", sqlstate="54000",
                      hint="Measures s_r and containment take queries of any length.")
-    asked = measures.Shingled(query)
+    tokenisation = _tokenisation(enabled)
+    asked = measures.Shingled(query, tokenisation)
     _notice_short_query(session, len(asked.shingles))
     rows = session.execute(
         f"SELECT c.key, c.body, c.distance FROM {_candidates(session, enabled, radius)}",
         query, enabled.table.qualified, enabled.registration.hash_column)
     found = []
     for row in rows:
-        candidate = measures.Shingled(row["body"] or "")
+        candidate = measures.Shingled(row["body"] or "", tokenisation)
         value = measures.verified_measure(measure, asked, candidate)
         if value >= min_similarity:
             found.append((row["key"], int(row["distance"]), value,
@@ -149,11 +155,12 @@ def _texts(session: Session, enabled: Enabled, keys: list[str]) -> dict[str, mea
     key = session.ident(enabled.table.key_column)
     text = session.ident(enabled.registration.text_column)
     key_type = enabled.table.key_type.split(" COLLATE ")[0]
+    tokenisation = _tokenisation(enabled)
     texts = {}
     for row in session.execute(
             f"SELECT {key}::text AS key, {text}::text AS body FROM ONLY {enabled.table.qualified}"
             f" WHERE {key} = ANY ($1::pg_catalog.text[]::{key_type}[])", keys):
-        texts[row["key"]] = measures.Shingled(row["body"] or "")
+        texts[row["key"]] = measures.Shingled(row["body"] or "", tokenisation)
         checkpoint()
     return texts
 
@@ -171,7 +178,7 @@ def _similar_by_words(session: Session, enabled: Enabled, query: str, measure: s
         f"{enabled.table.oid}::pg_catalog.oid::pg_catalog.regclass, $1::pg_catalog.text,"
         " $2::pg_catalog.float8, 's_r') AS v", query, measures.CANDIDATE_RESEMBLANCE)
     distances = {row["key"]: int(row["distance"]) for row in candidates}
-    asked = measures.Shingled(query)
+    asked = measures.Shingled(query, _tokenisation(enabled))
     found = []
     for key, candidate in _texts(session, enabled, sorted(distances)).items():
         value = measures.verified_measure(measure, asked, candidate)
@@ -298,9 +305,9 @@ def _resemblance_rows(session: Session, enabled: Enabled,
     return session.rows(
         f"SELECT a, b, distance, similarity, short FROM {session.ext}.nearsim_resemblance_pairs("
         "$1::pg_catalog.regclass, $2::pg_catalog.name, $3::pg_catalog.name, $4::pg_catalog.name,"
-        " $5::pg_catalog.float8)",
+        " $5::pg_catalog.float8, $6::pg_catalog.int4)",
         enabled.table.qualified, enabled.table.key_column, reg.text_column, reg.hash_column,
-        float(min_similarity), batch=CANDIDATES)
+        float(min_similarity), _tokenisation(enabled), batch=CANDIDATES)
 
 
 def clusters_verified(
