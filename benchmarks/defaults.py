@@ -197,7 +197,8 @@ class Candidates:
         return list(zip(self.first.tolist(), self.second.tolist(), strict=True))
 
 
-def candidates(texts: Sequence[str], overlap: float = CANDIDATE_OVERLAP) -> Candidates:
+def candidates(texts: Sequence[str], overlap: float = CANDIDATE_OVERLAP,
+               tokenisation: int = 1) -> Candidates:
     """Every pair i < j that reaches 0.5 by some measure, and more (module docstring).
 
     S_R and containment are exact set measures of the intersections, computed
@@ -206,9 +207,10 @@ def candidates(texts: Sequence[str], overlap: float = CANDIDATE_OVERLAP) -> Cand
     pair is kept when either is at least 0.5 or when its shingle sets share at
     least ``overlap`` of the larger one.
     """
-    matrix = shingle_matrix(texts)
+    matrix = shingle_matrix(texts, tokenisation)
     sizes = np.diff(matrix.indptr).astype(np.int64)
-    words = np.array([sum(1 for _ in tokens(text)) for text in texts], dtype=np.int64)
+    words = np.array([sum(1 for _ in tokens(text, tokenisation)) for text in texts],
+                     dtype=np.int64)
     parts: list[tuple[Int64s, Int64s, Floats, Floats, NDArray[np.bool_]]] = []
     for first, second, common in intersections(matrix):
         s_r = common / (sizes[first] + sizes[second] - common)

@@ -78,13 +78,15 @@ def pair_codes(first: Int64s, second: Int64s, documents: int) -> Int64s:
     return codes
 
 
-def shingle_matrix(texts: Sequence[str]) -> scipy.sparse.csr_matrix:
-    """The document x shingle 0/1 matrix (CSR, int32), shingles numbered in order of appearance."""
+def shingle_matrix(texts: Sequence[str], tokenisation: int = 1) -> scipy.sparse.csr_matrix:
+    """The document x shingle 0/1 matrix (CSR, int32), shingles numbered in order of appearance;
+    the words of ``tokenisation`` (2: those of profiles of version 2)."""
     ids: dict[str, int] = {}
     indptr = np.zeros(len(texts) + 1, dtype=np.int64)
     columns: list[Int64s] = []
     for row, text in enumerate(texts):
-        distinct = {ids.setdefault(s, len(ids)) for s in word_shingles(text)}
+        distinct = {ids.setdefault(s, len(ids))
+                    for s in word_shingles(text, tokenisation=tokenisation)}
         columns.append(np.fromiter(sorted(distinct), dtype=np.int64, count=len(distinct)))
         indptr[row + 1] = indptr[row] + len(distinct)
     indices = np.concatenate(columns) if columns else np.empty(0, dtype=np.int64)

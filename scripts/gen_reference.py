@@ -94,14 +94,18 @@ ERRORS: dict[str, str] = {
                        " profile cannot be computed here",
     "nearsim_check_profile": "55000 if this server cannot compute the profile, with a hint to"
                              " rebuild with another",
-    "nearsim_compare": "22023 if `min_chunk_words` or `shingle_words` is below 1",
-    "nearsim_resemblance": "none (NULL in, NULL out)",
-    "nearsim_containment": "none (NULL in, NULL out)",
-    "nearsim_literal_similarity": "none (NULL in, NULL out)",
-    "nearsim_shingle_count": "none (NULL in, NULL out)",
-    "nearsim_sketch": "none (NULL in, NULL out; NULL for a text without words)",
-    "nearsim_resemblance_pairs": "22023 for a `min_similarity` not above 0 or above 1; 42501"
-                                 " without SELECT on `tbl`; 42703 for a column `tbl` lacks",
+    "nearsim_compare": "22023 if `min_chunk_words` or `shingle_words` is below 1, or for a"
+                       " `tokenisation` other than 1 or 2",
+    "nearsim_resemblance": "22023 for a `tokenisation` other than 1 or 2 (NULL in, NULL out)",
+    "nearsim_containment": "22023 for a `tokenisation` other than 1 or 2 (NULL in, NULL out)",
+    "nearsim_literal_similarity": "22023 for a `tokenisation` other than 1 or 2 (NULL in,"
+                                  " NULL out)",
+    "nearsim_shingle_count": "22023 for a `tokenisation` other than 1 or 2 (NULL in, NULL out)",
+    "nearsim_sketch": "22023 for a `tokenisation` other than 1 or 2 (NULL in, NULL out; NULL"
+                      " for a text without words)",
+    "nearsim_resemblance_pairs": "22023 for a `min_similarity` not above 0 or above 1, or a"
+                                 " `tokenisation` other than 1 or 2; 42501 without SELECT on"
+                                 " `tbl`; 42703 for a column `tbl` lacks",
     "nearsim_minhash": "22023 if `hashes` is outside 1..10000",
     "nearsim_minhash_estimate": "22023 for signatures of different lengths, empty ones, or"
                                 " values that are NULL or negative",

@@ -114,10 +114,15 @@ def test_typos_in_chinese_replace_characters_by_others_of_the_script() -> None:
     assert not seen  # every character a typo brings is one of the text's own
 
 
-def test_a_tokenisation_prototype_rewrites_khmer_letters_into_tokens() -> None:
-    rewrite = languages.PROTOTYPES["km"]["Khmer letters one token each"]
-    words = list(nearsim.tokens(rewrite("បង្កើត\u200bការ ។")))
+def test_profile_version_2_cuts_khmer_letters_into_words(khmer: list[corpus.Document]) -> None:
+    words = list(nearsim.tokens("បង្កើត\u200bការ ។", 2))
     assert words == ["ប", "ង្", "កើ", "ត", "កា", "រ"]  # each letter with its marks
+    assert list(nearsim.tokens("បង្កើត\u200bការ ។")) == ["បង្កើតការ"]
+    by_phrases, by_letters = languages.score_set(khmer), languages.score_set(khmer,
+                                                                             tokenisation=2)
+    assert by_letters.light == by_phrases.light
+    assert by_letters.recall > by_phrases.recall
+    assert by_letters.f1 > by_phrases.f1
 
 
 def test_verified_search_finds_planted_chinese_and_khmer_copies(

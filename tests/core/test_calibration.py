@@ -189,3 +189,13 @@ def test_the_c_search_takes_the_radii_the_generator_makes() -> None:
     radii = [calibration.radius_for(t) for t in calibration.THRESHOLDS]
     listed = ", ".join(map(str, radii))
     assert f"calibrated_radii[CALIBRATED_THRESHOLDS] = {{{listed}}};" in generated
+
+
+def test_a_profile_of_version_2_takes_the_calibration_of_its_version_1() -> None:
+    # the calibration pairs are English, where the two tokenisations give the same words
+    for name in ("default", "english", "chars"):
+        assert calibration.load_table(f"{name}/2") == calibration.load_table(f"{name}/1")
+        assert calibration.radius_for(0.8, f"{name}/2") == calibration.radius_for(0.8,
+                                                                                 f"{name}/1")
+    with pytest.raises(calibration.NotCalibrated):
+        calibration.load_table("words:1-3/2")

@@ -4,9 +4,12 @@ that path."""
 
 from __future__ import annotations
 
+import re
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from nearsim.core import _unicode14
 from nearsim.core import text as core_text
 
 # Characters whose neighbours decide whether a text can be normalised by
@@ -61,3 +64,29 @@ def test_an_ignorable_between_a_letter_and_a_mark_vanishes_before_they_compose()
     text = "x" * 70 + "e\u200b\u0301 "
     assert core_text.separated_quickly(text) == core_text.separated(text)
     assert "é" in core_text.separated_quickly(text)
+
+
+def _clusters_by_pattern(separated_text: str) -> str:
+    """Tokenisation 2 as its definition says it: each letter of CLUSTERED with the
+    marks after it set apart by spaces (a regular expression, slow but plain)."""
+    def character_class(table: str) -> str:
+        return "".join(f"\\U{a:08x}" if a == b else f"\\U{a:08x}-\\U{b:08x}"
+                       for a, b in zip(*core_text._parse_table(table), strict=True))
+    pattern = re.compile(f"[{character_class(_unicode14.CLUSTERED)}]"
+                         f"[{character_class(_unicode14.MARKS)}]*")
+    return pattern.sub(r" \g<0> ", separated_text)
+
+
+# Letters of CLUSTERED (Khmer, Thai, Lao, Myanmar, Tai Tham, Ahom above U+FFFF),
+# marks (theirs, Latin, and above U+FFFF), and what ends their tokens
+_CLUSTER_PIECES = ["ក", "ខ", "្", "ា", "ិ", "៉", "១", "ก", "ำ", "่", "ั", "ໜ", "ၐ", "\u1039",
+                   "\u1a20", "\u1a60", "\U00011700", "\U0001171d", "\u0301", "\U0001d167",
+                   "a", "1", "字", "\u200b", " ", "。", "_", "\U00020000"]
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from(_CLUSTER_PIECES), max_size=80).map("".join))
+def test_tokenisation_2_sets_apart_each_letter_with_its_marks(text: str) -> None:
+    separated = core_text.separated(text)
+    assert core_text.clusters_apart(separated).split() == _clusters_by_pattern(separated).split()
+    assert list(core_text.tokens(text, 2)) == _clusters_by_pattern(separated).split()

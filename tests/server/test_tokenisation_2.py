@@ -15,48 +15,17 @@ from itertools import combinations
 
 import psycopg
 import pytest
+from khmer import khmer_bodies, typos
 from psycopg import sql
 
 import nearsim
 from nearsim.client.documents import DocumentTable
 from nearsim.core import measures
 
-CONSONANTS = [chr(c) for c in range(0x1780, 0x17A3)]
-VOWEL_SIGNS = [chr(c) for c in range(0x17B6, 0x17C6)]
-COENG = "\u17d2"
-
-
-def syllable(rng: random.Random) -> str:
-    stacked = COENG + rng.choice(CONSONANTS) if rng.random() < 0.2 else ""
-    return rng.choice(CONSONANTS) + stacked + (rng.choice(VOWEL_SIGNS) if rng.random() < 0.7
-                                               else "")
-
-
-def khmer_text(rng: random.Random, phrases: int) -> str:
-    """Phrases of syllables without spaces between words, a space between phrases."""
-    return " ".join("".join(syllable(rng) for _ in range(rng.randint(3, 8)))
-                    for _ in range(phrases))
-
-
-def typos(rng: random.Random, text: str, count: int) -> str:
-    """``count`` letters replaced: under tokenisation 1 each changes a whole phrase."""
-    letters = list(text)
-    for _ in range(count):
-        at = rng.choice([i for i, c in enumerate(letters) if c in CONSONANTS])
-        letters[at] = rng.choice(CONSONANTS)
-    return "".join(letters)
-
 
 @pytest.fixture(scope="module")
 def bodies() -> dict[int, str]:
-    rng = random.Random(11)
-    originals = [khmer_text(rng, 40) for _ in range(12)]
-    found = dict(enumerate(originals))
-    for number in range(12, 60):
-        found[number] = typos(rng, rng.choice(originals), rng.randint(1, 6))
-    found[60] = "ក"  # one letter: one shingle
-    found[61] = "abc ពាក្យ"
-    return found
+    return khmer_bodies()
 
 
 @pytest.fixture(scope="module")
@@ -210,3 +179,9 @@ def test_the_sketch_index_of_a_table_of_version_2(database: str, table: str,
             key: value for key, value in expected.items() if value >= 0.8}
         conn.execute(sql.SQL("DROP INDEX {}, {}").format(
             sql.Identifier(f"{table}_v1"), sql.SQL(index)))
+
+
+def test_radii_of_default_2_are_those_of_default_1(conn: psycopg.Connection) -> None:
+    assert conn.execute("SELECT nearsim_radius(0.8, 'default/2'), nearsim_radius(0.8),"
+                        " (nearsim_estimate(13, 'default/2')).mean = (nearsim_estimate(13)).mean"
+                        ).fetchone() == (13, 13, True)

@@ -88,10 +88,13 @@ class NotCalibrated(LookupError):
     """No calibration table ships for this fingerprint profile."""
 
 
-CALIBRATED_AS = {"default/2": PROFILE}
-"""Profiles that take another's calibration table: ``default/2`` differs from
-``default/1`` only on Thai, Lao, Khmer... text, and the calibration pairs are
-English (edited KJV chapters), where the two give the same fingerprints."""
+def calibrated_as(profile: str) -> str:
+    """The profile whose calibration table ``profile`` takes: a profile of version 2
+    takes its version 1's.  The two differ only on Thai, Lao, Khmer... text, and
+    the calibration pairs are English (edited KJV chapters), where they give the
+    same fingerprints."""
+    spec, slash, version = profile.rpartition("/")
+    return f"{spec}/1" if slash and version == "2" else profile
 
 
 def table_path(profile: str = PROFILE) -> Path:
@@ -268,7 +271,7 @@ def load_table(profile: str = PROFILE) -> dict[str, Any]:
     the file was made for another profile: its distances would not mean the
     same thing.
     """
-    profile = CALIBRATED_AS.get(profile, profile)
+    profile = calibrated_as(profile)
     path = table_path(profile)
     if not path.exists():
         raise NotCalibrated(

@@ -177,21 +177,43 @@ def tokens(text: str, tokenisation: int = 1) -> Iterator[str]:
         yield from batch
 
 
-def _character_class(table: str) -> str:
-    """The code points of a table as the inside of a regular expression's [...]."""
-    return "".join(f"\\U{first:08x}" if first == last else f"\\U{first:08x}-\\U{last:08x}"
-                   for first, last in zip(*_parse_table(table), strict=True))  # fmt: skip
+_CLUSTERED, _MARK = 1, 2  # kinds in the cluster table (0: anything else)
 
 
 @cache
-def _clusters() -> re.Pattern[str]:
-    return re.compile(f"[{_character_class(_unicode14.CLUSTERED)}]"
-                      f"[{_character_class(_unicode14.MARKS)}]*")  # fmt: skip
+def _cluster_tables() -> tuple[npt.NDArray[np.uint8], npt.NDArray[np.int64],
+                               npt.NDArray[np.int64], npt.NDArray[np.uint8]]:  # fmt: skip
+    """The kind of each code point below U+10000, and the ranges above (starts, ends,
+    kinds) of the tables ``CLUSTERED`` and ``MARKS``."""
+    kinds = np.zeros(_SMALL, dtype=np.uint8)
+    large: list[tuple[int, int, int]] = []
+    for kind, table in ((_CLUSTERED, _unicode14.CLUSTERED), (_MARK, _unicode14.MARKS)):
+        for first, last in zip(*_parse_table(table), strict=True):
+            kinds[first : min(last + 1, _SMALL)] = kind
+            if last >= _SMALL:
+                large.append((max(first, _SMALL), last, kind))
+    large.sort()
+    starts, ends, large_kinds = (np.array(column, dtype=dtype) for column, dtype in zip(
+        zip(*large, strict=True), (np.int64, np.int64, np.uint8), strict=True))
+    return kinds, starts, ends, large_kinds
+
+
+def _cluster_kinds(points: npt.NDArray[np.uint32]) -> npt.NDArray[np.uint8]:
+    small, starts, ends, large_kinds = _cluster_tables()
+    kinds: npt.NDArray[np.uint8] = small[np.minimum(points, _SMALL - 1)]
+    above = np.flatnonzero(points >= _SMALL)
+    if len(above):
+        values = points[above].astype(np.int64)
+        at = np.searchsorted(starts, values, side="right") - 1
+        inside = (at >= 0) & (values <= ends[np.maximum(at, 0)])
+        kinds[above] = np.where(inside, large_kinds[np.maximum(at, 0)], 0)
+    return kinds
 
 
 def clusters_apart(separated_text: str) -> str:
     """Step 3 of tokenisation 2 on text that step 3 of tokenisation 1 has separated:
-    each letter of ``CLUSTERED`` with the combining marks after it becomes a token.
+    each letter of ``CLUSTERED`` with the combining marks (``MARKS``) after it becomes
+    a token, as if a space were put before it and after its last mark.
 
     Exact on separated text: the letters and marks are word characters, so
     they stand in it as they are, and a space around them only ends tokens.
@@ -199,7 +221,23 @@ def clusters_apart(separated_text: str) -> str:
     """
     if separated_text.isascii():
         return separated_text
-    return _clusters().sub(r" \g<0> ", separated_text)
+    points = _code_points(separated_text)
+    kinds = _cluster_kinds(points)
+    clustered = kinds == _CLUSTERED
+    if not clustered.any():
+        return separated_text
+    mark = kinds == _MARK
+    # the last character before each that is not a mark: a letter of CLUSTERED
+    # there means this character continues its token only if it is a mark
+    position = np.arange(len(points))
+    last_base = np.maximum.accumulate(np.where(mark, -1, position))
+    before = np.concatenate(([-1], last_base[:-1]))
+    after_letter = (before >= 0) & clustered[np.maximum(before, 0)]
+    space_before = clustered | (after_letter & ~mark)
+    counts = 1 + space_before.astype(np.intp)
+    out = np.repeat(points, counts)
+    out[np.cumsum(counts)[space_before] - 2] = ord(" ")
+    return out.astype("<u4").tobytes().decode("utf-32-le")
 
 
 def separated(text: str) -> str:

@@ -95,16 +95,21 @@ def exact_resemblance(measure: str, max_distance: int | None,
             and 0 < min_similarity <= 1)  # fmt: skip
 
 
-def _hash_sets(texts: pd.Series) -> pd.Series:
+def _hash_sets(tokenisation: int) -> Callable[[pd.Series], pd.Series]:
     """The body of the UDF: each text's distinct shingle hashes, ascending as unsigned."""
-    given = [None if text is None else str(text) for text in texts.tolist()]
-    return pd.Series(shingle_sets(given), index=texts.index, dtype=object)
+
+    def hash_sets(texts: pd.Series) -> pd.Series:
+        given = [None if text is None else str(text) for text in texts.tolist()]
+        return pd.Series(shingle_sets(given, tokenisation), index=texts.index, dtype=object)
+
+    return hash_sets
 
 
-def shingle_hashes(text: Column | str) -> Column:
+def shingle_hashes(text: Column | str, tokenisation: int = 1) -> Column:
     """A column of the distinct 64-bit hashes of the word 3-shingles of ``text``
-    (as signed ``bigint``; empty for a text without words, NULL for NULL)."""
-    udf = pandas_udf(_hash_sets, ArrayType(LongType()))  # type: ignore[call-overload]
+    (as signed ``bigint``; empty for a text without words, NULL for NULL), with
+    the words of ``tokenisation`` (2: those of profiles of version 2)."""
+    udf = pandas_udf(_hash_sets(tokenisation), ArrayType(LongType()))  # type: ignore[call-overload]
     column = F.col(text) if isinstance(text, str) else text
     result: Column = udf(column.cast(StringType()))
     return result
@@ -121,11 +126,11 @@ def _check_threshold(min_similarity: float) -> float:
     return float(min_similarity)
 
 
-def _groups(documents: DataFrame) -> DataFrame:
+def _groups(documents: DataFrame, tokenisation: int) -> DataFrame:
     """``(hashes, gid, n, size, members, node)``: the distinct sets of the documents with
     words (``members``: the ``(key, si)`` of each of its documents), made once."""
     hashes = (F.col(SHINGLES_COLUMN) if SHINGLES_COLUMN in documents.columns
-              else shingle_hashes("text"))  # made with the fingerprints, or here
+              else shingle_hashes("text", tokenisation))  # made with the fingerprints, or here
     sets = (documents.where(F.col("key").isNotNull() & F.col("text").isNotNull())
             .select("key", "si", hashes.alias("hashes"))
             .where(F.size("hashes") > 0))  # fmt: skip
@@ -296,7 +301,8 @@ def _candidates(prefixes: DataFrame, t: float) -> DataFrame:
 
 
 def resemblance_candidates(documents: DataFrame, min_similarity: float,
-                           max_broadcast: int = MAX_BROADCAST_TOKENS) -> DataFrame:  # fmt: skip
+                           max_broadcast: int = MAX_BROADCAST_TOKENS,
+                           tokenisation: int = 1) -> DataFrame:  # fmt: skip
     """``(ga, gb)``: the rows of the prefix join before the overlaps are counted.
 
     ``documents`` is ``(key, si, text)``.  Their number is the work of the
@@ -304,7 +310,7 @@ def resemblance_candidates(documents: DataFrame, min_similarity: float,
     distance search).
     """
     t = _check_threshold(min_similarity)
-    groups = _groups(documents)
+    groups = _groups(documents, tokenisation)
     return _prefix_join(_prefixes(groups, t, max_broadcast)[0], t).select("ga", "gb")
 
 
@@ -329,7 +335,7 @@ def _broadcastable(tokens: DataFrame) -> bool:
 
 
 def resemblance_pairs(documents: DataFrame, min_similarity: float,
-                      max_broadcast: int = MAX_BROADCAST_TOKENS,
+                      max_broadcast: int = MAX_BROADCAST_TOKENS, tokenisation: int = 1,
                       ) -> tuple[DataFrame, DataFrame, DataFrame]:  # fmt: skip
     """The groups of equal sets and their pairs at least ``min_similarity`` similar.
 
@@ -339,10 +345,12 @@ def resemblance_pairs(documents: DataFrame, min_similarity: float,
     gb`` for the pairs inside a group (``distance`` NULL: each pair of
     documents takes its own).  The order of the shingles is ranked on the
     driver and broadcast when at most ``max_broadcast`` shingles are in two
-    groups or more, else made by joins on the cluster.
+    groups or more, else made by joins on the cluster.  The shingles are those
+    of ``tokenisation`` (2: profiles of version 2), unless ``documents`` brings
+    them.
     """
     t = _check_threshold(min_similarity)
-    groups = _groups(documents)
+    groups = _groups(documents, tokenisation)
     prefixes, tokens = _prefixes(groups, t, max_broadcast)
     candidates = _candidates(prefixes, t)
     keys_a = tokens.select(F.col("node").alias("ga"), F.col("gid").alias("key_a"))

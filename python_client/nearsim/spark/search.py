@@ -50,7 +50,7 @@ from pyspark.sql.types import (
 from ..core import calibration, measures
 from ..core.bands import band_radius, band_width
 from ..core.bits import BITS
-from ..core.profiles import canonical
+from ..core.profiles import Profile, canonical
 from .fingerprinting import DEFAULT_PROFILE, SHINGLES_COLUMN, simhash_column
 from .resemblance import exact_resemblance, resemblance_pairs
 
@@ -398,13 +398,15 @@ _MEASURED = StructType([StructField("sim_ab", DoubleType()), StructField("sim_ba
                         StructField("short", BooleanType())])  # fmt: skip
 
 
-def _measure_batch(measure: str) -> Callable[[pd.Series, pd.Series], pd.DataFrame]:
+def _measure_batch(measure: str, tokenisation: int) -> Callable[[pd.Series, pd.Series],
+                                                                 pd.DataFrame]:  # fmt: skip
     symmetric = measure in _SYMMETRIC
 
     def measure_batch(first: pd.Series, second: pd.Series) -> pd.DataFrame:
         forward, backward, short = [], [], []
         for a_text, b_text in zip(first.tolist(), second.tolist(), strict=True):
-            a, b = measures.Shingled(a_text or ""), measures.Shingled(b_text or "")
+            a = measures.Shingled(a_text or "", tokenisation)
+            b = measures.Shingled(b_text or "", tokenisation)
             value = measures.verified_measure(measure, a, b)
             forward.append(value)
             backward.append(value if symmetric else measures.verified_measure(measure, b, a))
@@ -445,6 +447,8 @@ def verified_groups(df: DataFrame, key_column: str, text_column: str,
     :mod:`nearsim.spark.resemblance` instead, whatever their distance
     (groups are then documents of equal shingle sets).
     """
+    # the words of the profile's version, as a table of that profile is measured
+    tokenisation = Profile.named(profile).version
     if exact_resemblance(measure, max_distance, min_similarity):
         # No radius, so no calibration needed (as in the server).
         fingerprint = _fingerprint_of(df, fingerprint_column, text_column, profile)
@@ -452,7 +456,8 @@ def verified_groups(df: DataFrame, key_column: str, text_column: str,
         documents = df.select(F.col(key_column).alias("key"), fingerprint.alias("si"),
                               F.col(text_column).cast("string").alias("text"),
                               *shingles)  # fmt: skip
-        members, sizes, found = resemblance_pairs(documents, min_similarity)
+        members, sizes, found = resemblance_pairs(documents, min_similarity,
+                                                  tokenisation=tokenisation)
         return GroupPairs(members, sizes, found, float(min_similarity), document_distance=True,
                           both_ways=True)  # one resemblance each way, kept when it passes
     radius = verified_radius(min_similarity, measure, max_distance, profile)
@@ -477,7 +482,8 @@ def verified_groups(df: DataFrame, key_column: str, text_column: str,
         F.when(ordered, F.col("ty")).otherwise(F.col("tx")).alias("tb"))
     # Not deterministic in Spark's eyes, so that the optimiser evaluates it
     # once per pair rather than once per field of its result.
-    udf = pandas_udf(_measure_batch(measure), _MEASURED).asNondeterministic()  # type: ignore[call-overload]
+    udf = pandas_udf(_measure_batch(measure, tokenisation),  # type: ignore[call-overload]
+                     _MEASURED).asNondeterministic()
     measured = oriented.select("ga", "gb", "distance", udf("ta", "tb").alias("m")).select(
         "ga", "gb", "distance", "m.sim_ab", "m.sim_ba", "m.short")
     passing = measured.where(F.greatest("sim_ab", "sim_ba") >= min_similarity)
