@@ -192,5 +192,13 @@ nearsim_join_columns(Oid relid, NameData *columns, int *tokenisation)
 	namestrcpy(&columns[1], reg.text_column);
 	namestrcpy(&columns[2], reg.hash_column);
 	*tokenisation = nearsim_profile_tokenisation(reg.profile);
+	if (*tokenisation == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("the texts of %s are measured with the words of its profile %s,"
+						" which this server does not compute",
+						DatumGetCString(DirectFunctionCall1(regclassout, ObjectIdGetDatum(relid))),
+						reg.profile),
+				 errhint("Recompute its fingerprints with another profile: SELECT nearsim_rebuild(table, profile => 'default/1').")));
 	return true;
 }

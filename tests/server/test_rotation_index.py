@@ -226,6 +226,12 @@ def test_fingerprints_of_another_profile_are_refused(conn: psycopg.Connection) -
     conn.execute("UPDATE nearsim_tables SET profile = 'default/0'")
     error = error_of(conn, "SELECT * FROM nearsim_pairs('docs', 3)")
     assert "come from profile default/0, which this server cannot compute" in str(error)
+    # nor can its texts be measured: the words of a profile's version are its
+    for measure in ("s_r", "s_l"):
+        error = error_of(conn, f"SELECT * FROM nearsim_pairs_verified('docs', 0.9, '{measure}')")
+        assert error.sqlstate == "55000"
+        assert "words of its profile default/0, which this server does not compute" in str(error)
+    assert conn.execute("SELECT * FROM nearsim_sketch_index('docs')").fetchone() == (None, None)
     error = error_of(conn, "SELECT nearsim_check_profile('docs', 'default/0')")
     assert "nearsim_rebuild('public.docs', profile => 'default/1')" in (
         error.diag.message_hint or "")

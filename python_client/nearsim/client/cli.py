@@ -119,9 +119,10 @@ def init(dsn: str | None, table: str, bands: int | None, profile: str | None,
 # -- queries -----------------------------------------------------------------------
 
 
-def _warn_if_short(query: str) -> None:
-    """A query without words finds nothing; one of few shingles has a jumpy fingerprint."""
-    shingles = len(measures.Shingled(query).shingles)
+def _warn_if_short(query: str, profile: str) -> None:
+    """A query without words finds nothing; one of few shingles has a jumpy fingerprint
+    (its shingles counted with the words of the table's profile)."""
+    shingles = len(measures.Shingled(query, Profile.named(profile).version).shingles)
     if not shingles:
         click.echo(
             "warning: the query has no words: it has no fingerprint and finds nothing", err=True
@@ -209,10 +210,10 @@ def similar(
     else:
         search = search_of(ctx)
     query = _query_text(text, file, encoding)
-    _warn_if_short(query)
     with database_errors():
         conn, documents = open_table(dsn, table)
         with conn:
+            _warn_if_short(query, documents.require_enabled().profile)
             require_storable(conn, "the query" if file is None else file, query)
             if nearest is not None:
                 assert search.max_distance is not None

@@ -15,10 +15,9 @@ pair and choose a threshold knowing what the number means:
 
 ``L`` and ``S`` are the word counts of the longer and the shorter document,
 ``C`` the words in *chunks* (runs of at least ``w`` consecutive words) that
-the two documents share.  Words are :func:`nearsim.core.text.tokens`, so
-every measure sees the same words as the fingerprint; ``tokenisation=2``
-gives the words of profiles of version 2 (the letters of Thai, Lao,
-Khmer... one to a word).
+the two documents share.  Words are :func:`nearsim.core.text.tokens` (with
+``tokenisation=2`` those of profiles of version 2), so every measure sees the
+same words as the fingerprint.
 
 Seed 001 describes two ways of counting ``C``:
 
@@ -170,8 +169,8 @@ class Estimate(NamedTuple):
 # Shingles and the set / multiset measures
 
 
-def word_shingles(text: str, shingle_words: int = SHINGLE_WORDS, *,
-                  tokenisation: int = 1) -> list[str]:  # fmt: skip
+def word_shingles(text: str, shingle_words: int = SHINGLE_WORDS, *, tokenisation: int = 1,
+                  ) -> list[str]:  # fmt: skip
     """The word shingles of ``text`` joined by one space, with repetitions.
 
     For three words this is exactly :func:`nearsim.fingerprint.shingles`.
@@ -189,6 +188,10 @@ def _shingles_of(words: Sequence[str], shingle_words: int) -> list[str]:
         " ".join(words[start : start + shingle_words])
         for start in range(len(words) - shingle_words + 1)
     ]
+
+
+def _both_shingles(a: str, b: str, words: int, tokenisation: int) -> tuple[list[str], ...]:
+    return tuple(word_shingles(t, words, tokenisation=tokenisation) for t in (a, b))
 
 
 def _ratio(numerator: int, denominator: int) -> float:
@@ -221,8 +224,7 @@ def resemblance(a: str, b: str, shingle_words: int = SHINGLE_WORDS, *,
 
     This is what MinHash estimates; repeated shingles count once.
     """
-    return set_resemblance(set(word_shingles(a, shingle_words, tokenisation=tokenisation)),
-                           set(word_shingles(b, shingle_words, tokenisation=tokenisation)))
+    return set_resemblance(*map(set, _both_shingles(a, b, shingle_words, tokenisation)))
 
 
 def containment(a: str, b: str, shingle_words: int = SHINGLE_WORDS, *,
@@ -233,8 +235,7 @@ def containment(a: str, b: str, shingle_words: int = SHINGLE_WORDS, *,
     which is why seed 001 does not use it for near-duplicates, but it finds
     quotations and excerpts.  Not symmetric.
     """
-    return set_containment(set(word_shingles(a, shingle_words, tokenisation=tokenisation)),
-                           set(word_shingles(b, shingle_words, tokenisation=tokenisation)))
+    return set_containment(*map(set, _both_shingles(a, b, shingle_words, tokenisation)))
 
 
 def multiset_jaccard(a: str, b: str, shingle_words: int = SHINGLE_WORDS, *,
@@ -246,8 +247,7 @@ def multiset_jaccard(a: str, b: str, shingle_words: int = SHINGLE_WORDS, *,
     multisets are equal.  Note: seed 004's Table 1 numbers come from a
     different formula, :func:`repetition_similarity`.
     """
-    return _multiset_jaccard(Counter(word_shingles(a, shingle_words, tokenisation=tokenisation)),
-                             Counter(word_shingles(b, shingle_words, tokenisation=tokenisation)))
+    return _multiset_jaccard(*map(Counter, _both_shingles(a, b, shingle_words, tokenisation)))
 
 
 def repetition_similarity(a: str, b: str, shingle_words: int = SHINGLE_WORDS, *,
@@ -261,9 +261,7 @@ def repetition_similarity(a: str, b: str, shingle_words: int = SHINGLE_WORDS, *,
     it fewer times, so it is not a Jaccard index: prefer
     :func:`multiset_jaccard`, and use this to compare with the seed.
     """
-    return _repetition_similarity(
-        Counter(word_shingles(a, shingle_words, tokenisation=tokenisation)),
-        Counter(word_shingles(b, shingle_words, tokenisation=tokenisation)))
+    return _repetition_similarity(*map(Counter, _both_shingles(a, b, shingle_words, tokenisation)))
 
 
 # --------------------------------------------------------------------------
