@@ -1270,26 +1270,43 @@ nearsim_utf8(const char *data, int *len)
 	return utf8;
 }
 
+/*
+ * The fingerprint of a text datum with tokenisation N (profile default/N);
+ * false when it has no tokens.  Other database encodings are converted to
+ * UTF-8 first, as PL/Python gives the reference a decoded str.
+ */
+static bool
+text_fingerprint(text *document, int tokenisation, uint64 *value)
+{
+	const char *data = VARDATA_ANY(document);
+	int			len = VARSIZE_ANY_EXHDR(document);
+	const char *utf8 = nearsim_utf8(data, &len);
+	bool		found = fingerprint_utf8((const unsigned char *) utf8, len, tokenisation, value);
+
+	if (utf8 != data)
+		pfree((char *) utf8);
+	return found;
+}
+
+/* Whether profile is the default one, default/1 or default/2: computed in C */
+bool
+nearsim_profile_in_c(const char *profile)
+{
+	return strcmp(profile, DEFAULT_PROFILE) == 0 || strcmp(profile, TOKENISATION_2_PROFILE) == 0;
+}
+
 PG_FUNCTION_INFO_V1(nearsim_simhash);
 /*
  * simhash(text): the fingerprint of profile default/1, NULL for a text
- * without words.  Other database encodings are converted to UTF-8 first,
- * as PL/Python gives the reference a decoded str.
+ * without words.
  */
 Datum
 nearsim_simhash(PG_FUNCTION_ARGS)
 {
 	text	   *document = PG_GETARG_TEXT_PP(0);
-	const char *data = VARDATA_ANY(document);
-	int			len = VARSIZE_ANY_EXHDR(document);
-	const char *utf8 = nearsim_utf8(data, &len);
 	uint64		value;
-	bool		found;
+	bool		found = text_fingerprint(document, 1, &value);
 
-	found = fingerprint_utf8((const unsigned char *) utf8, len, 1, &value);
-
-	if (utf8 != data)
-		pfree((char *) utf8);
 	PG_FREE_IF_COPY(document, 0);
 	if (!found)
 		PG_RETURN_NULL();
@@ -1305,23 +1322,11 @@ PG_FUNCTION_INFO_V1(nearsim_simhash_profile);
 Datum
 nearsim_simhash_profile(PG_FUNCTION_ARGS)
 {
-	text	   *document;
-	const char *data;
-	int			len;
-	const char *utf8;
 	uint64		value;
-	bool		found;
 
 	if (strcmp(text_to_cstring(PG_GETARG_TEXT_PP(1)), TOKENISATION_2_PROFILE) != 0)
 		return nearsim_call_python_body(fcinfo);
-	document = PG_GETARG_TEXT_PP(0);
-	data = VARDATA_ANY(document);
-	len = VARSIZE_ANY_EXHDR(document);
-	utf8 = nearsim_utf8(data, &len);
-	found = fingerprint_utf8((const unsigned char *) utf8, len, 2, &value);
-	if (utf8 != data)
-		pfree((char *) utf8);
-	if (!found)
+	if (!text_fingerprint(PG_GETARG_TEXT_PP(0), 2, &value))
 		PG_RETURN_NULL();
 	PG_RETURN_INT64((int64) value);
 }

@@ -61,6 +61,7 @@ extern void nearsim_check_owner_rights(Oid owner, Oid relid);
 
 /* fingerprint.c: text as UTF-8; the distinct hashes of its word shingles; its tokens */
 extern const char *nearsim_utf8(const char *data, int *len);
+extern bool nearsim_profile_in_c(const char *profile);
 extern int	nearsim_profile_tokenisation(const char *profile);
 extern int	nearsim_tokenisation_arg(FunctionCallInfo fcinfo, int argno);
 extern Size nearsim_shingle_hashes_utf8(const unsigned char *s, Size len, int tokenisation,

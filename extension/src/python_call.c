@@ -187,7 +187,7 @@ nearsim_require_computable_profile(const char *ext, Oid relid, const char *profi
 	Oid			types[2] = {REGCLASSOID, TEXTOID};
 	Datum		values[2];
 
-	if (strcmp(profile, DEFAULT_PROFILE) == 0 || strcmp(profile, TOKENISATION_2_PROFILE) == 0)
+	if (nearsim_profile_in_c(profile))
 		return;
 	check = psprintf("SELECT %s.nearsim_check_profile($1, $2)", ext);
 	values[0] = ObjectIdGetDatum(relid);
@@ -210,7 +210,7 @@ nearsim_check_profile(PG_FUNCTION_ARGS)
 {
 	char	   *profile = text_to_cstring(PG_GETARG_TEXT_PP(1));
 
-	if (strcmp(profile, DEFAULT_PROFILE) == 0 || strcmp(profile, TOKENISATION_2_PROFILE) == 0)
+	if (nearsim_profile_in_c(profile))
 		PG_RETURN_BOOL(true);
 	return nearsim_call_python_body(fcinfo);
 }

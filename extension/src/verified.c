@@ -270,8 +270,7 @@ nearsim_similar_verified(PG_FUNCTION_ARGS)
 											 nearsim_profile_tokenisation(reg.profile), true,
 											 NULL);
 		/* default/2 is default/1 on the English text the radii are calibrated on */
-		if (!OidIsValid(sketch) && radius < 0 && (strcmp(reg.profile, DEFAULT_PROFILE) == 0 ||
-												  strcmp(reg.profile, TOKENISATION_2_PROFILE) == 0))
+		if (!OidIsValid(sketch) && radius < 0 && nearsim_profile_in_c(reg.profile))
 			radius = calibrated_radius(candidates_s_r > 0.0 ? candidates_s_r : min_similarity);
 		if (OidIsValid(sketch) || radius >= 0)
 		{

@@ -15,12 +15,14 @@ from itertools import combinations
 
 import psycopg
 import pytest
-from khmer import khmer_bodies, typos
 from psycopg import sql
 
 import nearsim
 from nearsim.client.documents import DocumentTable
 from nearsim.core import measures
+
+from khmer import khmer_bodies, typos
+from tables import enabled_table
 
 
 @pytest.fixture(scope="module")
@@ -32,13 +34,7 @@ def bodies() -> dict[int, str]:
 def table(database: str, bodies: dict[int, str]) -> Iterator[str]:
     name = f"khmer_{uuid.uuid4().hex[:8]}"
     with psycopg.connect(database, autocommit=True) as conn:
-        conn.execute(sql.SQL("CREATE TABLE {} (id bigint PRIMARY KEY, body text)").format(
-            sql.Identifier(name)))
-        conn.execute("SELECT nearsim_enable(%s, 'body', profile => 'words:3/2')", [name])
-        with conn.cursor().copy(sql.SQL("COPY {} (id, body) FROM STDIN").format(
-                sql.Identifier(name))) as copy:
-            for key, body in bodies.items():
-                copy.write_row((key, body))
+        enabled_table(conn, name, bodies, "words:3/2")
     yield name
     with psycopg.connect(database, autocommit=True) as conn:
         conn.execute(sql.SQL("DROP TABLE {} CASCADE").format(sql.Identifier(name)))

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import random
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 
 import psycopg
 import pytest
@@ -16,6 +16,8 @@ from psycopg import sql
 import nearsim
 from nearsim.client.samples import kjv_chapters
 from nearsim.core import calibration, measures, profiles
+
+from tables import enabled_table
 
 
 def edited(rng: random.Random, text: str) -> str:
@@ -28,17 +30,6 @@ def edited(rng: random.Random, text: str) -> str:
     return " ".join(words[:cut] + ["selah", "amen"] * (length // 2) + words[cut:])
 
 
-def load_table(conn: psycopg.Connection, table: str, bodies: Mapping[int, str | None]) -> None:
-    """An enabled table ``(id, body)`` holding ``bodies``."""
-    conn.execute(sql.SQL("CREATE TABLE {} (id bigint PRIMARY KEY, body text)").format(
-        sql.Identifier(table)))
-    conn.execute("SELECT nearsim_enable(%s, 'body')", [table])
-    with conn.cursor().copy(sql.SQL("COPY {} (id, body) FROM STDIN").format(
-            sql.Identifier(table))) as copy:
-        for key, body in bodies.items():
-            copy.write_row((key, body))
-
-
 @pytest.fixture(scope="module")
 def corpus(database: str) -> Iterator[tuple[str, dict[int, str]]]:
     rng = random.Random(3)
@@ -49,7 +40,7 @@ def corpus(database: str) -> Iterator[tuple[str, dict[int, str]]]:
     bodies[400] = "a very short note"
     table = f"verified_{uuid.uuid4().hex[:8]}"
     with psycopg.connect(database, autocommit=True) as conn:
-        load_table(conn, table, bodies)
+        enabled_table(conn, table, bodies)
     yield table, bodies
     with psycopg.connect(database, autocommit=True) as conn:
         conn.execute(sql.SQL("DROP TABLE {} CASCADE").format(sql.Identifier(table)))
@@ -381,7 +372,7 @@ def test_verified_pairs_of_odd_documents(database: str, minimum: float) -> None:
         bodies[number] = base if number % 7 == 0 else edited(rng, base)
     table = f"odd_{uuid.uuid4().hex[:8]}"
     with psycopg.connect(database, autocommit=True) as conn:
-        load_table(conn, table, bodies)
+        enabled_table(conn, table, bodies)
         try:
             rows = conn.execute("SELECT a, b, similarity, short FROM"
                                 " nearsim_pairs_verified(%s, %s, 's_r')",
@@ -454,7 +445,7 @@ def test_verified_pairs_on_random_sets_near_every_threshold(database: str) -> No
             bodies[key] = bodies[key - 1]  # identical to the one before
     table = f"random_{uuid.uuid4().hex[:8]}"
     with psycopg.connect(database, autocommit=True) as conn:
-        load_table(conn, table, bodies)
+        enabled_table(conn, table, bodies)
         try:
             for minimum in (0.2, 1 / 3, 0.5, 0.6, 2 / 3, 0.75, 0.8, 0.9, 1.0):
                 rows = conn.execute("SELECT a, b, similarity FROM"
@@ -492,7 +483,7 @@ def sketched(database: str) -> Iterator[tuple[str, dict[int, str]]]:
     bodies[360] = "a very short note"
     table = f"sketched_{uuid.uuid4().hex[:8]}"
     with psycopg.connect(database, autocommit=True) as conn:
-        load_table(conn, table, bodies)
+        enabled_table(conn, table, bodies)
         sketch_index(conn, table)
         conn.execute(sql.SQL("ANALYZE {}").format(sql.Identifier(table)))
     yield table, bodies
@@ -575,7 +566,7 @@ def test_only_a_whole_valid_index_of_the_text_column_is_used(database: str) -> N
     table = f"partial_{uuid.uuid4().hex[:8]}"
     ident = sql.Identifier(table)
     with psycopg.connect(database, autocommit=True) as conn:
-        load_table(conn, table, bodies)
+        enabled_table(conn, table, bodies)
         conn.execute(sql.SQL("ALTER TABLE {} ADD COLUMN other text").format(ident))
         conn.execute(sql.SQL("UPDATE {} SET other = body").format(ident))
         try:
@@ -600,7 +591,7 @@ def test_the_index_follows_updates_deletes_and_transactions(database: str) -> No
     table = f"changes_{uuid.uuid4().hex[:8]}"
     ident = sql.Identifier(table)
     with psycopg.connect(database, autocommit=True) as conn:
-        load_table(conn, table, {1: texts[0], 2: texts[1], 3: texts[2]})
+        enabled_table(conn, table, {1: texts[0], 2: texts[1], 3: texts[2]})
         conn.execute(sql.SQL("ALTER TABLE {} ADD COLUMN note text").format(ident))
         sketch_index(conn, table)
 
@@ -640,7 +631,7 @@ def test_privileges_and_row_security(database: str) -> None:
     role = f"reader_{uuid.uuid4().hex[:8]}"
     ident, who = sql.Identifier(table), sql.Identifier(role)
     with psycopg.connect(database, autocommit=True) as conn:
-        load_table(conn, table, {1: texts[0], 2: texts[0] + " amen", 3: texts[0] + " selah"})
+        enabled_table(conn, table, {1: texts[0], 2: texts[0] + " amen", 3: texts[0] + " selah"})
         sketch_index(conn, table)
         conn.execute(sql.SQL("CREATE ROLE {}").format(who))
         try:

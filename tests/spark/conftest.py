@@ -13,6 +13,8 @@ from spark_corpus import Corpus, make_corpus
 
 from nearsim.spark import session
 
+from tables import enabled_table
+
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
@@ -36,13 +38,7 @@ def corpus(database: str, spark: SparkSession) -> Iterator[Corpus]:
     bodies = make_corpus()
     table = f"spark_{uuid.uuid4().hex[:8]}"
     with psycopg.connect(database, autocommit=True) as conn:
-        conn.execute(sql.SQL("CREATE TABLE {} (id bigint PRIMARY KEY, body text)").format(
-            sql.Identifier(table)))
-        conn.execute("SELECT nearsim_enable(%s, 'body')", [table])
-        with conn.cursor().copy(sql.SQL("COPY {} (id, body) FROM STDIN").format(
-                sql.Identifier(table))) as copy:
-            for key, body in bodies.items():
-                copy.write_row((key, body))
+        enabled_table(conn, table, bodies)
     frame = spark.createDataFrame(sorted(bodies.items()), "id bigint, body string").cache()
     yield Corpus(table, bodies, frame)
     frame.unpersist()

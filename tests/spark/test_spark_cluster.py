@@ -22,6 +22,8 @@ from benchmarks.corpus import build_corpus
 from nearsim.spark import standalone
 from nearsim.spark.runtime import submitted_master
 
+from tables import enabled_table
+
 ROOT = Path(__file__).resolve().parents[2]
 ENV_NAME = "env"
 SMALL = ["--executor-memory", "512m", "--conf", "spark.sql.shuffle.partitions=4",
@@ -65,13 +67,8 @@ def evaluation_corpus(database: str, tmp_path_factory: pytest.TempPathFactory
             out.write(json.dumps({"id": number, "body": document.text}) + "\n")
     table = f"cluster_{uuid.uuid4().hex[:8]}"
     with psycopg.connect(database, autocommit=True) as conn:
-        conn.execute(sql.SQL("CREATE TABLE {} (id bigint PRIMARY KEY, body text)").format(
-            sql.Identifier(table)))
-        conn.execute("SELECT nearsim_enable(%s, 'body')", [table])
-        with conn.cursor().copy(sql.SQL("COPY {} (id, body) FROM STDIN").format(
-                sql.Identifier(table))) as copy:
-            for number, document in enumerate(documents, 1):
-                copy.write_row((number, document.text))
+        enabled_table(conn, table, {number: document.text
+                                    for number, document in enumerate(documents, 1)})
     yield table, path
     with psycopg.connect(database, autocommit=True) as conn:
         conn.execute(sql.SQL("DROP TABLE {} CASCADE").format(sql.Identifier(table)))

@@ -6,12 +6,13 @@ import random
 
 import numpy as np
 import pytest
-from khmer import khmer_bodies
 
 from nearsim.client.samples import kjv_chapters
 from nearsim.core.fingerprint import _feature_hashes
 from nearsim.core.profiles import simhash_many
 from nearsim.spark.shingles import fingerprints_and_sets, shingle_sets
+
+from khmer import khmer_bodies
 
 
 def one_at_a_time(text: str, tokenisation: int = 1) -> np.ndarray:

@@ -10,11 +10,13 @@ from typing import Any
 
 import psycopg
 import pytest
-from khmer import khmer_bodies
 from psycopg import sql
 from pyspark.sql import DataFrame, SparkSession
 
 from nearsim.spark import fingerprints, verified_pairs
+
+from khmer import khmer_bodies
+from tables import enabled_table
 
 Table = tuple[str, DataFrame]
 
@@ -24,13 +26,7 @@ def khmer_table(database: str, spark: SparkSession) -> Iterator[Table]:
     bodies = khmer_bodies(seed=12, originals=8, documents=30)
     table = f"spark_khmer_{uuid.uuid4().hex[:8]}"
     with psycopg.connect(database, autocommit=True) as conn:
-        conn.execute(sql.SQL("CREATE TABLE {} (id bigint PRIMARY KEY, body text)").format(
-            sql.Identifier(table)))
-        conn.execute("SELECT nearsim_enable(%s, 'body', profile => 'default/2')", [table])
-        with conn.cursor().copy(sql.SQL("COPY {} (id, body) FROM STDIN").format(
-                sql.Identifier(table))) as copy:
-            for key, body in bodies.items():
-                copy.write_row((key, body))
+        enabled_table(conn, table, bodies, "default/2")
     frame = spark.createDataFrame(sorted(bodies.items()), "id bigint, body string").cache()
     yield table, frame
     frame.unpersist()

@@ -47,11 +47,6 @@ from .text import check_tokenisation, clusters_apart, separated, separated_quick
 PROFILE = "default/1"
 """Name and version of the fingerprint profile this module computes by default."""
 
-
-def profile_name(tokenisation: int) -> str:
-    """The name of the profile whose fingerprint ``simhash(text, tokenisation)`` is."""
-    return f"default/{tokenisation}"
-
 SHINGLE_WORDS = 3
 
 
