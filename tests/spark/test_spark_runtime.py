@@ -17,7 +17,7 @@ import pytest
 from click.testing import CliRunner
 
 from nearsim.client.cli import cli
-from nearsim.client.sparkrun import _CtrlC
+from nearsim.client.sparkrun import _py4j_connection_logs_hidden
 from nearsim.spark.runtime import (
     SHUFFLE_PARTITIONS_PER_LOCAL_CORE,
     local_cores,
@@ -121,6 +121,7 @@ def test_a_run_prints_its_summary_and_no_spark_log_lines(tmp_path: Path) -> None
     ), capture_output=True, text=True, timeout=600, check=False)  # fmt: skip
     assert quiet.returncode == 0, quiet.stderr
     lines = quiet.stderr.splitlines()
+    assert len(lines) == 3, quiet.stderr
     assert lines[0] == "200 documents (200 with a fingerprint), 0 bad rows"
     assert lines[1].startswith("40 pairs, 40 groups of 80 documents in ")
     assert lines[2:] == [f"written to {tmp_path / 'quiet'}"]
@@ -257,7 +258,7 @@ def test_py4j_connection_errors_it_logs_on_the_root_logger_are_not_shown(
     handler = logging.StreamHandler()  # as logging.exception() installs when none is set
     logging.getLogger().addHandler(handler)
     try:
-        with _CtrlC().watching():
+        with _py4j_connection_logs_hidden():
             try:
                 raise ConnectionResetError("the JVM went away")
             except ConnectionResetError:
@@ -269,3 +270,38 @@ def test_py4j_connection_errors_it_logs_on_the_root_logger_are_not_shown(
     shown = capsys.readouterr().err
     assert "sending command" not in shown and "ConnectionResetError" not in shown
     assert "a message of the command's own" in shown
+
+
+def test_no_py4j_log_while_the_session_and_its_jvm_stop() -> None:
+    """A call Py4J logs as broken while a command's session and JVM stop (after the
+    job, before the summary) is not shown: the stop's failures are no news."""
+    program = textwrap.dedent("""
+        import logging
+        import click
+        import nearsim.spark.runtime as runtime
+        from nearsim.client.sparkrun import session_options, spark_session
+        real_stop = runtime.stop
+
+        def stop_with_a_broken_call(*arguments, **options):
+            try:
+                raise ConnectionResetError("the JVM went away")
+            except ConnectionResetError:
+                logging.exception("Exception while sending command.")
+            real_stop(*arguments, **options)
+
+        runtime.stop = stop_with_a_broken_call
+
+        @click.command()
+        @session_options
+        @click.pass_context
+        def command(ctx):
+            with spark_session(ctx, "local[1]") as spark:
+                assert spark.range(5).count() == 5
+            logging.error("the program's own error")
+
+        command(["--spark-conf", "spark.ui.enabled=false"], standalone_mode=False)
+    """)
+    ran = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True,
+                         timeout=300, check=False)  # fmt: skip
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stderr.splitlines() == ["ERROR:root:the program's own error"]

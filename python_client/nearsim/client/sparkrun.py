@@ -173,29 +173,31 @@ def spark_session(ctx: click.Context, master: str | None) -> Iterator[SparkSessi
     owned = not jvm_running()  # else a session of the caller's, or spark-submit's
     spark = None
     ctrl_c = _CtrlC()
-    try:
-        with _interrupts_to_this_thread():
-            spark = session(master, config=options.conf, driver_memory=options.driver_memory,
-                            executor_memory=options.executor_memory,
-                            log_level=options.log_level)  # fmt: skip
-        with ctrl_c.watching():
-            yield spark
-    except KeyboardInterrupt:
-        with _no_interrupts():
-            _quietly_stop(stop, spark, owned, interrupted=True)
-        raise
-    except Exception as error:
-        line = spark_error(error)
-        with _no_interrupts():
-            _quietly_stop(stop, spark, owned, interrupted=ctrl_c.pressed)
-        if ctrl_c.pressed:  # what failed after Ctrl-C failed because of it
-            raise KeyboardInterrupt from error
-        if line is not None:  # Spark's own: one line, not a Java stack trace
-            raise Fatal(line) from error
-        raise
-    else:
-        with _no_interrupts():
-            _quietly_stop(stop, spark, owned)
+    with _py4j_connection_logs_hidden():
+        try:
+            with _interrupts_to_this_thread():
+                spark = session(master, config=options.conf,
+                                driver_memory=options.driver_memory,
+                                executor_memory=options.executor_memory,
+                                log_level=options.log_level)  # fmt: skip
+            with ctrl_c.watching():
+                yield spark
+        except KeyboardInterrupt:
+            with _no_interrupts():
+                _quietly_stop(stop, spark, owned, interrupted=True)
+            raise
+        except Exception as error:
+            line = spark_error(error)
+            with _no_interrupts():
+                _quietly_stop(stop, spark, owned, interrupted=ctrl_c.pressed)
+            if ctrl_c.pressed:  # what failed after Ctrl-C failed because of it
+                raise KeyboardInterrupt from error
+            if line is not None:  # Spark's own: one line, not a Java stack trace
+                raise Fatal(line) from error
+            raise
+        else:
+            with _no_interrupts():
+                _quietly_stop(stop, spark, owned)
 
 
 class _CtrlC:
@@ -244,8 +246,7 @@ class _CtrlC:
         previous = signal.signal(signal.SIGUSR1, raise_here)
         waiter = threading.Thread(target=wait, name="nearsim-ctrl-c", daemon=True)
         waiter.start()  # with SIGINT blocked, as every thread started from here on
-        root, py4j = logging.getLogger(), logging.getLogger("py4j")
-        root.addFilter(_py4j_interrupted)
+        py4j = logging.getLogger("py4j")
         level = py4j.level
         # Py4J logs the connections it closes after an interrupt as errors, with
         # tracebacks; its failures reach the command as exceptions all the same.
@@ -254,7 +255,6 @@ class _CtrlC:
             yield
         finally:
             py4j.setLevel(level)
-            root.removeFilter(_py4j_interrupted)
             done.set()
             if waiter.ident is not None and waiter.is_alive():
                 try:
@@ -266,11 +266,22 @@ class _CtrlC:
             signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
 
 
-def _py4j_interrupted(record: logging.LogRecord) -> bool:
+@contextmanager
+def _py4j_connection_logs_hidden() -> Iterator[None]:
     """Py4J logs, on the root logger and with a traceback, the interrupt of a call and
-    a call whose connection broke: not shown.  A call that failed raises in the
-    command all the same (one line), and one retried or made for the garbage
-    collector of a Java object is no news to the user."""
+    a call whose connection broke: not shown while the session lives, nor while it
+    and its JVM stop (a Java object's garbage collector may call a JVM that is
+    going).  A call that failed raises in the command all the same (one line),
+    and one retried or made for the garbage collector is no news to the user."""
+    root = logging.getLogger()
+    root.addFilter(_not_a_py4j_connection_log)
+    try:
+        yield
+    finally:
+        root.removeFilter(_not_a_py4j_connection_log)
+
+
+def _not_a_py4j_connection_log(record: logging.LogRecord) -> bool:
     return not str(record.msg).startswith(("KeyboardInterrupt while sending command",
                                            "Exception while sending command"))
 
