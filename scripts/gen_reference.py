@@ -106,7 +106,8 @@ ERRORS: dict[str, str] = {
     "nearsim_resemblance_pairs": "22023 for a `min_similarity` not above 0 or above 1, or a"
                                  " `tokenisation` other than 1 or 2; 42501 without SELECT on"
                                  " `tbl`; 42703 for a column `tbl` lacks",
-    "nearsim_minhash": "22023 if `hashes` is outside 1..10000",
+    "nearsim_minhash": "22023 if `hashes` is outside 1..10000 (54000 above), or for a"
+                       " `tokenisation` other than 1 or 2",
     "nearsim_minhash_estimate": "22023 for signatures of different lengths, empty ones, or"
                                 " values that are NULL or negative",
     "nearsim_estimate": "22023 for a distance outside 0..64, an unknown profile or one"

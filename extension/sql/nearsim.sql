@@ -436,6 +436,18 @@ CREATE FUNCTION nearsim_minhash(document text, hashes integer DEFAULT 200) RETUR
 COMMENT ON FUNCTION nearsim_minhash(text, integer) IS
 'MinHash signature of the 3-word shingles of a document, one minimum per hash function; NULL for a text without words';
 
+-- The same with the words of a tokenisation (2: those of profiles of version
+-- 2).  A function of its own, not a third argument with a default, so that
+-- a column or an index over nearsim_minhash(text, integer) made before
+-- stays as it is.
+CREATE FUNCTION nearsim_minhash(document text, hashes integer, tokenisation integer)
+	RETURNS bigint[]
+	AS 'MODULE_PATHNAME', 'nearsim_python_call'
+	LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+COMMENT ON FUNCTION nearsim_minhash(text, integer, integer) IS
+'MinHash signature of the 3-word shingles of a document with the words of tokenisation 1 or 2 (profiles of version 2), one minimum per hash function; NULL for a text without words';
+
 CREATE FUNCTION nearsim_minhash_estimate(a bigint[], b bigint[],
 		OUT estimate double precision, OUT low double precision, OUT high double precision)
 	AS 'MODULE_PATHNAME', 'nearsim_python_call'

@@ -368,6 +368,8 @@ MATRIX: dict[str, Cell] = {
     "function nearsim_links(regclass)": Cell(Kind.OWNER, select("nearsim_links", "{t.reg}")),
     "function nearsim_minhash(text,integer)": Cell(
         Kind.PURE, select("nearsim_minhash", "{t.near}, 16")),
+    "function nearsim_minhash(text,integer,integer)": Cell(
+        Kind.PURE, select("nearsim_minhash", "{t.near}, 16, 2")),
     "function nearsim_minhash_estimate(bigint[],bigint[])": Cell(
         Kind.PURE, select("nearsim_minhash_estimate", "{t.ext}.nearsim_minhash({t.near}, 16),"
                           " {t.ext}.nearsim_minhash({t.other}, 16)")),
@@ -503,6 +505,7 @@ for _wrapper, _function in (
         ("function nearsim_check_profile(regclass,text)", "nearsim_check_profile"),
         ("function nearsim_compare(text,text,integer,integer,integer)", "nearsim_compare"),
         ("function nearsim_minhash(text,integer)", "nearsim_minhash"),
+        ("function nearsim_minhash(text,integer,integer)", "nearsim_minhash"),
         ("function nearsim_minhash_estimate(bigint[],bigint[])", "nearsim_minhash_estimate"),
         ("function nearsim_estimate(integer,text)", "nearsim_estimate"),
         ("function nearsim_radius(double precision,text)", "nearsim_radius"),

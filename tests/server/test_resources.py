@@ -105,6 +105,8 @@ ENTRIES: dict[str, tuple[str, bool]] = {
     "nearsim_resemblance_pairs(regclass,name,name,name,double precision,integer)":
         ("SELECT count(*) FROM nearsim_resemblance_pairs('docs', 'id', 'body', 'si', 1e-9)", False),
     "nearsim_minhash(text,integer)": (f"SELECT cardinality(nearsim_minhash({BIG}, 10000))", True),
+    "nearsim_minhash(text,integer,integer)":
+        (f"SELECT cardinality(nearsim_minhash({BIG}, 10000, 2))", True),
     "nearsim_minhash_estimate(bigint[],bigint[])":
         ("SELECT * FROM nearsim_minhash_estimate(array_fill(1::bigint, ARRAY[10000]),"
          " array_fill(2::bigint, ARRAY[10000]))", False),

@@ -72,7 +72,8 @@ def test_measures_take_the_tokenisation(conn: psycopg.Connection, bodies: dict[i
                                       "nearsim_containment('a', 'b', %s)",
                                       "nearsim_literal_similarity('a', 'b', %s)",
                                       "nearsim_shingle_count('a', %s)", "nearsim_sketch('a', %s)",
-                                      "nearsim_compare('a', 'b', tokenisation => %s)"])
+                                      "nearsim_compare('a', 'b', tokenisation => %s)",
+                                      "nearsim_minhash('a b c', 8, %s)"])
 @pytest.mark.parametrize("tokenisation", [0, 3, -1])
 def test_an_unknown_tokenisation_is_an_error_that_names_it(
         conn: psycopg.Connection, function: str, tokenisation: int) -> None:
@@ -80,6 +81,26 @@ def test_an_unknown_tokenisation_is_an_error_that_names_it(
         conn.execute(f"SELECT {function}", [tokenisation])
     assert f"tokenisation {tokenisation} is unknown" in str(caught.value)
     assert "version 2" in (caught.value.diag.message_hint or "")
+
+
+def test_minhash_takes_the_tokenisation(conn: psycopg.Connection, bodies: dict[int, str]) -> None:
+    """nearsim_minhash(text, hashes, tokenisation) is the Python signature of those words;
+    with two arguments (a function of its own), tokenisation 1."""
+    a, b = bodies[0], typos(random.Random(2), bodies[0], 3)
+    for text in (a, b, "the quick brown fox jumps over the lazy dog"):
+        row = conn.execute("SELECT nearsim_minhash(%(x)s, 64), nearsim_minhash(%(x)s, 64, 1),"
+                           " nearsim_minhash(%(x)s, 64, 2)", {"x": text}).fetchone()
+        assert row is not None
+        assert row[0] == row[1] == measures.minhash_signature(text, 64).tolist()
+        assert row[2] == measures.minhash_signature(text, 64, tokenisation=2).tolist()
+    # a typo changes a whole phrase of tokenisation 1, three letters of tokenisation 2
+    estimates = [conn.execute(
+        "SELECT estimate FROM nearsim_minhash_estimate(nearsim_minhash(%(a)s, 1000, %(t)s),"
+        " nearsim_minhash(%(b)s, 1000, %(t)s))", {"a": a, "b": b, "t": t}).fetchone()
+        for t in (1, 2)]
+    assert estimates[1] is not None and estimates[0] is not None
+    assert estimates[1][0] == pytest.approx(measures.resemblance(a, b, tokenisation=2), abs=0.06)
+    assert estimates[1][0] > estimates[0][0]
 
 
 def test_a_table_of_default_2_holds_its_fingerprints(conn: psycopg.Connection, table: str,

@@ -39,6 +39,12 @@ FROM nearsim_compare('a b c d e f g h i j k l', 'a b c d e f g h i j k l m n o p
                               nearsim_minhash('a b c d e f g h i j k l m n o p q r s t u v w x y z'));
 SELECT * FROM nearsim_minhash_estimate(nearsim_minhash('a b c', 10), nearsim_minhash('a b c', 20));
 SELECT nearsim_minhash('a b c', 0);
+-- with the words of tokenisation 2 (Thai, Lao, Khmer... a letter to a word);
+-- text without those letters has the same signature at either
+SELECT nearsim_minhash('the quick brown fox', 16, 2) = nearsim_minhash('the quick brown fox', 16) AS same_words,
+       nearsim_minhash('សួស្តី ពិភពលោក', 16, 2) = nearsim_minhash('សួស្តី ពិភពលោក', 16) AS same_khmer,
+       cardinality(nearsim_minhash('សួស្តី', 16, 2)) AS letters_shingled;
+SELECT nearsim_minhash('a b c', 16, 3);
 SELECT * FROM nearsim_minhash_estimate(ARRAY[1, -2]::bigint[], ARRAY[1, 2]::bigint[]);
 
 -- calibration: what a distance means, and the radius for a similarity

@@ -99,7 +99,8 @@ def nearsim_compare(plpy: Any, a: str, b: str, min_chunk_words: int, shingle_wor
             c.s_r, c.containment, c.multiset_jaccard)
 
 
-def nearsim_minhash(plpy: Any, document: str, hashes: int) -> list[int] | None:
+def nearsim_minhash(plpy: Any, document: str, hashes: int,
+                    tokenisation: int = 1) -> list[int] | None:  # fmt: skip
     """``nearsim_minhash``: a MinHash signature; NULL for a text without words."""
     session = _session(plpy)
     if not 1 <= hashes <= measures.MAX_HASHES:
@@ -107,8 +108,11 @@ def nearsim_minhash(plpy: Any, document: str, hashes: int) -> list[int] | None:
                      f" nearsim_minhash), not {hashes}",
                      sqlstate="54000" if hashes > 0 else "22023",
                      hint="200 hashes estimate S_R within about 0.07, 10000 within about 0.01.")
+    if tokenisation not in TOKENISATIONS:
+        session.fail(f"tokenisation {tokenisation} is unknown to this nearsim, which"
+                     " computes 1 and 2", hint=TOKENISATION_HINT)
     try:
-        signature = measures.minhash_signature(document, hashes)
+        signature = measures.minhash_signature(document, hashes, tokenisation=tokenisation)
     except LimitExceeded as error:
         session.fail(str(error), hint=error.hint, sqlstate="54000")
     if signature[0] == measures.EMPTY_SIGNATURE_VALUE:
