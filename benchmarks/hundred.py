@@ -30,7 +30,14 @@ answer against. Measured in the same run:
   and for ``--pairs-checked`` documents every pair they are in checked against
   numpy;
 - what the figures need: shared_buffers, the sizes read, the index blocks
-  the searches read from outside shared_buffers, the machine's memory.
+  the searches read from outside shared_buffers, the machine's memory;
+- with ``--search-shared-buffers SIZE`` and ``--restart-command CMD`` (the
+  benchmark's own cluster: ``make bench-100m`` gives both), the searches
+  again, every answer checked, after ``ALTER SYSTEM SET shared_buffers`` and
+  CMD (which restarts the server) and a pass that reads what they read: the
+  figures of a server whose shared_buffers holds the rotation indexes
+  (docs/OPERATIONS.md).  shared_buffers is reset and the server restarted
+  afterwards.
 
 nearsim_pairs holds every key and fingerprint of the table in the server (C):
 about 80 bytes per document (8 GB at 100 million), so it is left out, with a
@@ -41,7 +48,8 @@ indexes, and the WAL up to max_wal_size: 30 GB at 100 million with 8GB)
 and stops when it falls under 2 GB while loading.
 
 Usage: ``python -m benchmarks.hundred --dsn DSN [--size N] [--batch-rows N]
-[--queries N] [--max-wal-size SIZE] [--results FILE]``.
+[--queries N] [--max-wal-size SIZE] [--search-shared-buffers SIZE
+--restart-command CMD] [--results FILE]``.
 """
 
 from __future__ import annotations
@@ -52,6 +60,7 @@ import os
 import platform
 import secrets
 import shutil
+import subprocess
 import sys
 import threading
 import time
@@ -152,6 +161,9 @@ class Result:
     planted_pairs: int = 0
     pairs_checked: int = 0
     pairs_skipped: str = ""  # why nearsim_pairs did not run, if it did not
+    # the searches again with shared_buffers set to buffered_shared_buffers (if measured)
+    buffered_shared_buffers: str = ""
+    buffered_searches: dict[str, tuple[float, float, float, float]] = field(default_factory=dict)
 
     @property
     def rotation_per_doc(self) -> float:
@@ -328,8 +340,9 @@ def index_reads(conn: Connection, qualified: str) -> int:
 
 def time_searches(conn: Connection, docset: DocSet, queries: Sequence[int],
                   expected: Sequence[tuple[dict[int, int], list[tuple[int, int]]]],
-                  result: Result) -> None:
-    """Each search over every query twice (the first pass untimed), every answer checked."""
+                  into: dict[str, tuple[float, float, float, float]]) -> None:
+    """Each search over every query twice (the first pass untimed), every answer checked;
+    p50, p95, mean rows and index blocks read per search ``into`` a dict by search."""
     table = docset.table
     statements = {
         f"k = {k}": sql.SQL("SELECT id, hamming(si, %(q)s::bigint) FROM {} WHERE"
@@ -362,9 +375,58 @@ def time_searches(conn: Connection, docset: DocSet, queries: Sequence[int],
                                      f" ({len(rows)} rows, numpy {len(wanted)})")  # type: ignore[arg-type]
                 found.append(len(rows))
             if timed:
-                result.searches[name] = (
+                into[name] = (
                     percentile_ms(seconds, 50), percentile_ms(seconds, 95), float(np.mean(found)),
                     (index_reads(conn, docset.qualified) - reads) / len(queries))
+
+
+def check_buffers_fit(conn: Connection, value: str, memory: int) -> None:
+    """Refuse a shared_buffers the server could not start with: more than half the RAM
+    (a server that cannot restart is left down, with the setting in its files)."""
+    try:
+        row = conn.execute("SELECT pg_catalog.pg_size_bytes(%s)", (value,)).fetchone()
+    except psycopg.Error:
+        row = None
+    wanted = int(row[0]) if row else 0
+    if wanted <= 0 or (memory and wanted > memory // 2):
+        raise BenchError(f"--search-shared-buffers {value}: more than half of this machine's"
+                         f" {memory / GB:.0f} GB of RAM" if wanted > 0 else
+                         f"--search-shared-buffers {value}: not a size", status=2)
+
+
+def set_shared_buffers(conn: Connection, dsn: str, value: str | None,
+                       restart_command: str) -> Connection:
+    """ALTER SYSTEM SET shared_buffers = ``value`` (RESET with None), then restart the
+    server with ``restart_command`` (a shell command): a new session on it."""
+    statement = ("ALTER SYSTEM RESET shared_buffers" if value is None else
+                 sql.SQL("ALTER SYSTEM SET shared_buffers = {}").format(sql.Literal(value)))
+    conn.execute(statement)
+    conn.close()
+    done = subprocess.run(restart_command, shell=True, capture_output=True, text=True,
+                          check=False)
+    if done.returncode != 0:
+        raise BenchError(f"--restart-command failed ({done.returncode}):"
+                         f" {(done.stderr or done.stdout).strip()[-500:]}")
+    conn = connect(dsn)
+    prepare_session(conn)
+    conn.prepare_threshold = PREPARE_WHEN_ASKED
+    return conn
+
+
+def buffered_searches(session: list[Connection], dsn: str, docset: DocSet,
+                      queries: Sequence[int],
+                      expected: Sequence[tuple[dict[int, int], list[tuple[int, int]]]],
+                      result: Result, shared: str, restart_command: str) -> None:
+    """The searches again on a server restarted with shared_buffers = ``shared``; the
+    server restarted with its own afterwards.  ``session[0]``: the session, replaced by
+    a new one after each restart."""
+    session[0] = set_shared_buffers(session[0], dsn, shared, restart_command)
+    try:
+        result.buffered_shared_buffers = shared_buffers(session[0])
+        print(f"   the searches again with shared_buffers {result.buffered_shared_buffers}")
+        time_searches(session[0], docset, queries, expected, result.buffered_searches)
+    finally:
+        session[0] = set_shared_buffers(session[0], dsn, None, restart_command)
 
 
 def all_pairs(conn: Connection, docset: DocSet, fingerprints: Fingerprints,
@@ -443,11 +505,14 @@ def summary_rows(r: Result, scan_ms: float) -> list[list[str]]:
     """measurement, value, baseline, ratio, target, met: as the other summaries."""
     label = count_rows(r.size)
     rows = []
-    for name, (p50, _, found, _) in r.searches.items():
-        limit = TARGETS[name]
-        rows.append([f"{name}, {label} (exact, {found:.1f} rows on average), p50 ms", ms(p50),
-                     f"{ms(scan_ms)} (hamming() scan, k = 6)", times(scan_ms / p50),
-                     f"<= {limit:g} ms", "yes" if p50 <= limit else "no"])
+    for buffers, searches in ((r.shared_buffers, r.searches),
+                              (r.buffered_shared_buffers, r.buffered_searches)):
+        for name, (p50, _, found, _) in searches.items():
+            limit = TARGETS[name]
+            rows.append([f"{name}, {label} (exact, {found:.1f} rows on average),"
+                         f" shared_buffers {buffers}, p50 ms", ms(p50),
+                         f"{ms(scan_ms)} (hamming() scan, k = 6)", times(scan_ms / p50),
+                         f"<= {limit:g} ms", "yes" if p50 <= limit else "no"])
     ratio = r.last_rate / r.first_rate
     rows.append([f"COPY, last tenth of {label} ({count_rows(r.size // 10)}), rows/s",
                  f"{r.last_rate:,.0f}", f"{r.first_rate:,.0f} (first tenth)", f"{ratio:.2f}",
@@ -486,6 +551,10 @@ def needs(r: Result) -> str:
             " The p50 above therefore need memory for the rotation indexes"
             f" ({size_text(r.rotation_bytes)}) in shared_buffers or the page cache; with less,"
             " each such block is a read from storage. "
+            + (f"With shared_buffers {r.buffered_shared_buffers} the same searches read, per"
+               " search, "
+               + ", ".join(f"{name} {v[3]:.1f}" for name, v in r.buffered_searches.items())
+               + " blocks from outside it. " if r.buffered_searches else "")
             + (f"nearsim_pairs was {r.pairs_skipped}." if r.pairs_skipped else
                f"nearsim_pairs held {r.pairs_peak_anonymous / MB:,.0f} MB of memory of its own"
                f" at its peak, {r.pairs_peak_anonymous / r.size:.0f} bytes per document: it"
@@ -501,8 +570,11 @@ def hundred_section(results: dict[str, Any] | None) -> str:
                 " takes an hour or more on 2 cores and about 30 GB of disk.")
     from .docs import table  # docs imports this module
 
-    r = Result(**{k: v for k, v in results["result"].items() if k != "searches"})
+    r = Result(**{k: v for k, v in results["result"].items()
+                  if k not in ("searches", "buffered_searches")})
     r.searches = {k: tuple(v) for k, v in results["result"]["searches"].items()}
+    r.buffered_searches = {k: tuple(v) for k, v
+                           in results["result"].get("buffered_searches", {}).items()}
     pairs = ("" if r.pairs_skipped else
              f"; the pairs: each pair's distance, all {r.planted_pairs:,} planted pairs found,"
              f" and every pair of {r.pairs_checked} documents against numpy")
@@ -511,10 +583,12 @@ def hundred_section(results: dict[str, Any] | None) -> str:
              f"\n\n**This run is the benchmark's own check at {count_rows(r.size)} documents,"
              " not the 100 million it is made for**: `make bench-100m` runs"
              f" `{FULL_COMMAND}` (an hour or more on 2 cores, about 30 GB of disk).")
-    searches = table(["search", "p50 ms", "p95 ms", "rows (mean)",
+    searches = table(["search", "shared_buffers", "p50 ms", "p95 ms", "rows (mean)",
                       "index blocks read from outside shared_buffers, per search"],
-                     [[name, ms(p50), ms(p95), f"{found:.1f}", f"{reads:.1f}"]
-                      for name, (p50, p95, found, reads) in r.searches.items()])
+                     [[name, buffers, ms(p50), ms(p95), f"{found:.1f}", f"{reads:.1f}"]
+                      for buffers, measured in ((r.shared_buffers, r.searches),
+                                                (r.buffered_shared_buffers, r.buffered_searches))
+                      for name, (p50, p95, found, reads) in measured.items()])
     sizes = table(["relation", "GB", "bytes/doc"], [
         ["heap (id, body, si)", f"{r.heap_bytes / GB:.2f}", f"{r.heap_bytes / r.size:.1f}"],
         ["primary key", f"{r.key_bytes / GB:.2f}", f"{r.key_bytes / r.size:.1f}"],
@@ -545,7 +619,8 @@ nearsim {results["nearsim"]}, PostgreSQL
 
 
 def run(dsn: str, size: int, batch: int, plain_rows: int, queries: int, checked: int,
-        max_wal_size: str | None, results_file: str | None, command: str) -> int:
+        max_wal_size: str | None, results_file: str | None, command: str,
+        search_buffers: str | None = None, restart_command: str | None = None) -> int:
     started = time.perf_counter()
     load_before = load_average()
     conn = connect(dsn)
@@ -571,8 +646,11 @@ def run(dsn: str, size: int, batch: int, plain_rows: int, queries: int, checked:
         print(f"   nearsim {nearsim.__version__}; PostgreSQL {version}; {cpu_model()},"
               f" {os.cpu_count()} cores; shared_buffers {result.shared_buffers};"
               f" {result.memory_total / GB:.0f} GB of RAM")
+        if search_buffers is not None:
+            check_buffers_fit(conn, search_buffers, result.memory_total)
         conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
         conn.prepare_threshold = PREPARE_WHEN_ASKED
+        session = [conn]
         try:
             if max_wal_size:
                 result.max_wal_size = set_max_wal_size(conn, max_wal_size)
@@ -605,20 +683,25 @@ def run(dsn: str, size: int, batch: int, plain_rows: int, queries: int, checked:
             print(f"   loaded in {result.load_seconds:.0f} s; computing the answers with numpy")
             expected = [expected_answers(fingerprints, q) for q in chosen.tolist()]
             prewarm_search(conn, schema, docset)
-            time_searches(conn, docset, chosen.tolist(), expected, result)
+            time_searches(conn, docset, chosen.tolist(), expected, result.searches)
             scan_ms = time_scan(conn, docset, chosen.tolist(), expected)
             result.pairs_skipped = pairs_memory_short(size, memory_total("MemAvailable"))
             if result.pairs_skipped:
                 print(f"   nearsim_pairs {result.pairs_skipped}")
             else:
                 all_pairs(conn, docset, fingerprints, planted, checked, result)
+            if search_buffers is not None and restart_command is not None:
+                buffered_searches(session, dsn, docset, chosen.tolist(), expected, result,
+                                  search_buffers, restart_command)
         finally:
+            conn = session[0]  # a new one after a restart
             try:
                 if max_wal_size:
                     set_max_wal_size(conn, None)
                 conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
             except psycopg.Error as error:
                 print(f"could not drop {schema}: {error}", file=sys.stderr)
+            conn.close()
     summary = summary_rows(result, scan_ms)
     print()
     print_table(["measurement", "value", "baseline", "ratio", "target", "met?"], summary,
@@ -643,6 +726,7 @@ def run(dsn: str, size: int, batch: int, plain_rows: int, queries: int, checked:
 
 
 FULL_COMMAND = ("python -m benchmarks.hundred --size 100000000 --max-wal-size 8GB"
+                " --search-shared-buffers 10GB --restart-command CMD"
                 " --results benchmarks/results/hundred.json")
 
 
@@ -658,8 +742,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--max-wal-size", metavar="SIZE",
                         help="max_wal_size while loading (ALTER SYSTEM on the server, reset"
                         " afterwards: for a cluster of the benchmark's own)")
+    parser.add_argument("--search-shared-buffers", metavar="SIZE",
+                        help="the searches again with this shared_buffers (ALTER SYSTEM and"
+                        " --restart-command, reset afterwards: for a cluster of the"
+                        " benchmark's own)")
+    parser.add_argument("--restart-command", metavar="CMD",
+                        help="a shell command that restarts the server, for"
+                        " --search-shared-buffers")
     parser.add_argument("--results", metavar="FILE")
     args = parser.parse_args(argv)
+    if (args.search_shared_buffers is None) != (args.restart_command is None):
+        parser.error("--search-shared-buffers and --restart-command go together")
     if not args.dsn:
         parser.error("--dsn (or NEARSIM_DSN) is required")
     if args.size < 100_000 or args.queries < 1 or args.plain_rows < 1000:
@@ -677,7 +770,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return run(args.dsn, args.size, batch, args.plain_rows, args.queries, args.pairs_checked,
                    args.max_wal_size, args.results,
-                   " ".join(["python -m benchmarks.hundred", *shown]))
+                   " ".join(["python -m benchmarks.hundred", *shown]),
+                   args.search_shared_buffers, args.restart_command)
     except BenchError as error:
         print(f"benchmarks.hundred: {error}", file=sys.stderr)
         return error.status

@@ -7,9 +7,12 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 import numpy as np
+import psycopg
 import pytest
 
 from benchmarks import common, docs, hundred
@@ -91,26 +94,40 @@ def test_a_batch_that_does_not_divide_a_tenth_is_refused() -> None:
     assert "--batch-rows must divide a tenth of --size" in done.stderr
 
 
-def test_a_small_run_checks_every_answer_and_writes_its_results(database: str,
-                                                                tmp_path: Path) -> None:
+def test_a_small_run_checks_every_answer_and_writes_its_results(
+    own_server: Callable[..., AbstractContextManager[tuple[str, str]]], tmp_path: Path,
+) -> None:  # fmt: skip
+    """On a server of its own, which it restarts with another shared_buffers for the
+    searches again, and then with its own."""
     results = tmp_path / "hundred.json"
-    done = subprocess.run(
-        [sys.executable, "-m", "benchmarks.hundred", "--dsn", database, "--size", "200000",
-         "--plain-rows", "20000", "--queries", "10", "--pairs-checked", "20", "--results",
-         str(results)], capture_output=True, text=True, timeout=600, cwd=ROOT, check=False)
-    assert done.returncode == 0, done.stderr
+    cluster = ROOT / "scripts" / "pgcluster.sh"
+    with own_server("nearsim-hundred-", {}, database="nearsim") as (directory, database):
+        restart = f"{cluster} stop {directory} && {cluster} start {directory}"
+        done = subprocess.run(
+            [sys.executable, "-m", "benchmarks.hundred", "--dsn", database, "--size", "200000",
+             "--plain-rows", "20000", "--queries", "10", "--pairs-checked", "20",
+             "--search-shared-buffers", "48MB", "--restart-command", restart, "--results",
+             str(results)], capture_output=True, text=True, timeout=600, cwd=ROOT, check=False)
+        assert done.returncode == 0, done.stderr
+        with psycopg.connect(database) as conn:  # up again, with its own setting
+            assert conn.execute("SHOW shared_buffers").fetchone() == ("128MB",)
     data = json.loads(results.read_text(encoding="utf-8"))
     result = data["result"]
     assert result["size"] == 200_000 and len(result["batch_seconds"]) == 10
     assert result["pairs"] >= result["planted_pairs"] > 1000
     assert result["pairs_checked"] == 20
     assert result["pairs_peak_anonymous"] > 0  # watched in /proc while nearsim_pairs ran
-    assert set(result["searches"]) == {"k = 3", "k = 6", "ORDER BY hamming() LIMIT 10"}
-    loaded = hundred.Result(**{k: v for k, v in result.items() if k != "searches"})
+    searches = {"k = 3", "k = 6", "ORDER BY hamming() LIMIT 10"}
+    assert set(result["searches"]) == set(result["buffered_searches"]) == searches
+    assert result["shared_buffers"] == "128MB" and result["buffered_shared_buffers"] == "48MB"
+    assert sum("shared_buffers 48MB" in row[0] for row in data["summary"]) == 3
+    loaded = hundred.Result(**{k: v for k, v in result.items()
+                               if k not in ("searches", "buffered_searches")})
     assert 4 <= loaded.si_per_doc <= 16  # a bigint, and its alignment
     assert 50 <= loaded.rotation_per_doc <= 150
     assert "--dsn" not in data["command"] and database not in data["command"]
     page = hundred.hundred_section(data)
+    assert "| k = 6 | 48MB |" in page and "With shared_buffers 48MB the same searches" in page
     assert "the benchmark's own check at 200k documents" in page
     assert hundred.FULL_COMMAND in page
     measured = {row[0].split(",")[0]: row for row in data["summary"]}
@@ -124,6 +141,34 @@ def test_a_small_run_checks_every_answer_and_writes_its_results(database: str,
         [*first[:5], "no"], *data["summary"][1:]]})
     assert f"- {first[0]}: {first[1]} (target {first[4]}" in missed
     assert "No results of `make bench-100m`" in docs.hundred_page(tmp_path / "none")[0]
+
+
+@pytest.mark.parametrize(("arguments", "message"), [
+    (["--search-shared-buffers", "1GB"], "--search-shared-buffers and --restart-command go"
+                                         " together"),
+    (["--restart-command", "true"], "--search-shared-buffers and --restart-command go together"),
+])
+def test_shared_buffers_for_the_searches_needs_a_restart(arguments: list[str],
+                                                          message: str) -> None:
+    done = subprocess.run([sys.executable, "-m", "benchmarks.hundred", "--dsn", "dbname=x",
+                           *arguments], capture_output=True, text=True, timeout=60, cwd=ROOT,
+                          check=False)  # fmt: skip
+    assert done.returncode == 2 and message in done.stderr
+
+
+@pytest.mark.parametrize("size", ["100TB", "lots"])
+def test_a_shared_buffers_the_server_could_not_start_with_is_refused_first(
+        database: str, size: str) -> None:
+    """Before anything is loaded: the server would stay down with it in its files."""
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks.hundred", "--dsn", database, "--size", "200000",
+         "--search-shared-buffers", size, "--restart-command", "false"],
+        capture_output=True, text=True, timeout=120, cwd=ROOT, check=False)
+    assert done.returncode == 2, done.stderr
+    assert f"--search-shared-buffers {size}: " in done.stderr
+    with psycopg.connect(database) as conn:
+        assert conn.execute("SELECT count(*) FROM pg_namespace"
+                            " WHERE nspname LIKE 'nearsim_hundred_%'").fetchone() == (0,)
 
 
 def test_max_wal_size_is_raised_for_the_load_and_reset_after(database: str) -> None:
