@@ -59,6 +59,7 @@ import json
 import os
 import platform
 import secrets
+import shlex
 import shutil
 import subprocess
 import sys
@@ -770,7 +771,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return run(args.dsn, args.size, batch, args.plain_rows, args.queries, args.pairs_checked,
                    args.max_wal_size, args.results,
-                   " ".join(["python -m benchmarks.hundred", *shown]),
+                   " ".join(["python -m benchmarks.hundred", *map(shlex.quote, shown)]),
                    args.search_shared_buffers, args.restart_command)
     except BenchError as error:
         print(f"benchmarks.hundred: {error}", file=sys.stderr)
