@@ -406,8 +406,12 @@ def set_shared_buffers(conn: Connection, dsn: str, value: str | None,
     done = subprocess.run(restart_command, shell=True, capture_output=True, text=True,
                           check=False)
     if done.returncode != 0:
+        setting = ("its own shared_buffers" if value is None else
+                   f"shared_buffers = {value} in postgresql.auto.conf (ALTER SYSTEM RESET"
+                   " shared_buffers once it is up)")
         raise BenchError(f"--restart-command failed ({done.returncode}):"
-                         f" {(done.stderr or done.stdout).strip()[-500:]}")
+                         f" {(done.stderr or done.stdout).strip()[-500:]}; the server may be"
+                         f" down, with {setting}")
     conn = connect(dsn)
     prepare_session(conn)
     conn.prepare_threshold = PREPARE_WHEN_ASKED
