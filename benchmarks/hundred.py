@@ -166,6 +166,23 @@ class Result:
     buffered_shared_buffers: str = ""
     buffered_searches: dict[str, tuple[float, float, float, float]] = field(default_factory=dict)
 
+    @classmethod
+    def from_json(cls, fields: dict[str, Any]) -> Result:
+        """A result as ``hundred.json`` holds it (its searches' tuples as lists)."""
+        result = cls(**{k: v for k, v in fields.items()
+                        if k not in ("searches", "buffered_searches")})
+        result.searches = {name: tuple(v) for name, v in fields["searches"].items()}
+        result.buffered_searches = {name: tuple(v) for name, v
+                                    in fields.get("buffered_searches", {}).items()}
+        return result
+
+    def search_runs(self) -> list[tuple[str, dict[str, tuple[float, float, float, float]]]]:
+        """The searches of each run measured: its shared_buffers, and them by search."""
+        runs = [(self.shared_buffers, self.searches)]
+        if self.buffered_searches:
+            runs.append((self.buffered_shared_buffers, self.buffered_searches))
+        return runs
+
     @property
     def rotation_per_doc(self) -> float:
         return self.rotation_bytes / self.size
@@ -510,8 +527,7 @@ def summary_rows(r: Result, scan_ms: float) -> list[list[str]]:
     """measurement, value, baseline, ratio, target, met: as the other summaries."""
     label = count_rows(r.size)
     rows = []
-    for buffers, searches in ((r.shared_buffers, r.searches),
-                              (r.buffered_shared_buffers, r.buffered_searches)):
+    for buffers, searches in r.search_runs():
         for name, (p50, _, found, _) in searches.items():
             limit = TARGETS[name]
             rows.append([f"{name}, {label} (exact, {found:.1f} rows on average),"
@@ -575,11 +591,7 @@ def hundred_section(results: dict[str, Any] | None) -> str:
                 " takes an hour or more on 2 cores and about 30 GB of disk.")
     from .docs import table  # docs imports this module
 
-    r = Result(**{k: v for k, v in results["result"].items()
-                  if k not in ("searches", "buffered_searches")})
-    r.searches = {k: tuple(v) for k, v in results["result"]["searches"].items()}
-    r.buffered_searches = {k: tuple(v) for k, v
-                           in results["result"].get("buffered_searches", {}).items()}
+    r = Result.from_json(results["result"])
     pairs = ("" if r.pairs_skipped else
              f"; the pairs: each pair's distance, all {r.planted_pairs:,} planted pairs found,"
              f" and every pair of {r.pairs_checked} documents against numpy")
@@ -591,8 +603,7 @@ def hundred_section(results: dict[str, Any] | None) -> str:
     searches = table(["search", "shared_buffers", "p50 ms", "p95 ms", "rows (mean)",
                       "index blocks read from outside shared_buffers, per search"],
                      [[name, buffers, ms(p50), ms(p95), f"{found:.1f}", f"{reads:.1f}"]
-                      for buffers, measured in ((r.shared_buffers, r.searches),
-                                                (r.buffered_shared_buffers, r.buffered_searches))
+                      for buffers, measured in r.search_runs()
                       for name, (p50, p95, found, reads) in measured.items()])
     sizes = table(["relation", "GB", "bytes/doc"], [
         ["heap (id, body, si)", f"{r.heap_bytes / GB:.2f}", f"{r.heap_bytes / r.size:.1f}"],

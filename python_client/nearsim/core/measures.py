@@ -169,8 +169,8 @@ class Estimate(NamedTuple):
 # Shingles and the set / multiset measures
 
 
-def word_shingles(text: str, shingle_words: int = SHINGLE_WORDS, *, tokenisation: int = 1,
-                  ) -> list[str]:  # fmt: skip
+def word_shingles(text: str, shingle_words: int = SHINGLE_WORDS, *,
+                  tokenisation: int = 1) -> list[str]:  # fmt: skip
     """The word shingles of ``text`` joined by one space, with repetitions.
 
     For three words this is exactly :func:`nearsim.fingerprint.shingles`.

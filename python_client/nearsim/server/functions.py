@@ -75,15 +75,20 @@ def nearsim_check_profile(plpy: Any, tbl: str, profile: str) -> bool:
 # -- exact measures -----------------------------------------------------------
 
 
+def _require_tokenisation(session: Session, tokenisation: int) -> None:
+    """Refuse a tokenisation other than 1 and 2 (as nearsim_tokenisation_arg does in C)."""
+    if tokenisation not in TOKENISATIONS:
+        session.fail(f"tokenisation {tokenisation} is unknown to this nearsim, which"
+                     " computes 1 and 2", hint=TOKENISATION_HINT)
+
+
 def nearsim_compare(plpy: Any, a: str, b: str, min_chunk_words: int, shingle_words: int,
                     tokenisation: int) -> tuple[Any, ...]:
     """``nearsim_compare``: the exact measures of two texts."""
     for name, value in (("min_chunk_words", min_chunk_words), ("shingle_words", shingle_words)):
         if value < 1:
             _session(plpy).fail(f"{name} must be at least 1, not {value}")
-    if tokenisation not in TOKENISATIONS:
-        _session(plpy).fail(f"tokenisation {tokenisation} is unknown to this nearsim, which"
-                            " computes 1 and 2", hint=TOKENISATION_HINT)
+    _require_tokenisation(_session(plpy), tokenisation)
     for name, text in (("a", a), ("b", b)):
         if len(text) > measures.MAX_MEASURED_CHARS:
             _session(plpy).fail(
@@ -108,9 +113,7 @@ def nearsim_minhash(plpy: Any, document: str, hashes: int,
                      f" nearsim_minhash), not {hashes}",
                      sqlstate="54000" if hashes > 0 else "22023",
                      hint="200 hashes estimate S_R within about 0.07, 10000 within about 0.01.")
-    if tokenisation not in TOKENISATIONS:
-        session.fail(f"tokenisation {tokenisation} is unknown to this nearsim, which"
-                     " computes 1 and 2", hint=TOKENISATION_HINT)
+    _require_tokenisation(session, tokenisation)
     try:
         signature = measures.minhash_signature(document, hashes, tokenisation=tokenisation)
     except LimitExceeded as error:
