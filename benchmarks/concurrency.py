@@ -99,7 +99,7 @@ from .docsets import (
     random_fingerprints,
     shared_buffers,
 )
-from .hnsw import BUILD_MEMORY
+from .hnsw import build_memory
 
 ROWS = 10_000_000
 QUERIES = 500
@@ -295,7 +295,8 @@ class Bench:
         self.conn.execute(sql.SQL("CREATE TABLE {} AS SELECT id, si::bit(64) AS b FROM {}").format(
             self.bits, self.docset.table))
         self.conn.execute(sql.SQL("ANALYZE {}").format(self.bits))
-        self.conn.execute("SELECT set_config('maintenance_work_mem', %s, false)", [BUILD_MEMORY])
+        self.conn.execute("SELECT set_config('maintenance_work_mem', %s, false)",
+                          [build_memory(self.docset.rows)])
         started = time.perf_counter()
         self.conn.execute(sql.SQL("CREATE INDEX {} ON {} USING hnsw (b bit_hamming_ops)").format(
             sql.Identifier("bits_hnsw"), self.bits))
@@ -589,7 +590,8 @@ clients against 1)"""
         scored = ""
     else:
         against = f""", and pgvector {results["pgvector"]}'s HNSW index (`bit_hamming_ops`, built in
-{results["hnsw_build_seconds"]:.0f} s) over the same fingerprints as `bit(64)`
+{results["hnsw_build_seconds"]:.0f} s with maintenance_work_mem {build_memory(results["rows"])})
+over the same fingerprints as `bit(64)`
 (`--without-hnsw` measures nearsim's half alone, on a server without pgvector)"""
         scored = """; HNSW's answers are scored
 there by recall (the share of the true 10 nearest in its 10 rows; a row as near as the true

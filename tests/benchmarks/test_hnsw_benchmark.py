@@ -54,6 +54,16 @@ def test_the_section_shows_both_sides_and_the_targets() -> None:
     assert "No results" in hnsw.hnsw_section(None)
 
 
+def test_the_build_memory_holds_the_graph_at_every_size() -> None:
+    # pgvector's graph takes about 650 bytes a row; a build whose graph outgrows
+    # maintenance_work_mem goes on on disk, many times slower
+    assert hnsw.build_memory(1_000) == "2GB"
+    assert hnsw.build_memory(1_000_000) == "2GB"
+    assert hnsw.build_memory(10_000_000) == "10GB"
+    for rows in (3_000_000, 10_000_000, 25_000_000):
+        assert int(hnsw.build_memory(rows).removesuffix("GB")) * 2**30 >= 650 * rows
+
+
 def test_without_pgvector_it_says_so_and_stops(database: str) -> None:
     with psycopg.connect(database) as conn:
         available = conn.execute(
