@@ -63,6 +63,7 @@ from psycopg import sql
 
 import nearsim
 from nearsim.client.samples import kjv_chapters
+from nearsim.core.calibration import radius_for
 from nearsim.core.measures import (
     CANDIDATE_RESEMBLANCE,
     DEFAULT_MEASURE,
@@ -75,9 +76,10 @@ from nearsim.core.text import tokens
 from .common import MB, best_of
 from .corpus import Document, build_corpus, original_documents
 from .defaults import LIGHT, UNRELATED, candidates, family_pairs, kind_of
+from .docsets import popcount
 from .langcorpus import LANGUAGES, fingerprint_of_set, language_corpus
 
-__all__ = ["F1_TOLERANCE", "Scored", "evaluate", "markdown", "score_set"]
+__all__ = ["F1_TOLERANCE", "Scored", "evaluate", "markdown", "radius_recall", "score_set"]
 
 F1_TOLERANCE = 0.02
 """How far below the English F1 a language may be."""
@@ -229,6 +231,68 @@ def score_set(documents: Sequence[Document], jobs: int = 1, tokenisation: int = 
 
 
 # --------------------------------------------------------------------------
+# The calibrated radius on each script
+
+RADIUS_THRESHOLDS = (0.5, 0.8)
+"""The S_R thresholds whose calibrated radius is checked on each set."""
+CALIBRATED_RECALL = 0.99
+"""The share of the calibration pairs at or above a threshold that its radius holds."""
+
+
+def radius_recall(documents: Sequence[Document], profile: str) -> dict[str, dict[str, Any]]:
+    """For each of :data:`RADIUS_THRESHOLDS`: the set's pairs with S_R at least that
+    (exact, on the words of ``profile``), and how many of them have fingerprints within
+    the radius calibrated for it, the candidates a verified search takes from the
+    rotation index.  The radii come from edited English texts (the KJV); this says
+    whether they hold on another script."""
+    texts = [d.text for d in documents]
+    found = candidates(texts, tokenisation=Profile.named(profile).version)
+    values = nearsim.simhash_many(texts, profile)
+    fingerprints = np.array([0 if v is None else v for v in values], dtype=np.int64)
+    distances = popcount(fingerprints[found.first] ^ fingerprints[found.second])
+    result = {}
+    for threshold in RADIUS_THRESHOLDS:
+        radius = radius_for(threshold, profile)
+        reaching = found.s_r >= threshold - 1e-12
+        within = int((distances[reaching] <= radius).sum())
+        pairs = int(reaching.sum())
+        result[f"{threshold:g}"] = {"radius": radius, "pairs": pairs, "within": within,
+                                    "recall": within / pairs if pairs else 1.0}
+    return result
+
+
+def radius_lines(results: dict[str, Any]) -> list[str]:
+    """The table of the calibrated radii on each set, and what it says."""
+    radii = results.get("radius")
+    if not radii:
+        return []
+    names = results["names"]
+    header = "| set | profile |" + "".join(
+        f" S_R >= {t:g}: pairs | within the radius |" for t in RADIUS_THRESHOLDS)
+    lines = ["", "The radii calibrated on edited English texts (the King James Bible), on each"
+             " set's pairs: of the pairs with S_R at least a threshold (exact, on the words of"
+             " the profile), those whose fingerprints lie within the threshold's radius, the"
+             " candidates `nearsim_similar_verified` takes from the rotation index (calibrated"
+             f" to hold {CALIBRATED_RECALL:.0%} of them):", "", header,
+             "|---|---|" + "---:|---:|" * len(RADIUS_THRESHOLDS)]
+    short = []
+    for code, profiles in radii.items():
+        for profile, by_threshold in profiles.items():
+            cells = ""
+            for threshold in RADIUS_THRESHOLDS:
+                row = by_threshold[f"{threshold:g}"]
+                cells += (f" {row['pairs']:,} | {row['recall']:.4f} ({row['radius']} bits)"
+                          " |")
+                if row["recall"] < CALIBRATED_RECALL:
+                    short.append(f"{names[code]} ({profile}) at {threshold:g}:"
+                                 f" {row['recall']:.4f}")
+            lines.append(f"| {names[code]} | {profile} |{cells}")
+    lines += ["", "Every radius holds at least its calibrated share on every set." if not short
+              else "Below the calibrated share: " + "; ".join(short) + "."]
+    return lines
+
+
+# --------------------------------------------------------------------------
 # Speed
 
 
@@ -335,6 +399,12 @@ def evaluate(originals: int, documents: int, jobs: int, dsn: str | None,
         log(f"{names[code]}: profile default/2" + (" (the same words)" if same else ""))
         version_2[code] = (quality[code] if same
                            else score_set(documents_of, jobs, tokenisation=2).as_json())
+    radius: dict[str, dict[str, Any]] = {}
+    for code, documents_of in sets.items():
+        log(f"{names[code]}: the calibrated radii")
+        radius[code] = {"default/1": radius_recall(documents_of, "default/1")}
+        if version_2[code] is not quality[code]:
+            radius[code]["default/2"] = radius_recall(documents_of, "default/2")
     speed_sets = [Texts("English (KJV, ASCII)", [c.text for c in kjv_chapters()])]
     speed_sets += [Texts(names[code], [d.text for d in sets[code] if d.origin is None])
                    for code in languages]
@@ -360,6 +430,7 @@ def evaluate(originals: int, documents: int, jobs: int, dsn: str | None,
                                       for x in d if x.origin is None)}
                  for code, d in sets.items()},
         "quality": quality, "quality_by_tokens": by_tokens, "version_2": version_2,
+        "radius": radius,
         "repeat": repeat,
         "speed": {"texts": {t.name: {"documents": len(t.texts), "bytes": t.nbytes,
                                      "tokens": _token_count(t)} for t in speed_sets},
@@ -491,6 +562,7 @@ def markdown(results: dict[str, Any], command: str = "") -> str:
         lines.append(f"| {names[code]} | {scored['predicted']:,} | {scored['precision']:.3f} |"
                      f" {scored['recall']:.3f} | {scored['f1']:.3f} | {mark} |")
     lines += ["", *findings(results)]
+    lines += radius_lines(results)
     speed = results["speed"]
     baseline = next(iter(speed["client"]))
     lines += ["", f"Fingerprint speed over each set's originals (MB = 10^6 bytes of UTF-8; best"

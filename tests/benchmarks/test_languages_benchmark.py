@@ -18,7 +18,8 @@ import nearsim
 # where the benchmarks package is importable.
 from benchmarks import corpus, defaults, docs, langcorpus, languages
 from nearsim.client.cli import cli
-from nearsim.core import measures
+from nearsim.core import calibration, measures
+from nearsim.core.bits import hamming
 
 CHINESE = langcorpus.LANGUAGES["zh"]
 KHMER = langcorpus.LANGUAGES["km"]
@@ -191,6 +192,35 @@ def test_scores_count_the_light_pairs_the_search_finds(chinese: list[corpus.Docu
     assert scored.recall == pytest.approx(scored.true_positives / scored.light)
     assert 0.8 < scored.f1 <= 1.0
     assert set(scored.by_edit) <= set(corpus.EDIT_KINDS)
+
+
+def test_the_calibrated_radii_are_checked_on_each_sets_pairs(
+        khmer: list[corpus.Document]) -> None:
+    checked = languages.radius_recall(khmer, "default/2")
+    texts = [d.text for d in khmer]
+    fingerprints = nearsim.simhash_many(texts, "default/2")
+    # every pair, one at a time, on the words of tokenisation 2
+    shingles = [set(measures.word_shingles(text, tokenisation=2)) for text in texts]
+    every = [(measures.set_resemblance(shingles[i], shingles[j]),
+              hamming(fingerprints[i], fingerprints[j]))
+             for i in range(len(texts)) for j in range(i + 1, len(texts))]
+    for threshold in languages.RADIUS_THRESHOLDS:
+        row = checked[f"{threshold:g}"]
+        assert row["radius"] == calibration.radius_for(threshold, "default/2")
+        reaching = [distance for s_r, distance in every if s_r >= threshold - 1e-12]
+        pairs = len(reaching)
+        within = sum(distance <= row["radius"] for distance in reaching)
+        assert pairs > 0
+        assert (row["pairs"], row["within"]) == (pairs, within)
+        assert row["recall"] == within / pairs
+    page = languages.radius_lines({"names": {"km": "Khmer"},
+                                   "radius": {"km": {"default/2": checked}}})
+    assert "| Khmer | default/2 |" in page[5]
+    failing = {key: {**row, "recall": 0.5} for key, row in checked.items()}
+    page = languages.radius_lines({"names": {"km": "Khmer"},
+                                   "radius": {"km": {"default/2": failing}}})
+    assert page[-1].startswith("Below the calibrated share: Khmer (default/2) at 0.5: 0.5000")
+    assert languages.radius_lines({"names": {}}) == []  # results from before the check
 
 
 def test_the_other_scripts_section_comes_from_its_results(tmp_path: Path) -> None:
