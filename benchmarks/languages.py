@@ -85,6 +85,7 @@ F1_TOLERANCE = 0.02
 """How far below the English F1 a language may be."""
 DEFAULT_OUTPUT = Path(__file__).resolve().parent / "results"
 SPEED_REPEAT = 3
+SEED = 3
 
 
 def log(message: str) -> None:
@@ -95,7 +96,7 @@ def log(message: str) -> None:
 # Sets
 
 
-def english_set(originals: int, documents: int, seed: int = 3) -> list[Document]:
+def english_set(originals: int, documents: int, seed: int = SEED) -> list[Document]:
     """The English set: ``originals`` originals of the full corpus drawn at random, edited
     copies up to ``documents``."""
     every = original_documents("full")
@@ -373,16 +374,40 @@ def server_speed(dsn: str, sets: Sequence[Texts],
 # The run
 
 
-def evaluate(originals: int, documents: int, jobs: int, dsn: str | None,
-             languages: Sequence[str] = tuple(LANGUAGES), seed: int = 3,
-             repeat: int = SPEED_REPEAT) -> dict[str, Any]:
-    """Every number of the section."""
-    started = time.perf_counter()
+def build_sets(originals: int, documents: int, languages: Sequence[str],
+               seed: int) -> tuple[dict[str, list[Document]], dict[str, str]]:  # fmt: skip
+    """The English set and each language's, by code; and their names."""
     sets = {"en": english_set(originals, documents, seed)}
     for code in languages:
         log(f"building the {LANGUAGES[code].name} set")
         sets[code] = language_corpus(LANGUAGES[code], originals, documents, seed)
-    names = {"en": "English", **{code: LANGUAGES[code].name for code in languages}}
+    return sets, {"en": "English", **{code: LANGUAGES[code].name for code in languages}}
+
+
+def same_words(documents: Sequence[Document]) -> bool:
+    """Whether tokenisation 2 gives the set's texts the words of tokenisation 1 (no text
+    has letters it cuts): then profile default/2 gives the same pairs."""
+    return all(list(tokens(d.text)) == list(tokens(d.text, 2)) for d in documents)
+
+
+def radii(sets: dict[str, list[Document]], names: dict[str, str]) -> dict[str, Any]:
+    """:func:`radius_recall` of each set with default/1, and with default/2 where its
+    words differ."""
+    result: dict[str, dict[str, Any]] = {}
+    for code, documents_of in sets.items():
+        log(f"{names[code]}: the calibrated radii")
+        result[code] = {"default/1": radius_recall(documents_of, "default/1")}
+        if not same_words(documents_of):
+            result[code]["default/2"] = radius_recall(documents_of, "default/2")
+    return result
+
+
+def evaluate(originals: int, documents: int, jobs: int, dsn: str | None,
+             languages: Sequence[str] = tuple(LANGUAGES), seed: int = SEED,
+             repeat: int = SPEED_REPEAT) -> dict[str, Any]:
+    """Every number of the section."""
+    started = time.perf_counter()
+    sets, names = build_sets(originals, documents, languages, seed)
     quality, by_tokens = {}, {}
     for code, documents_of in sets.items():
         log(f"{names[code]}: {len(documents_of)} documents, scoring")
@@ -394,17 +419,11 @@ def evaluate(originals: int, documents: int, jobs: int, dsn: str | None,
             f" {by_tokens[code]['f1']:.3f}")
     version_2: dict[str, Any] = {}
     for code, documents_of in sets.items():
-        # the same words, so the same pairs, where no text has letters tokenisation 2 cuts
-        same = all(list(tokens(d.text)) == list(tokens(d.text, 2)) for d in documents_of)
+        same = same_words(documents_of)
         log(f"{names[code]}: profile default/2" + (" (the same words)" if same else ""))
         version_2[code] = (quality[code] if same
                            else score_set(documents_of, jobs, tokenisation=2).as_json())
-    radius: dict[str, dict[str, Any]] = {}
-    for code, documents_of in sets.items():
-        log(f"{names[code]}: the calibrated radii")
-        radius[code] = {"default/1": radius_recall(documents_of, "default/1")}
-        if version_2[code] is not quality[code]:
-            radius[code]["default/2"] = radius_recall(documents_of, "default/2")
+    radius = radii(sets, names)
     speed_sets = [Texts("English (KJV, ASCII)", [c.text for c in kjv_chapters()])]
     speed_sets += [Texts(names[code], [d.text for d in sets[code] if d.origin is None])
                    for code in languages]
@@ -595,7 +614,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--languages", nargs="+", choices=sorted(LANGUAGES),
                         default=list(LANGUAGES))
     parser.add_argument("--output-dir", type=Path, default=DEFAULT_OUTPUT)
+    parser.add_argument("--radii-only", action="store_true",
+                        help="only check the calibrated radii on each set, and print them")
     args = parser.parse_args(argv)
+    if args.radii_only:
+        sets, names = build_sets(args.originals, args.documents, args.languages, SEED)
+        print("\n".join(radius_lines({"names": names, "radius": radii(sets, names)})))
+        return 0
     try:
         results = evaluate(args.originals, args.documents, args.jobs, args.dsn, args.languages,
                            repeat=args.repeat)

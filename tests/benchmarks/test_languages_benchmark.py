@@ -223,6 +223,15 @@ def test_the_calibrated_radii_are_checked_on_each_sets_pairs(
     assert languages.radius_lines({"names": {}}) == []  # results from before the check
 
 
+def test_radii_only_prints_the_check_of_each_set(capsys: pytest.CaptureFixture[str]) -> None:
+    assert languages.main(["--radii-only", "--originals", "10", "--documents", "30",
+                           "--languages", "km"]) == 0
+    printed = capsys.readouterr().out
+    assert "| English | default/1 |" in printed
+    assert "| Khmer | default/1 |" in printed and "| Khmer | default/2 |" in printed
+    assert "| English | default/2 |" not in printed  # its words are the same
+
+
 def test_the_other_scripts_section_comes_from_its_results(tmp_path: Path) -> None:
     assert "No results of `make bench-languages`" in docs.languages_page(tmp_path)
     (tmp_path / "languages.md").write_text("the section\n")
