@@ -136,8 +136,9 @@ bench-hnsw: database
 # <= 6 and ORDER BY hamming(si, q) LIMIT 10), alone and while 4 writers insert
 # into the same table, against pgvector's HNSW over the same fingerprints, every
 # answer checked (benchmarks/concurrency.py).  CONCURRENCY_ROWS documents
-# (10 million by default: hours on 2 cores, most of it building HNSW, and
-# about 6 GB of disk; CONCURRENCY_ROWS=1000000 took 26 minutes on a busy machine).
+# (10 million by default: 106 minutes on 2 cores, 89 of them building HNSW,
+# whose build takes maintenance_work_mem 10GB so that its graph stays in memory,
+# and about 6 GB of disk; CONCURRENCY_ROWS=1000000 took 26 minutes on a busy machine).
 # Needs pgbench and pgvector; CONCURRENCY_OPTIONS=--without-hnsw measures nearsim alone.
 CONCURRENCY_ROWS ?= 10000000
 CONCURRENCY_OPTIONS ?=
