@@ -70,12 +70,12 @@ BUILD_MEMORY_GB = 2  # at least: pgvector's advice for its build
 # (m = 16); once the graph outgrows it, the build goes on page by page on disk,
 # many times slower.  A kilobyte a row leaves room.
 GRAPH_BYTES_PER_ROW = 1024
+GOOD_RECALL = 0.95  # HNSW is also compared at the least ef_search that reaches it
 
 
 def build_memory(rows: int) -> str:
     """maintenance_work_mem for building HNSW over ``rows`` rows: its graph fits in it."""
     return f"{max(BUILD_MEMORY_GB, -(-rows * GRAPH_BYTES_PER_ROW // 2**30))}GB"
-GOOD_RECALL = 0.95  # HNSW is also compared at the least ef_search that reaches it
 
 
 @dataclass

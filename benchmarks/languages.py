@@ -52,7 +52,7 @@ import secrets
 import sys
 import time
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -384,20 +384,23 @@ def build_sets(originals: int, documents: int, languages: Sequence[str],
     return sets, {"en": "English", **{code: LANGUAGES[code].name for code in languages}}
 
 
-def same_words(documents: Sequence[Document]) -> bool:
-    """Whether tokenisation 2 gives the set's texts the words of tokenisation 1 (no text
-    has letters it cuts): then profile default/2 gives the same pairs."""
-    return all(list(tokens(d.text)) == list(tokens(d.text, 2)) for d in documents)
+def words_differ(sets: dict[str, list[Document]]) -> set[str]:
+    """The codes of the sets whose texts tokenisation 2 gives other words than
+    tokenisation 1 (some text has letters it cuts); under profile default/2 the other
+    sets have the same words, so the same pairs."""
+    return {code for code, documents in sets.items()
+            if any(list(tokens(d.text)) != list(tokens(d.text, 2)) for d in documents)}
 
 
-def radii(sets: dict[str, list[Document]], names: dict[str, str]) -> dict[str, Any]:
-    """:func:`radius_recall` of each set with default/1, and with default/2 where its
-    words differ."""
+def radii(sets: dict[str, list[Document]], names: dict[str, str],
+          differ: Collection[str]) -> dict[str, Any]:  # fmt: skip
+    """:func:`radius_recall` of each set with default/1, and with default/2 for the sets
+    whose words differ under it (``differ``, by code)."""
     result: dict[str, dict[str, Any]] = {}
     for code, documents_of in sets.items():
         log(f"{names[code]}: the calibrated radii")
         result[code] = {"default/1": radius_recall(documents_of, "default/1")}
-        if not same_words(documents_of):
+        if code in differ:
             result[code]["default/2"] = radius_recall(documents_of, "default/2")
     return result
 
@@ -418,12 +421,13 @@ def evaluate(originals: int, documents: int, jobs: int, dsn: str | None,
         log(f"{names[code]}: F1 {quality[code]['f1']:.3f}, with edit sizes in tokens"
             f" {by_tokens[code]['f1']:.3f}")
     version_2: dict[str, Any] = {}
+    differ = words_differ(sets)
     for code, documents_of in sets.items():
-        same = same_words(documents_of)
+        same = code not in differ
         log(f"{names[code]}: profile default/2" + (" (the same words)" if same else ""))
         version_2[code] = (quality[code] if same
                            else score_set(documents_of, jobs, tokenisation=2).as_json())
-    radius = radii(sets, names)
+    radius = radii(sets, names, differ)
     speed_sets = [Texts("English (KJV, ASCII)", [c.text for c in kjv_chapters()])]
     speed_sets += [Texts(names[code], [d.text for d in sets[code] if d.origin is None])
                    for code in languages]
@@ -619,7 +623,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.radii_only:
         sets, names = build_sets(args.originals, args.documents, args.languages, SEED)
-        print("\n".join(radius_lines({"names": names, "radius": radii(sets, names)})))
+        differ = words_differ(sets)
+        print("\n".join(radius_lines({"names": names, "radius": radii(sets, names, differ)})))
         return 0
     try:
         results = evaluate(args.originals, args.documents, args.jobs, args.dsn, args.languages,
