@@ -40,8 +40,10 @@
  * without any, before a character that no normalisation reaches across), so
  * normalisation needs memory for one piece at a time.  Within a piece, only
  * the stretches around code points that NFKC may change or join to their
- * neighbours are normalised; letters below U+0800 (Latin, Greek, Cyrillic,
- * Hebrew, Arabic...) are classified by a direct table.  The tokens go into a
+ * neighbours are normalised; code points below U+0800 (Latin, Greek,
+ * Cyrillic, Hebrew, Arabic...) are classified by a generated direct table,
+ * the rest of the BMP (CJK, kana, Hangul, Thai...) by one built from the
+ * range tables.  The tokens go into a
  * buffer that keeps only the last two tokens and the one being read, so a
  * shingle may span pieces.  ASCII text is read 64 bytes at a time: a bit
  * mask marks its word characters while its letters are lower-cased, and
@@ -164,13 +166,73 @@ casefold_lookup(pg_wchar cp)
 	return NULL;
 }
 
+/*
+ * What the range tables say of each code point from SMALL_CODE_POINTS to
+ * U+FFFF (CJK, kana, Hangul, Thai, Devanagari...), gathered into one byte
+ * each when a backend first reads a text: a character of those scripts
+ * would otherwise take three binary searches (boundary, word, case folding)
+ * and more time than the rest of its steps together.  64 kB, built from
+ * the generated tables, so they remain the one source.
+ */
+#define BMP_CODE_POINTS 0x10000
+#define BMP_BOUNDARY 0x01
+#define BMP_FOLDS 0x02
+#define BMP_WORD_SHIFT 2		/* 3 bits: the kind in word_table */
+#define BMP_PINNED_SHIFT 5		/* 2 bits: the kind in pinned_table */
+
+static uint8 bmp_table[BMP_CODE_POINTS];
+static bool bmp_table_ready = false;
+
+/*
+ * Marks in bmp_table the code points below U+10000 of a range table: with
+ * flag when it is not 0, else with the range's kind shifted left by shift
+ */
+static void
+mark_ranges(const UnicodeRange *table, int n, uint8 flag, int shift)
+{
+	for (int i = 0; i < n && table[i].first < BMP_CODE_POINTS; i++)
+	{
+		uint8		bits = flag != 0 ? flag : (uint8) (table[i].kind << shift);
+
+		for (pg_wchar cp = table[i].first; cp <= Min(table[i].last, BMP_CODE_POINTS - 1); cp++)
+			bmp_table[cp] |= bits;
+	}
+}
+
+/* Builds bmp_table once per backend */
+static void
+ensure_bmp_table(void)
+{
+	StaticAssertStmt(WORD_MARK < 8 && PINNED_UNASSIGNED < 4, "kinds fit their bits");
+	if (bmp_table_ready)
+		return;
+	memset(bmp_table, 0, sizeof(bmp_table));
+	mark_ranges(boundary_table, lengthof(boundary_table), BMP_BOUNDARY, 0);
+	mark_ranges(word_table, lengthof(word_table), 0, BMP_WORD_SHIFT);
+	mark_ranges(pinned_table, lengthof(pinned_table), 0, BMP_PINNED_SHIFT);
+	for (Size i = 0; i < lengthof(casefold_table) && casefold_table[i].code < BMP_CODE_POINTS; i++)
+		bmp_table[casefold_table[i].code] |= BMP_FOLDS;
+	bmp_table_ready = true;
+}
+
 /* Whether a text may be cut before cp (see next_piece): boundary_table */
 static inline bool
 is_boundary(pg_wchar cp)
 {
 	if (cp < SMALL_CODE_POINTS)
 		return (small_table[cp] & SMALL_BOUNDARY) != 0;
+	if (cp < BMP_CODE_POINTS)
+		return (bmp_table[cp] & BMP_BOUNDARY) != 0;
 	return range_kind(boundary_table, lengthof(boundary_table), cp) != 0;
+}
+
+/* The kind of cp (not a boundary) in pinned_table */
+static inline int
+pinned_kind(pg_wchar cp)
+{
+	if (cp < BMP_CODE_POINTS)
+		return (bmp_table[cp] >> BMP_PINNED_SHIFT) & 0x3;
+	return range_kind(pinned_table, lengthof(pinned_table), cp);
 }
 
 /*
@@ -202,6 +264,8 @@ word_kind(pg_wchar cp)
 		return (small_table[cp] & SMALL_MARK) ? WORD_MARK :
 			(small_table[cp] & SMALL_JOINED) ? WORD_JOINED :
 			(small_table[cp] & SMALL_SOLO) ? WORD_SOLO : 0;
+	if (cp < BMP_CODE_POINTS)
+		return (bmp_table[cp] >> BMP_WORD_SHIFT) & 0x7;
 	return range_kind(word_table, lengthof(word_table), cp);
 }
 
@@ -210,6 +274,8 @@ static inline const CaseFolding *
 folding_of(pg_wchar cp)
 {
 	if (cp < SMALL_CODE_POINTS && (small_table[cp] & SMALL_FOLDS) == 0)
+		return NULL;
+	if (cp >= SMALL_CODE_POINTS && cp < BMP_CODE_POINTS && (bmp_table[cp] & BMP_FOLDS) == 0)
 		return NULL;
 	return casefold_lookup(cp);
 }
@@ -534,13 +600,11 @@ add_shingle(Votes *votes, const char *buf, Size start, Size length)
  * Make room for n more bytes in the buffer: first drop the tokens no
  * shingle needs any more, then grow it (beyond 1 GB only for a huge token).
  */
-static void
-reserve(Shingler *sh, Size n)
+static pg_noinline void
+make_room(Shingler *sh, Size n)
 {
 	Size		keep;
 
-	if (sh->len + n <= sh->cap)
-		return;
 	if (sh->keep_all)
 		keep = 0;
 	else if (sh->tokens >= 2)
@@ -565,6 +629,14 @@ reserve(Shingler *sh, Size n)
 		sh->buf = repalloc_huge(sh->buf, cap);
 		sh->cap = cap;
 	}
+}
+
+/* Makes room for n more bytes in the buffer, when there is not */
+static inline void
+reserve(Shingler *sh, Size n)
+{
+	if (sh->len + n > sh->cap)
+		make_room(sh, n);
 }
 
 /*
@@ -786,8 +858,6 @@ read_ascii(Shingler *sh, const unsigned char *s, Size n)
 static inline void
 read_folded(Shingler *sh, pg_wchar cp)
 {
-	unsigned char utf8[4];
-	int			n;
 	int			kind;
 
 	if (cp < 0x80)
@@ -822,10 +892,19 @@ read_folded(Shingler *sh, pg_wchar cp)
 		token_byte(sh, (char) (0x80 | (cp & 0x3F)));
 		return;
 	}
-	unicode_to_utf8(cp, utf8);
-	n = pg_utf_mblen(utf8);
-	for (int i = 0; i < n; i++)
-		token_byte(sh, (char) utf8[i]);
+	if (cp < BMP_CODE_POINTS)
+	{
+		token_byte(sh, (char) (0xE0 | (cp >> 12)));
+		token_byte(sh, (char) (0x80 | ((cp >> 6) & 0x3F)));
+		token_byte(sh, (char) (0x80 | (cp & 0x3F)));
+	}
+	else
+	{
+		token_byte(sh, (char) (0xF0 | (cp >> 18)));
+		token_byte(sh, (char) (0x80 | ((cp >> 12) & 0x3F)));
+		token_byte(sh, (char) (0x80 | ((cp >> 6) & 0x3F)));
+		token_byte(sh, (char) (0x80 | (cp & 0x3F)));
+	}
 	if (kind == WORD_SOLO)
 		end_token(sh);
 }
@@ -891,10 +970,16 @@ read_general(Shingler *sh, const unsigned char *s, Size n)
 			unstable = 0;
 			continue;
 		}
-		if ((*s & 0xE0) == 0xC0)	/* two bytes, inline */
+		/* PostgreSQL has checked the encoding: the bytes after the first are there */
+		if ((*s & 0xE0) == 0xC0)
 		{
 			cp = ((pg_wchar) (s[0] & 0x1F) << 6) | (s[1] & 0x3F);
 			s += 2;
+		}
+		else if ((*s & 0xF0) == 0xE0)
+		{
+			cp = ((pg_wchar) (s[0] & 0x0F) << 12) | ((pg_wchar) (s[1] & 0x3F) << 6) | (s[2] & 0x3F);
+			s += 3;
 		}
 		else
 		{
@@ -908,7 +993,7 @@ read_general(Shingler *sh, const unsigned char *s, Size n)
 			continue;
 		}
 		check_unstable_run(++unstable);
-		kind = range_kind(pinned_table, lengthof(pinned_table), cp);
+		kind = pinned_kind(cp);
 		if (kind == PINNED_IGNORABLE)
 			continue;
 		wchars[count++] = kind == PINNED_UNASSIGNED ? ' ' : cp | NOT_BOUNDARY;
@@ -1086,6 +1171,7 @@ read_text(const unsigned char *s, Size len, int tokenisation, Votes *votes, uint
 	Shingler	sh;
 	Size		start = 0;
 
+	ensure_bmp_table();
 	memset(&sh, 0, sizeof(sh));
 	sh.votes = votes;
 	sh.keep_all = kept != NULL;

@@ -394,6 +394,19 @@ def test_tokenisation_2_of_any_text(conn: psycopg.Connection[Any], texts: list[s
     assert_tokenisation_2_as_python(conn, texts)
 
 
+def test_tokenisation_2_of_every_character(conn: psycopg.Connection[Any]) -> None:
+    """Every code point PostgreSQL text can hold, in a word, alone, and before a Khmer and
+    a Latin combining mark (which continue a token that a letter of tokenisation 2 starts)."""
+    characters = [chr(cp) for cp in range(1, sys.maxunicode + 1) if not 0xD800 <= cp < 0xE000]
+    texts = []
+    for start in range(0, len(characters), 2000):
+        chunk = characters[start : start + 2000]
+        texts.append("".join("x" + c + "y " for c in chunk))
+        texts.append("".join(c + "\u17b7" + c + "\u0301 " for c in chunk))
+        texts.append("".join(chunk))
+    assert_tokenisation_2_as_python(conn, texts)
+
+
 def test_tokenisation_2_of_huge_texts_cut_inside_letters(conn: psycopg.Connection[Any]) -> None:
     # No ASCII: the C code cuts its pieces before a code point of boundary_table,
     # which may be a Khmer vowel sign that continues the letter before the cut.
