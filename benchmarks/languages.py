@@ -288,8 +288,18 @@ def radius_lines(results: dict[str, Any]) -> list[str]:
                     short.append(f"{names[code]} ({profile}) at {threshold:g}:"
                                  f" {row['recall']:.4f}")
             lines.append(f"| {names[code]} | {profile} |{cells}")
+    holding = []
+    for code, profiles in radii.items():
+        recalls = [row["recall"] for row in profiles.get("default/2", {}).values()]
+        if recalls and min(recalls) >= CALIBRATED_RECALL:
+            holding.append(f"{names[code]} ({' and '.join(f'{r:.4f}' for r in recalls)})")
     lines += ["", "Every radius holds at least its calibrated share on every set." if not short
               else "Below the calibrated share: " + "; ".join(short) + "."]
+    if short and holding:
+        lines[-1] += (" With default/2, which GUIDE tells users of Thai, Lao, Khmer and Burmese"
+                      " text to enable with, the radii hold on the pairs of "
+                      + ", ".join(holding) + ": its calibration, taken over from default/1's,"
+                      " holds for that text too.")
     return lines
 
 

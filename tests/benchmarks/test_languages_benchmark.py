@@ -220,6 +220,14 @@ def test_the_calibrated_radii_are_checked_on_each_sets_pairs(
     page = languages.radius_lines({"names": {"km": "Khmer"},
                                    "radius": {"km": {"default/2": failing}}})
     assert page[-1].startswith("Below the calibrated share: Khmer (default/2) at 0.5: 0.5000")
+    assert "With default/2" not in page[-1]
+    holding = {key: {**row, "recall": 0.995} for key, row in checked.items()}
+    page = languages.radius_lines({"names": {"km": "Khmer"},
+                                   "radius": {"km": {"default/1": failing,
+                                                     "default/2": holding}}})
+    assert page[-1].startswith("Below the calibrated share: Khmer (default/1) at 0.5: 0.5000")
+    assert page[-1].endswith("the radii hold on the pairs of Khmer (0.9950 and 0.9950): its"
+                             " calibration, taken over from default/1's, holds for that text too.")
     assert languages.radius_lines({"names": {}}) == []  # results from before the check
 
 
