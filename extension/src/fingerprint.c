@@ -40,10 +40,9 @@
  * without any, before a character that no normalisation reaches across), so
  * normalisation needs memory for one piece at a time.  Within a piece, only
  * the stretches around code points that NFKC may change or join to their
- * neighbours are normalised; code points below U+0800 (Latin, Greek,
- * Cyrillic, Hebrew, Arabic...) are classified by a generated direct table,
- * the rest of the BMP (CJK, kana, Hangul, Thai...) by one built from the
- * range tables.  The tokens go into a
+ * neighbours are normalised; code points below U+10000 (Latin, Greek,
+ * Cyrillic, CJK, kana, Hangul, Thai...) are classified by a direct table
+ * built from the range tables.  The tokens go into a
  * buffer that keeps only the last two tokens and the one being read, so a
  * shingle may span pieces.  ASCII text is read 64 bytes at a time: a bit
  * mask marks its word characters while its letters are lower-cased, and
@@ -167,12 +166,11 @@ casefold_lookup(pg_wchar cp)
 }
 
 /*
- * What the range tables say of each code point from SMALL_CODE_POINTS to
- * U+FFFF (CJK, kana, Hangul, Thai, Devanagari...), gathered into one byte
- * each when a backend first reads a text: a character of those scripts
- * would otherwise take three binary searches (boundary, word, case folding)
- * and more time than the rest of its steps together.  64 kB, built from
- * the generated tables, so they remain the one source.
+ * What the range tables say of each code point below U+10000, gathered
+ * into one byte each when a backend first reads a text: a character would
+ * otherwise take three binary searches (boundary, word, case folding) and
+ * more time than the rest of its steps together.  64 kB, built from the
+ * generated tables, so they remain the one source.
  */
 #define BMP_CODE_POINTS 0x10000
 #define BMP_BOUNDARY 0x01
@@ -219,8 +217,6 @@ ensure_bmp_table(void)
 static inline bool
 is_boundary(pg_wchar cp)
 {
-	if (cp < SMALL_CODE_POINTS)
-		return (small_table[cp] & SMALL_BOUNDARY) != 0;
 	if (cp < BMP_CODE_POINTS)
 		return (bmp_table[cp] & BMP_BOUNDARY) != 0;
 	return range_kind(boundary_table, lengthof(boundary_table), cp) != 0;
@@ -260,10 +256,6 @@ check_unstable_run(Size run)
 static inline int
 word_kind(pg_wchar cp)
 {
-	if (cp < SMALL_CODE_POINTS)
-		return (small_table[cp] & SMALL_MARK) ? WORD_MARK :
-			(small_table[cp] & SMALL_JOINED) ? WORD_JOINED :
-			(small_table[cp] & SMALL_SOLO) ? WORD_SOLO : 0;
 	if (cp < BMP_CODE_POINTS)
 		return (bmp_table[cp] >> BMP_WORD_SHIFT) & 0x7;
 	return range_kind(word_table, lengthof(word_table), cp);
@@ -273,9 +265,7 @@ word_kind(pg_wchar cp)
 static inline const CaseFolding *
 folding_of(pg_wchar cp)
 {
-	if (cp < SMALL_CODE_POINTS && (small_table[cp] & SMALL_FOLDS) == 0)
-		return NULL;
-	if (cp >= SMALL_CODE_POINTS && cp < BMP_CODE_POINTS && (bmp_table[cp] & BMP_FOLDS) == 0)
+	if (cp < BMP_CODE_POINTS && (bmp_table[cp] & BMP_FOLDS) == 0)
 		return NULL;
 	return casefold_lookup(cp);
 }
@@ -886,13 +876,13 @@ read_folded(Shingler *sh, pg_wchar cp)
 		end_token(sh);
 	if (sh->clusters && kind == WORD_CLUSTERED)
 		sh->in_cluster = true;	/* after end_token, which clears it */
-	if (cp < SMALL_CODE_POINTS)
+	/* its UTF-8 bytes */
+	if (cp < 0x800)
 	{
 		token_byte(sh, (char) (0xC0 | (cp >> 6)));
 		token_byte(sh, (char) (0x80 | (cp & 0x3F)));
-		return;
 	}
-	if (cp < BMP_CODE_POINTS)
+	else if (cp < BMP_CODE_POINTS)
 	{
 		token_byte(sh, (char) (0xE0 | (cp >> 12)));
 		token_byte(sh, (char) (0x80 | ((cp >> 6) & 0x3F)));

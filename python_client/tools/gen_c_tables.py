@@ -30,9 +30,6 @@ SURROGATES = range(0xD800, 0xE000)
 IGNORABLE, UNASSIGNED = 1, 2
 JOINED, SOLO, CLUSTERED, MARK = 1, 2, 3, 4
 CASEFOLD_MAX = 3
-# small_table: the code points of one or two UTF-8 bytes, looked up directly.
-SMALL_CODE_POINTS = 0x800
-SMALL_BOUNDARY, SMALL_JOINED, SMALL_SOLO, SMALL_FOLDS, SMALL_MARK = 1, 2, 4, 8, 16
 
 
 def code_points() -> Iterator[int]:
@@ -114,28 +111,6 @@ def casefold_table() -> list[str]:
     ]
 
 
-def small_table(boundary: Callable[[int], bool]) -> list[str]:
-    """What the range tables and the case foldings say of each code point
-    below U+0800 (Latin, Greek, Cyrillic, Hebrew, Arabic...), as bit flags."""
-    values = []
-    for cp in range(SMALL_CODE_POINTS):
-        kind = word_kind(cp) if cp else 0
-        flags = (SMALL_BOUNDARY if cp and boundary(cp) else 0) | (
-            SMALL_SOLO if kind == SOLO else SMALL_JOINED if kind else 0) | (
-            SMALL_MARK if kind == MARK else 0) | (
-            SMALL_FOLDS if cp and chr(cp).casefold() != chr(cp) else 0)
-        values.append(f"0x{flags:02X},")
-    rows = ["\t" + " ".join(values[i : i + 16]) for i in range(0, SMALL_CODE_POINTS, 16)]
-    return [
-        "/* Code points below SMALL_CODE_POINTS: in boundary_table (SMALL_BOUNDARY), in",
-        " * word_table (SMALL_JOINED or SMALL_SOLO; SMALL_MARK too for a WORD_MARK), in",
-        " * casefold_table (SMALL_FOLDS). */",
-        f"static const uint8 small_table[{SMALL_CODE_POINTS}] = {{",
-        *rows,
-        "};",
-    ]
-
-
 def ascii_table() -> list[str]:
     """Steps 1 to 3 for ASCII, one byte at a time, as the reference's byte table."""
     values = [f"0x{b:02X}," for b in fingerprint._ASCII_SEPARATED[:128]]
@@ -186,17 +161,10 @@ def render() -> str:
         f"#define WORD_CLUSTERED {CLUSTERED}",
         f"#define WORD_MARK {MARK}",
         f"#define CASEFOLD_MAX {CASEFOLD_MAX}",
-        f"#define SMALL_CODE_POINTS 0x{SMALL_CODE_POINTS:X}",
-        f"#define SMALL_BOUNDARY {SMALL_BOUNDARY}",
-        f"#define SMALL_JOINED {SMALL_JOINED}",
-        f"#define SMALL_SOLO {SMALL_SOLO}",
-        f"#define SMALL_FOLDS {SMALL_FOLDS}",
-        f"#define SMALL_MARK {SMALL_MARK}",
         "",
     ]
     lines += [*ascii_table(), ""]
     boundary = boundary_predicate()
-    lines += [*small_table(boundary), ""]
     for name, doc, kind in (
         ("pinned_table", "Step 1: removed (default ignorable) or made a space (unassigned).",
          pinned_kind),

@@ -155,10 +155,11 @@ def test_every_character_alone_and_in_words(conn: psycopg.Connection[Any]) -> No
 
 # -- text that is its own NFKC ------------------------------------------------------
 # Text made only of ASCII and of code points that NFKC keeps and that nothing
-# composes with is not normalised by the C code; the letters below U+0800
-# (Latin, Greek, Cyrillic, Armenian, Hebrew, Arabic...) are looked up in a
-# table of their own.  A combining mark or a compatibility character in a
-# piece makes the C code normalise the whole piece.
+# composes with is not normalised by the C code; code points below U+10000
+# are looked up in a direct table (the letters below U+0800 are Latin, Greek,
+# Cyrillic, Armenian, Hebrew, Arabic..., of two UTF-8 bytes).  A combining
+# mark or a compatibility character in a piece makes the C code normalise the
+# whole piece.
 
 SMALL_LETTERS = "".join(
     chr(cp) for cp in range(0x80, 0x800)
