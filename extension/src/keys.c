@@ -36,7 +36,11 @@
  * for its predicates.
  */
 
-static BlockNumber leaf_under_parent(KeyReader *reader, int64 low);
+static BlockNumber leaf_under_parent(KeyReader *reader, int64 low, int64 *bound);
+static bool parent_right(KeyReader *reader, int64 low);
+
+/* Right siblings of the parent page a range may move to before a descent is cheaper */
+#define PARENT_MOVES 2
 
 /*
  * The key (a bigint) of a leaf tuple of a one-column index; false if NULL.
@@ -50,6 +54,16 @@ tuple_key(IndexTuple tuple, int64 *key)
 		return false;
 	memcpy(key, (char *) tuple + IndexInfoFindDataOffset(tuple->t_info), sizeof(int64));
 	return true;
+}
+
+/* Whether the entry at offset has a key below low (a NULL is past every key) */
+static inline bool
+key_below(Page page, OffsetNumber offset, int64 low)
+{
+	int64		key;
+
+	return tuple_key((IndexTuple) PageGetItem(page, PageGetItemId(page, offset)), &key) &&
+		key < low;
 }
 
 /*
@@ -129,31 +143,41 @@ nearsim_keys_end(KeyReader *reader)
  * a range is asked for whole at once; a right sibling, line by line as the
  * present page is read (prefetch_upcoming).
  */
-static void
+static bool
 load_ahead(KeyReader *reader, BlockNumber block, bool for_range, int64 low)
 {
 	const char *page;
-	Buffer	   *slot = &reader->ahead[reader->oldest];
+	int			use = reader->oldest;
+	Buffer	   *slot;
 
 	for (int i = 0; i < KEYS_AHEAD; i++)
 		if (BufferIsValid(reader->ahead[i]) && BufferGetBlockNumber(reader->ahead[i]) == block)
-			return;
+			return false;
+	/* an empty slot before the oldest, so that no leaf loaded ahead goes unread */
+	for (int i = 0; i < KEYS_AHEAD; i++)
+		if (!BufferIsValid(reader->ahead[(reader->oldest + i) % KEYS_AHEAD]))
+		{
+			use = (reader->oldest + i) % KEYS_AHEAD;
+			break;
+		}
+	slot = &reader->ahead[use];
 	if (BufferIsValid(*slot))
 		ReleaseBuffer(*slot);
 	*slot = ReadBuffer(reader->index, block);
-	reader->ahead_range[reader->oldest] = for_range;
-	reader->ahead_low[reader->oldest] = low;
-	reader->oldest = (reader->oldest + 1) % KEYS_AHEAD;
+	reader->ahead_range[use] = for_range;
+	reader->ahead_low[use] = low;
+	reader->oldest = (use + 1) % KEYS_AHEAD;
 	page = BufferGetPage(*slot);
 	if (!for_range)
 	{
 		/* a right sibling: read_page loads it a line at a time (prefetch_upcoming) */
 		reader->upcoming = page;
-		return;
+		return true;
 	}
 	/* into the second-level cache: pages loaded ahead would crowd the first */
 	for (int offset = 0; offset < BLCKSZ; offset += PG_CACHE_LINE_SIZE)
 		__builtin_prefetch(page + offset, 0, 2);
+	return true;
 }
 
 /* Bytes of a processor's cache line (PG_CACHE_LINE_SIZE is a multiple of it) */
@@ -222,31 +246,61 @@ lock_leaf(KeyReader *reader)
 	_bt_checkpage(reader->index, reader->buffer);
 }
 
-/* A range opened later will start at low (a ring's ranges, in key order) */
+/*
+ * The ranges opened next start at lows, ascending, until the next plan (a
+ * ring's ranges).  The array is the caller's and must outlive the ranges.
+ */
 void
-nearsim_keys_follow(KeyReader *reader, int64 low)
+nearsim_keys_plan(KeyReader *reader, const int64 *lows, int count)
 {
-	reader->has_following = true;
-	reader->following = low;
+	reader->plan = lows;
+	reader->plan_count = count;
+	reader->plan_next = 0;
+	reader->planned_high = PG_INT64_MIN;
 }
 
-/* Loads the leaf of the range announced to follow, if its parent tells it */
+/*
+ * Loads the leaves of the planned ranges after the one from low, as far as
+ * the parent of the last descent tells them, until KEYS_AHEAD - 1 wait to
+ * be read.  Counted in leaves, not in ranges: many of a ring's ranges start
+ * on the leaf of the one before, are read in a fraction of the time a new
+ * leaf takes, and would leave a leaf asked for a few ranges ahead no time
+ * to arrive.  A range whose start lies below the upper bound of the last
+ * leaf loaded (the next downlink's key) starts on that leaf.
+ */
 static void
-load_following(KeyReader *reader)
+load_planned(KeyReader *reader, int64 low)
 {
-	BlockNumber leaf;
+	int			waiting = 0;
 
-	if (!reader->has_following)
-		return;
-	reader->has_following = false;
-	if (!BufferIsValid(reader->parent) || reader->following < reader->parent_low ||
-		(BufferIsValid(reader->buffer) && reader->following <= reader->page_high &&
-		 reader->following >= reader->page_low))
-		return;
-	leaf = leaf_under_parent(reader, reader->following);
-	if (leaf != P_NONE &&
-		(!BufferIsValid(reader->buffer) || leaf != BufferGetBlockNumber(reader->buffer)))
-		load_ahead(reader, leaf, true, reader->following);
+	for (int i = 0; i < KEYS_AHEAD; i++)
+		if (BufferIsValid(reader->ahead[i]) && reader->ahead_range[i])
+			waiting++;
+	while (reader->plan_next < reader->plan_count && waiting < KEYS_AHEAD - 1)
+	{
+		int64		next = reader->plan[reader->plan_next];
+		int64		bound;
+		BlockNumber leaf;
+
+		if (next <= low || next < reader->planned_high ||
+			(BufferIsValid(reader->buffer) && next >= reader->page_low &&
+			 next <= reader->page_high))
+		{
+			reader->plan_next++;
+			continue;
+		}
+		/* past the parent: loaded after the descent that will find it */
+		if (!BufferIsValid(reader->parent) || next < reader->parent_low)
+			return;
+		leaf = leaf_under_parent(reader, next, &bound);
+		if (leaf == P_NONE)
+			return;
+		reader->plan_next++;
+		reader->planned_high = bound;
+		if ((!BufferIsValid(reader->buffer) || leaf != BufferGetBlockNumber(reader->buffer)) &&
+			load_ahead(reader, leaf, true, next))
+			waiting++;
+	}
 }
 
 /*
@@ -368,6 +422,80 @@ copy_entry(KeyReader *reader, Page page, OffsetNumber offset)
 }
 
 /*
+ * first_at_or_past on a leaf whose keys run from first_key to high, from a
+ * guess where low lies if the keys were spread evenly, as random
+ * fingerprints are: steps out from it, doubling, until low is passed, then
+ * halves.  A leaf read for a short range is usually not in the processor's
+ * cache, and each step of a search from the middle waits for the memory of
+ * a line pointer and of a tuple; near the guess, most steps fall in lines
+ * already loaded.  Any spread of keys gives the right offset, unevenly
+ * spread ones at most twice the steps of a binary search.
+ */
+static OffsetNumber
+first_at_or_past_guessed(Page page, OffsetNumber first, OffsetNumber last, int64 low,
+						 int64 high)
+{
+	int64		first_key;
+	OffsetNumber lower;
+	OffsetNumber upper;
+	OffsetNumber guess;
+	int			step = 1;
+
+	if (last < first || !tuple_key((IndexTuple) PageGetItem(page, PageGetItemId(page, first)),
+									&first_key) || low <= first_key)
+		return first;
+	if (high == PG_INT64_MAX || high <= first_key || low > high)
+		return first_at_or_past(page, first, last, low);
+	guess = first + (OffsetNumber) (((double) low - (double) first_key) /
+									((double) high - (double) first_key) * (last - first));
+	guess = Max(guess, first + 1);
+	guess = Min(guess, last);
+	/* first..lower - 1 are below low, upper..last are not */
+	if (key_below(page, guess, low))
+	{
+		lower = guess + 1;
+		for (;;)
+		{
+			OffsetNumber probe = Min(guess + step, last + 1);
+
+			if (probe > last || !key_below(page, probe, low))
+			{
+				upper = probe;
+				break;
+			}
+			lower = probe + 1;
+			step *= 2;
+		}
+	}
+	else
+	{
+		upper = guess;
+		for (;;)
+		{
+			OffsetNumber probe = guess - Min(step, guess - first);
+
+			if (probe == first || key_below(page, probe, low))
+			{
+				lower = probe == first ? first + 1 : probe + 1;
+				break;
+			}
+			upper = probe;
+			step *= 2;
+		}
+	}
+	while (lower < upper)
+	{
+		OffsetNumber middle = lower + (upper - lower) / 2;
+
+		if (key_below(page, middle, low))
+			lower = middle + 1;
+		else
+			upper = middle;
+	}
+	return lower;
+}
+
+/*
  * Copies the keys from low to the range's end of the pinned and share-locked
  * page, notes where the range goes on, and unlocks the page.  A page
  * VACUUM deleted (empty) sends the reader to its right sibling.
@@ -401,7 +529,9 @@ read_page(KeyReader *reader, int64 low)
 	if (reader->right != P_NONE && reader->page_high <= reader->high)
 		load_ahead(reader, reader->right, false, 0);
 
-	for (OffsetNumber offset = first_at_or_past(page, first, last, low); offset <= last;
+	for (OffsetNumber offset = first_at_or_past_guessed(page, first, last, low,
+														 reader->page_high);
+		 offset <= last;
 		 offset++)
 	{
 		bool		ended = false;
@@ -475,7 +605,7 @@ open_range(KeyReader *reader, int64 low, int64 high)
 	 */
 	if (BufferIsValid(reader->buffer) && low >= reader->page_low && low <= reader->page_high)
 	{
-		load_following(reader);	/* loads while this page is read */
+		load_planned(reader, low);	/* loads while this page is read */
 		LockBuffer(reader->buffer, BT_READ);
 		read_page(reader, low);
 		return;
@@ -483,21 +613,25 @@ open_range(KeyReader *reader, int64 low, int64 high)
 	if (BufferIsValid(reader->parent) && low >= reader->parent_low)
 	{
 		Buffer		announced = announced_leaf(reader, low);
+		int64		bound;
 		BlockNumber leaf = BufferIsValid(announced) ? BufferGetBlockNumber(announced) :
-			leaf_under_parent(reader, low);
+			leaf_under_parent(reader, low, &bound);
 
+		/* a ring's ranges ascend: the next parent is usually the right sibling */
+		for (int moves = 0; leaf == P_NONE && moves < PARENT_MOVES && parent_right(reader, low);
+			 moves++)
+			leaf = leaf_under_parent(reader, low, &bound);
 		if (leaf != P_NONE)
 		{
 			if (BufferIsValid(reader->buffer))
 				ReleaseBuffer(reader->buffer);
 			reader->buffer = BufferIsValid(announced) ? announced : pin_leaf(reader, leaf);
-			load_following(reader);
+			load_planned(reader, low);
 			lock_leaf(reader);
 			read_page(reader, low);
 			return;
 		}
 	}
-	reader->has_following = false;
 	descend(reader, low);
 }
 
@@ -506,10 +640,12 @@ open_range(KeyReader *reader, int64 low, int64 high)
  * found in the parent page of the last descent; P_NONE if low is past the
  * parent's high key or the parent is gone.  Downlinks are followed as
  * nbtree's descents follow them: a leaf found may have split since, and
- * the reader then goes right.
+ * the reader then goes right.  *bound: the key of the next downlink (the
+ * parent's high key after its last), below which every key is on that
+ * leaf or on the pages it split into.
  */
 static BlockNumber
-leaf_under_parent(KeyReader *reader, int64 low)
+leaf_under_parent(KeyReader *reader, int64 low, int64 *bound)
 {
 	Page		page;
 	BTPageOpaque opaque;
@@ -520,7 +656,7 @@ leaf_under_parent(KeyReader *reader, int64 low)
 	opaque = BTPageGetOpaque(page);
 	if (!P_IGNORE(opaque) && !P_ISLEAF(opaque))
 	{
-		int64		high;
+		int64		high = PG_INT64_MAX;
 
 		if (P_RIGHTMOST(opaque) ||
 			!tuple_key((IndexTuple) PageGetItem(page, PageGetItemId(page, P_HIKEY)), &high) ||
@@ -531,15 +667,67 @@ leaf_under_parent(KeyReader *reader, int64 low)
 			 * first at or past it): a key equal to low may have equal keys
 			 * on its left (told apart by heap TIDs)
 			 */
-			OffsetNumber downlink = first_at_or_past(page, P_FIRSTDATAKEY(opaque) + 1,
-													 PageGetMaxOffsetNumber(page), low) - 1;
+			OffsetNumber last = PageGetMaxOffsetNumber(page);
+			OffsetNumber past = first_at_or_past(page, P_FIRSTDATAKEY(opaque) + 1, last, low);
 
 			leaf = BTreeTupleGetDownLink((IndexTuple) PageGetItem(page,
-																  PageGetItemId(page, downlink)));
+																  PageGetItemId(page, past - 1)));
+			if (P_RIGHTMOST(opaque))
+				high = PG_INT64_MAX;
+			if (past > last ||
+				!tuple_key((IndexTuple) PageGetItem(page, PageGetItemId(page, past)), bound))
+				*bound = high;
 		}
 	}
 	LockBuffer(reader->parent, BUFFER_LOCK_UNLOCK);
 	return leaf;
+}
+
+/*
+ * Moves the reader's parent page to its right sibling if low is past its
+ * high key, as nbtree's descents move right at any level (_bt_moveright):
+ * the sibling's keys begin at that high key.  False if there is none to
+ * move to (the rightmost page, or one VACUUM is deleting): then a descent.
+ */
+static bool
+parent_right(KeyReader *reader, int64 low)
+{
+	Page		page;
+	BTPageOpaque opaque;
+	int64		high;
+	BlockNumber right = P_NONE;
+	uint32		level = 0;
+	Buffer		sibling;
+	bool		usable;
+
+	LockBuffer(reader->parent, BT_READ);
+	page = BufferGetPage(reader->parent);
+	opaque = BTPageGetOpaque(page);
+	if (!P_IGNORE(opaque) && !P_ISLEAF(opaque) && !P_RIGHTMOST(opaque) &&
+		tuple_key((IndexTuple) PageGetItem(page, PageGetItemId(page, P_HIKEY)), &high) &&
+		low > high)
+	{
+		right = opaque->btpo_next;
+		level = opaque->btpo_level;
+	}
+	LockBuffer(reader->parent, BUFFER_LOCK_UNLOCK);
+	if (right == P_NONE)
+		return false;
+	sibling = ReadBuffer(reader->index, right);
+	LockBuffer(sibling, BT_READ);
+	_bt_checkpage(reader->index, sibling);
+	opaque = BTPageGetOpaque(BufferGetPage(sibling));
+	usable = !P_IGNORE(opaque) && !P_ISLEAF(opaque) && opaque->btpo_level == level;
+	LockBuffer(sibling, BUFFER_LOCK_UNLOCK);
+	if (!usable)
+	{
+		ReleaseBuffer(sibling);
+		return false;
+	}
+	ReleaseBuffer(reader->parent);
+	reader->parent = sibling;
+	reader->parent_low = high;
+	return true;
 }
 
 /* Finds the leaf of low from the root, and keeps its parent for the next ranges */
@@ -566,6 +754,7 @@ descend(KeyReader *reader, int64 low)
 	_bt_freestack(stack);
 	if (!BufferIsValid(reader->buffer))
 		return;					/* an empty index */
+	load_planned(reader, low);
 	read_page(reader, low);
 }
 

@@ -111,8 +111,10 @@ typedef struct KeyReader
 	bool		ahead_range[KEYS_AHEAD];	/* loaded for a range (not a right sibling) */
 	int			oldest;			/* the slot of ahead to use next */
 	const char *upcoming;		/* the page of the right sibling loaded ahead, or NULL */
-	bool		has_following;	/* the start of the range to be opened after this one */
-	int64		following;
+	const int64 *plan;			/* the starts of the ranges to be opened next, ascending */
+	int			plan_count;
+	int			plan_next;		/* the first whose leaf is not loaded yet */
+	int64		planned_high;	/* below it, a start is on the last leaf loaded */
 	int64		page_low;		/* no key from here on is on a page to its left */
 	int64		page_high;		/* its high key (the largest for the last page) */
 	int64		low;			/* the range being read */
@@ -134,8 +136,8 @@ extern void nearsim_keys_open(KeyReader *reader, int64 low, int64 high);
 /* The same, giving only keys nearest to farthest bits from near (inclusive) */
 extern void nearsim_keys_open_near(KeyReader *reader, int64 low, int64 high, int64 near,
 								   int nearest, int farthest);
-/* A range opened later starts at low: its leaf loads while the one opened next is read */
-extern void nearsim_keys_follow(KeyReader *reader, int64 low);
+/* The ranges opened next start at lows: their leaves load while the present one is read */
+extern void nearsim_keys_plan(KeyReader *reader, const int64 *lows, int count);
 extern bool nearsim_keys_next(KeyReader *reader, int64 *key, ItemPointer tid);
 extern void nearsim_keys_end(KeyReader *reader);
 

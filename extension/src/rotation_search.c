@@ -99,6 +99,7 @@ struct RotationSearch
 	/* the values of the first bits of the ring being read, ascending */
 	uint64	   *ring_values;
 	uint64	   *ring_scratch;	/* as many, for the sort */
+	int64	   *ring_keys;		/* the keys their ranges start at */
 	int			ring_count;
 	int			ring_position;
 	int			ring_size;
@@ -184,6 +185,7 @@ nearsim_search_end(RotationSearch *search)
 	{
 		pfree(search->ring_values);
 		pfree(search->ring_scratch);
+		pfree(search->ring_keys);
 	}
 	if (search->null_scan != NULL)
 		index_endscan(search->null_scan);
@@ -230,6 +232,7 @@ start(RotationSearch *search, uint64 query, int max_distance, bool nearest, int 
 		band->radius = nearest ? band->band.width : radius;
 		band->bits = nearsim_probe_bits(band->band.width, Max(radius, 0), search->keys);
 		band->rings = 0;
+		nearsim_keys_plan(&band->reader, NULL, 0);
 		band->query_prefix = band->bits == 0 ? 0 :
 			nearsim_rotate_left(query, band->band.shift) >> (FINGERPRINT_BITS - band->bits);
 		/* a key's distance from it is its fingerprint's from the query */
@@ -283,6 +286,13 @@ found_before(const RotationSearch *search, int reading, uint64 fingerprint)
 	return false;
 }
 
+/* The least rotated fingerprint whose first bits of the band are value */
+static inline uint64
+value_start(const BandScan *band, uint64 value)
+{
+	return band->bits == 0 ? 0 : value << (FINGERPRINT_BITS - band->bits);
+}
+
 /* Sorts a ring's values, which have at most 32 bits (a band's first bits) */
 #define RADIX_SORT_NAME sort_ring_values
 #define RADIX_SORT_ELEMENT uint64
@@ -320,43 +330,39 @@ make_ring(RotationSearch *search)
 		{
 			pfree(search->ring_values);
 			pfree(search->ring_scratch);
+			pfree(search->ring_keys);
 		}
 		search->ring_size = Max((int) count, 64);
 		search->ring_values = MemoryContextAlloc(search->context,
 												 sizeof(uint64) * search->ring_size);
 		search->ring_scratch = MemoryContextAlloc(search->context,
 												  sizeof(uint64) * search->ring_size);
+		search->ring_keys = MemoryContextAlloc(search->context,
+											   sizeof(int64) * search->ring_size);
 	}
 	made = (int) nearsim_ring_values(band->query_prefix, bits, ring, search->ring_values);
 	StaticAssertStmt(FINGERPRINT_BITS / MIN_BANDS + 1 <= 32, "a band's first bits fit in 32");
 	sort_ring_values(search->ring_values, made, search->ring_scratch);
+	for (int i = 0; i < made; i++)
+		search->ring_keys[i] = key_of(value_start(band, search->ring_values[i]));
+	nearsim_keys_plan(&band->reader, search->ring_keys, made);
 	search->ring_count = made;
 	return true;
 }
 
-/* The least rotated fingerprint whose first bits of the band are value */
-static inline uint64
-value_start(const BandScan *band, uint64 value)
-{
-	return band->bits == 0 ? 0 : value << (FINGERPRINT_BITS - band->bits);
-}
-
 /*
- * Opens the range of keys whose first bits of the band are value, the
- * ring's value at `next` announced (if any), so that its leaf is loaded
- * while the ranges before it are read
+ * Opens the range of keys whose first bits of the band are value (the
+ * ring's ranges are planned: their leaves load while the ones before are
+ * read)
  */
 static void
-open_value_range(RotationSearch *search, uint64 value, int next)
+open_value_range(RotationSearch *search, uint64 value)
 {
 	BandScan   *band = &search->bands[search->band];
 	uint64		low = value_start(band, value);
 	uint64		span = band->bits == 0 ? ~UINT64CONST(0) :
 		(UINT64CONST(1) << (FINGERPRINT_BITS - band->bits)) - 1;
 
-	if (next < search->ring_count)
-		nearsim_keys_follow(&band->reader,
-							key_of(value_start(band, search->ring_values[next])));
 	nearsim_keys_open_near(&band->reader, key_of(low), key_of(low | span), band->query_key,
 						   0, search->hold_limit);
 	search->range_open = true;
@@ -392,8 +398,7 @@ next_in_ring(RotationSearch *search, ItemPointer tid, int *distance)
 			if (search->ring_position >= search->ring_count)
 				return false;
 			CHECK_FOR_INTERRUPTS();
-			open_value_range(search, search->ring_values[search->ring_position],
-							 search->ring_position + KEYS_AHEAD - 1);
+			open_value_range(search, search->ring_values[search->ring_position]);
 			search->ring_position++;
 		}
 		while (next_key(band, tid, &fingerprint))
@@ -425,6 +430,8 @@ open_ring(RotationSearch *search, int band, int ring)
 static void
 close_ring(RotationSearch *search)
 {
+	/* the ring's values are made again for the next ring */
+	nearsim_keys_plan(&search->bands[search->band].reader, NULL, 0);
 	search->bands[search->band].rings++;
 	search->ring_open = false;
 }

@@ -152,3 +152,48 @@ def test_documents_without_fingerprints_are_never_among_the_nearest(database: st
         assert conn.execute("SELECT count(*) FROM sparse_nearest(NULL::bigint, 3)"
                             ).fetchone() == (0,)
         conn.execute("DROP TABLE sparse CASCADE")
+
+
+def test_one_search_asked_again_and_again_over_many_parent_pages(database: str) -> None:
+    """One search node asked for each row of a LATERAL join, with a radius or
+    a LIMIT of its own each time, over indexes whose leaves hang from many
+    parent pages: the leaves a search loads ahead of its ranges (planned in
+    each band's reader) come from the query being asked, never an earlier
+    one, and every answer is the scan's."""
+    rng = random.Random(17)
+    fingerprints = [rng.getrandbits(64) - (1 << 63) for _ in range(160_000)]
+    centre = fingerprints[0]
+    fingerprints += [flip(centre, rng.sample(range(64), rng.randint(1, 20))) for _ in range(300)]
+    asked = [(flip(centre, rng.sample(range(64), rng.randint(0, 6))), k, n)
+             for k, n in ((13, 10), (3, 1), (17, 40), (6, 3), (10, 25), (21, 2)) * 3]
+    asked += [(rng.getrandbits(64) - (1 << 63), k, n) for k, n in ((12, 5), (4, 10), (15, 3))]
+    with psycopg.connect(database, autocommit=True) as conn:
+        conn.execute("DROP TABLE IF EXISTS many_parents CASCADE")
+        make_table(conn, "many_parents", "bigint", list(enumerate(fingerprints)))
+        try:
+            conn.execute("CREATE TEMP TABLE asked (number int, q bigint, k int, n int)")
+            with conn.cursor().copy("COPY asked FROM STDIN") as copy:
+                for number, row in enumerate(asked):
+                    copy.write_row((number, *row))
+            conn.execute("SET enable_seqscan = off")
+            for statement, scanned in (
+                    ("SELECT a.number, d.id FROM asked a, LATERAL (SELECT id FROM many_parents"
+                     " WHERE hamming(si, a.q) <= a.k) d", "within"),
+                    ("SELECT a.number, d.id FROM asked a, LATERAL (SELECT id FROM many_parents"
+                     " ORDER BY hamming(si, a.q), id LIMIT a.n) d", "nearest")):
+                plan = "\n".join(r[0] for r in conn.execute("EXPLAIN " + statement))
+                assert "Custom Scan (nearsim rotation index)" in plan
+                got = sorted(conn.execute(statement).fetchall())
+                expected = []
+                for number, (query, k, n) in enumerate(asked):
+                    if scanned == "within":
+                        ids = [i for i, v in enumerate(fingerprints)
+                               if bin((v ^ query) & ((1 << 64) - 1)).count("1") <= k]
+                    else:
+                        ids = [i for _, i in sorted(
+                            (bin((v ^ query) & ((1 << 64) - 1)).count("1"), i)
+                            for i, v in enumerate(fingerprints))[:n]]
+                    expected += [(number, i) for i in ids]
+                assert got == sorted(expected), scanned
+        finally:
+            conn.execute("DROP TABLE many_parents CASCADE")
