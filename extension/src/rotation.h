@@ -73,6 +73,8 @@ extern double nearsim_share_within(int max_distance);
  * fingerprints, where a pass reads about 6 ns a key)
  */
 #define PASS_KEY_COST 0.1
+/* Rings read before a pass where the rows wanted lie too far for rings: those within 6 bits */
+#define NEAR_COPY_BITS 6
 #define ALL_DISTANCES (FINGERPRINT_BITS + 1)
 
 /* The fingerprint of an index key of the band starting at bit shift */

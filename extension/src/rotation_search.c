@@ -134,6 +134,7 @@ struct RotationSearch
 	int64		window_budget;	/* rows a window pass holds: a few times those wanted */
 
 	double		ring_work;		/* cost of the rings read (nearest first) */
+	double		ring_budget;	/* the rings' cost at which a pass reads on instead */
 
 	/* passes */
 	int			pass_distance;	/* the first distance the next pass gives */
@@ -142,6 +143,8 @@ struct RotationSearch
 	bool		window_ready;	/* the rows of the window are held, to give */
 	bool		streaming;		/* one distance per pass: a window would not fit */
 };
+
+static double rings_to_distance(const RotationSearch *search, int distance);
 
 /* Opens the bands' indexes for searches of table under snapshot */
 RotationSearch *
@@ -221,6 +224,7 @@ start(RotationSearch *search, uint64 query, int max_distance, bool nearest, int 
 	search->giving = 0;
 	search->given = 0;
 	search->ring_work = 0;
+	search->ring_budget = search->keys * PASS_KEY_COST;
 	let_go_found(search);
 	search->budget = Max((int64) work_mem * 1024 / (int64) sizeof(ItemPointerData), 1024);
 	search->window_budget = search->budget;
@@ -260,6 +264,17 @@ nearsim_search_nearest(RotationSearch *search, bool query_is_null, uint64 query,
 	int			expected = nearsim_expected_distance(search->keys, Max(wanted, 1));
 
 	start(search, query, max_distance, true, Min(expected, Max(max_distance, 0)));
+	/*
+	 * Where the rows wanted would lie too far for rings among random
+	 * fingerprints (ten of a million: about 15 bits away), rings read only
+	 * until they have found every row within NEAR_COPY_BITS, which is cheap,
+	 * and a pass then reads on: rings up to a pass's cost would otherwise be
+	 * spent before the pass on most queries (at a million random
+	 * fingerprints, LIMIT 10 took about a third less time).
+	 */
+	if (rings_to_distance(search, Min(expected, Max(max_distance, 0))) >= search->ring_budget)
+		search->ring_budget = Min(search->ring_budget,
+								  rings_to_distance(search, NEAR_COPY_BITS) + 1);
 	search->with_nulls = with_nulls;
 	search->window_budget = (int64) Min((double) search->budget, Max(4 * wanted, 1024));
 	if (query_is_null)
@@ -451,6 +466,16 @@ found_below(const RotationSearch *search)
 	return Min(total, ALL_DISTANCES);
 }
 
+/* The cost of a band's next ring when it has read `rings`: its ranges and their keys */
+static double
+ring_cost(const RotationSearch *search, const BandScan *band, int rings)
+{
+	double		ranges = (double) nearsim_ball_size(band->bits, rings) -
+		(rings == 0 ? 0 : (double) nearsim_ball_size(band->bits, rings - 1));
+
+	return ranges * RANGE_COST + ranges * search->keys / ldexp(1.0, band->bits);
+}
+
 /* The band whose next ring costs least, and whether reading it beats a whole pass */
 static bool
 cheapest_ring(RotationSearch *search, int *cheapest)
@@ -459,10 +484,7 @@ cheapest_ring(RotationSearch *search, int *cheapest)
 
 	for (int i = 0; i < search->count; i++)
 	{
-		const BandScan *band = &search->bands[i];
-		double		ranges = (double) nearsim_ball_size(band->bits, band->rings) -
-			(band->rings == 0 ? 0 : (double) nearsim_ball_size(band->bits, band->rings - 1));
-		double		cost = ranges * RANGE_COST + ranges * search->keys / ldexp(1.0, band->bits);
+		double		cost = ring_cost(search, &search->bands[i], search->bands[i].rings);
 
 		if (best < 0 || cost < best)
 		{
@@ -475,10 +497,46 @@ cheapest_ring(RotationSearch *search, int *cheapest)
 	 * every key of one index once, page after page: so a search never costs
 	 * much more than a pass, and one whose rows are near stops early.
 	 */
-	if (search->ring_work + best >= search->keys * PASS_KEY_COST)
+	if (search->ring_work + best >= search->ring_budget)
 		return false;
 	search->ring_work += best;
 	return true;
+}
+
+/*
+ * What the rings cost, read cheapest first, until every row within
+ * `distance` bits is found: the cost of a search whose nearest rows lie as
+ * far as among random fingerprints.
+ */
+static double
+rings_to_distance(const RotationSearch *search, int distance)
+{
+	int			rings[MAX_BANDS] = {0};
+	int			total = 0;
+	double		work = 0;
+
+	while (total <= distance)
+	{
+		int			cheapest = 0;
+		double		best = -1;
+
+		for (int i = 0; i < search->count; i++)
+		{
+			double		cost = ring_cost(search, &search->bands[i], rings[i]);
+
+			if (best < 0 || cost < best)
+			{
+				best = cost;
+				cheapest = i;
+			}
+		}
+		if (rings[cheapest] > search->bands[cheapest].bits)
+			break;				/* a band read whole */
+		work += best;
+		rings[cheapest]++;
+		total++;
+	}
+	return work;
 }
 
 /* Keeps a row found at a distance until every nearer row is given */
