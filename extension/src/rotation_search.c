@@ -48,7 +48,9 @@
  * and skips it if one of them read that ring already, so that every row is
  * given once without a set of the rows seen.
  *
- * Once its rings cost about as much as reading a whole index, a
+ * Once its rings cost about as much as reading a whole index (or, where
+ * its rows would lie farther than that among random fingerprints, once it
+ * has found every row within a few bits), a
  * nearest-first search reads one index whole instead, page after page
  * (keys.c), holding the nearest rows not yet given that fit in a few times
  * the rows wanted (within work_mem); it gives them and reads again from
@@ -476,22 +478,36 @@ ring_cost(const RotationSearch *search, const BandScan *band, int rings)
 	return ranges * RANGE_COST + ranges * search->keys / ldexp(1.0, band->bits);
 }
 
+/* The band whose next ring costs least when each has read rings[band], and that cost */
+static int
+cheapest_band(const RotationSearch *search, const int *rings, double *cost)
+{
+	int			cheapest = 0;
+
+	*cost = -1;
+	for (int i = 0; i < search->count; i++)
+	{
+		double		next = ring_cost(search, &search->bands[i], rings[i]);
+
+		if (*cost < 0 || next < *cost)
+		{
+			*cost = next;
+			cheapest = i;
+		}
+	}
+	return cheapest;
+}
+
 /* The band whose next ring costs least, and whether reading it beats a whole pass */
 static bool
 cheapest_ring(RotationSearch *search, int *cheapest)
 {
-	double		best = -1;
+	int			rings[MAX_BANDS];
+	double		best;
 
 	for (int i = 0; i < search->count; i++)
-	{
-		double		cost = ring_cost(search, &search->bands[i], search->bands[i].rings);
-
-		if (best < 0 || cost < best)
-		{
-			best = cost;
-			*cheapest = i;
-		}
-	}
+		rings[i] = search->bands[i].rings;
+	*cheapest = cheapest_band(search, rings, &best);
 	/*
 	 * Rings while all of them together cost less than a pass, which reads
 	 * every key of one index once, page after page: so a search never costs
@@ -512,29 +528,17 @@ static double
 rings_to_distance(const RotationSearch *search, int distance)
 {
 	int			rings[MAX_BANDS] = {0};
-	int			total = 0;
 	double		work = 0;
 
-	while (total <= distance)
+	for (int total = 0; total <= distance; total++)
 	{
-		int			cheapest = 0;
-		double		best = -1;
+		double		cost;
+		int			band = cheapest_band(search, rings, &cost);
 
-		for (int i = 0; i < search->count; i++)
-		{
-			double		cost = ring_cost(search, &search->bands[i], rings[i]);
-
-			if (best < 0 || cost < best)
-			{
-				best = cost;
-				cheapest = i;
-			}
-		}
-		if (rings[cheapest] > search->bands[cheapest].bits)
+		if (rings[band] > search->bands[band].bits)
 			break;				/* a band read whole */
-		work += best;
-		rings[cheapest]++;
-		total++;
+		work += cost;
+		rings[band]++;
 	}
 	return work;
 }
