@@ -18,11 +18,13 @@
  * costs a scan set-up and a descent from the root, and each key a call.
  * Here a range is found by a descent (nbtree's own _bt_search) only when it
  * starts neither on the page the previous range ended on nor under the
- * parent page that the last descent passed through: the ranges of a ring
- * are read in key order, so that many share a leaf page, which is then
- * searched again under a share lock, and most of the others a parent page,
- * whose downlinks lead to their leaf without the levels above; a whole
- * index is read page after page, the next one loaded while one is read.
+ * parent page that the last descent passed through (or that page's next
+ * right siblings): the ranges of a ring are read in key order, so that many
+ * share a leaf page, which is then searched again under a share lock, and
+ * most of the others a parent page, whose downlinks lead to their leaf
+ * without the levels above; the leaves of a ring's next ranges are loaded
+ * while the present one is read (its plan), and a whole index is read page
+ * after page, the next one loaded while one is read.
  * The keys of a page within the range are copied under the lock, as
  * nbtree's scans copy theirs, and the lock is let go before they are used;
  * the page stays pinned until the reader moves on.
