@@ -155,7 +155,10 @@ load_ahead(KeyReader *reader, BlockNumber block, bool for_range, int64 low)
 	for (int i = 0; i < KEYS_AHEAD; i++)
 		if (BufferIsValid(reader->ahead[i]) && BufferGetBlockNumber(reader->ahead[i]) == block)
 			return false;
-	/* an empty slot before the oldest, so that no leaf loaded ahead goes unread */
+	/*
+	 * An empty slot if there is one, else the oldest: no leaf waiting to be
+	 * read is let go while a slot is free
+	 */
 	for (int i = 0; i < KEYS_AHEAD; i++)
 		if (!BufferIsValid(reader->ahead[(reader->oldest + i) % KEYS_AHEAD]))
 		{
