@@ -83,10 +83,8 @@ first_at_or_past(Page page, OffsetNumber first, OffsetNumber last, int64 low)
 	while (lower < upper)
 	{
 		OffsetNumber middle = lower + (upper - lower) / 2;
-		int64		key;
 
-		if (tuple_key((IndexTuple) PageGetItem(page, PageGetItemId(page, middle)),
-					  &key) && key < low)
+		if (key_below(page, middle, low))
 			lower = middle + 1;
 		else
 			upper = middle;
@@ -488,16 +486,7 @@ first_at_or_past_guessed(Page page, OffsetNumber first, OffsetNumber last, int64
 			step *= 2;
 		}
 	}
-	while (lower < upper)
-	{
-		OffsetNumber middle = lower + (upper - lower) / 2;
-
-		if (key_below(page, middle, low))
-			lower = middle + 1;
-		else
-			upper = middle;
-	}
-	return lower;
+	return first_at_or_past(page, lower, upper - 1, low);
 }
 
 /*

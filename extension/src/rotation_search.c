@@ -146,7 +146,7 @@ struct RotationSearch
 	bool		streaming;		/* one distance per pass: a window would not fit */
 };
 
-static double rings_to_distance(const RotationSearch *search, int distance);
+static void rings_to_distance(const RotationSearch *search, int distance, double *work);
 
 /* Opens the bands' indexes for searches of table under snapshot */
 RotationSearch *
@@ -274,9 +274,15 @@ nearsim_search_nearest(RotationSearch *search, bool query_is_null, uint64 query,
 	 * spent before the pass on most queries (at a million random
 	 * fingerprints, LIMIT 10 took about a third less time).
 	 */
-	if (rings_to_distance(search, Min(expected, Max(max_distance, 0))) >= search->ring_budget)
-		search->ring_budget = Min(search->ring_budget,
-								  rings_to_distance(search, NEAR_COPY_BITS) + 1);
+	{
+		int			planned = Min(expected, Max(max_distance, 0));
+		double		work[ALL_DISTANCES];
+
+		rings_to_distance(search, planned, work);
+		if (work[planned] >= search->ring_budget)
+			search->ring_budget = Min(search->ring_budget,
+									  work[Min(planned, NEAR_COPY_BITS)] + 1);
+	}
 	search->with_nulls = with_nulls;
 	search->window_budget = (int64) Min((double) search->budget, Max(4 * wanted, 1024));
 	if (query_is_null)
@@ -520,27 +526,29 @@ cheapest_ring(RotationSearch *search, int *cheapest)
 }
 
 /*
- * What the rings cost, read cheapest first, until every row within
- * `distance` bits is found: the cost of a search whose nearest rows lie as
- * far as among random fingerprints.
+ * What the rings cost, read cheapest first, until every row within d bits
+ * is found, into work[d] for each d up to distance: the cost of a search
+ * whose nearest rows lie as far as among random fingerprints.
  */
-static double
-rings_to_distance(const RotationSearch *search, int distance)
+static void
+rings_to_distance(const RotationSearch *search, int distance, double *work)
 {
 	int			rings[MAX_BANDS] = {0};
-	double		work = 0;
+	double		total = 0;
 
-	for (int total = 0; total <= distance; total++)
+	for (int d = 0; d <= distance; d++)
 	{
 		double		cost;
 		int			band = cheapest_band(search, rings, &cost);
 
-		if (rings[band] > search->bands[band].bits)
-			break;				/* a band read whole */
-		work += cost;
-		rings[band]++;
+		/* a band read whole finds every row: no ring costs more */
+		if (rings[band] <= search->bands[band].bits)
+		{
+			total += cost;
+			rings[band]++;
+		}
+		work[d] = total;
 	}
-	return work;
 }
 
 /* Keeps a row found at a distance until every nearer row is given */
