@@ -1133,6 +1133,7 @@ next_piece(const unsigned char *s, Size start, Size len)
 #define RADIX_SORT_KEY(value) (value)
 #define RADIX_SORT_BITS 64
 #define RADIX_SORT_CHECK_INTERRUPTS
+#define RADIX_SORT_SPREAD		/* shingle hashes */
 #include "radix_sort.h"
 
 /* Sort n uint64 values ascending */

@@ -433,6 +433,34 @@ def test_resemblance_of_two_texts_is_the_reference(database: str) -> None:
             assert row == (measures.resemblance(a, b),), (a[:40], b[:40])
 
 
+def test_shingle_sets_of_every_size_the_sort_meets_are_the_reference(database: str) -> None:
+    """A text's shingle hashes are sorted to make its set: by insertion below 32, by
+    buckets of their top bits below 8,192, 8 bits at a time from there, and a bucket
+    that many equal shingles overflow 8 bits at a time too.  Every size on each side
+    of those limits gives the reference's set."""
+    rng = random.Random(31)
+    vocabulary = [f"w{i}" for i in range(5000)]
+
+    def words(count: int) -> list[str]:
+        return [rng.choice(vocabulary) for _ in range(count)]
+
+    # a text of n words has n - 2 shingles before duplicates go
+    texts = [" ".join(words(n)) for n in (3, 30, 33, 34, 35, 300, 8193, 8194, 8195, 20000)]
+    texts.append(" ".join(["same"] * 3000))
+    texts.append(" ".join(["same"] * 2000 + words(500) + ["same"] * 2000))
+    texts.append("a b c " * 1500)
+    texts.append(" ".join(words(4000) * 2))
+    other = texts[-1]
+    with psycopg.connect(database) as conn:
+        for text in texts:
+            row = conn.execute("SELECT nearsim_shingle_count(%s), nearsim_resemblance(%s, %s),"
+                               " nearsim_containment(%s, %s)",
+                               [text, other, text, other, text]).fetchone()
+            assert row == (len(set(measures.word_shingles(text))),
+                           measures.resemblance(other, text),
+                           measures.containment(other, text)), text[:40]
+
+
 def test_verified_pairs_on_random_sets_near_every_threshold(database: str) -> None:
     """Many small documents over a few words: S_R values on and around each threshold."""
     rng = random.Random(21)
