@@ -877,11 +877,17 @@ nearsim_search_given_all(const RotationSearch *search, int distance)
 	return false;
 }
 
-/* Fetches the version of the row at tid that the search's snapshot sees */
+/*
+ * Fetches again, by its own tuple id, a row version the search gave (the
+ * slot's tts_tid): the version itself, not a chain of HOT updates starting
+ * there.  The version given may be the heap-only end of such a chain, which
+ * a fetch through the index (fetch_row) does not take as a start: the row
+ * would be lost.
+ */
 bool
 nearsim_search_fetch(RotationSearch *search, ItemPointer tid, TupleTableSlot *slot)
 {
-	return fetch_row(search, tid, slot);
+	return table_tuple_fetch_row_version(search->table, tid, search->snapshot, slot);
 }
 
 /*
