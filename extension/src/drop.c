@@ -66,10 +66,8 @@ nearsim_drop_extension(PG_FUNCTION_ARGS)
 	if (!OidIsValid(extension))
 		PG_RETURN_VOID();
 
+	schema = nearsim_extension_schema();
 	SPI_connect();
-	if (SPI_execute(NEARSIM_SCHEMA_QUERY, true, 1) != SPI_OK_SELECT || SPI_processed != 1)
-		elog(ERROR, "nearsim: could not find the extension's schema");
-	schema = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
 	initStringInfo(&query);
 	/* Rows of tables dropped since are removed by the sql_drop trigger; skip them anyway */
 	appendStringInfo(&query,

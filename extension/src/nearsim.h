@@ -17,17 +17,6 @@
 #define NEARSIM_EXTENSION "nearsim"
 #define NEARSIM_REGISTRY "nearsim_tables"
 
-/*
- * The schema the extension is installed in (PostgreSQL 15 has no public C
- * function for it); the Python side has the same query in
- * nearsim.core.registry.  Every name and operator is qualified: it also runs
- * under the caller's search_path.
- */
-#define NEARSIM_SCHEMA_QUERY \
-	"SELECT n.nspname FROM pg_catalog.pg_extension e" \
-	" JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) e.extnamespace" \
-	" WHERE e.extname OPERATOR(pg_catalog.=) '" NEARSIM_EXTENSION "'"
-
 /* The profile simhash(text) computes in C (nearsim.core.fingerprint.PROFILE) */
 #define DEFAULT_PROFILE "default/1"
 /* The default profile with tokenisation 2, also computed in C */
@@ -53,6 +42,7 @@ extern int64 nearsim_ball_size(int width, int radius);
 extern int64 nearsim_ring_values(uint64 center, int width, int size, uint64 *values);
 
 /* registry.c: the registry, schema-qualified and quoted (call inside SPI) */
+extern char *nearsim_extension_schema(void);
 extern char *nearsim_registry_name(void);
 
 /* owner.c: the owner of a relation; an error unless the caller has its rights */
