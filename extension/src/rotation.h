@@ -158,6 +158,8 @@ extern bool nearsim_nearer(int distance, const char *key, int best_distance,
 						   const char *best_key);
 /* search.c: keeps the tuple ids of rows the caller's own query sees (row-level security) */
 extern int	nearsim_visible_to_caller(Relation table, ItemPointerData *tids, int count);
+extern int	nearsim_execute_by_tids(const char *statement, int nargs, Oid *types, Datum *values,
+									const char *nulls);
 
 extern RotationSearch *nearsim_search_begin(Relation table, const RotationBand *bands,
 											int count, Snapshot snapshot);

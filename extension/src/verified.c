@@ -16,6 +16,7 @@
 #include "utils/rel.h"
 
 #include "nearsim.h"
+#include "rotation.h"
 #include "calibration_radii.h"
 
 /*
@@ -190,10 +191,16 @@ search(FunctionCallInfo fcinfo, Relation rel, const char *schema,
 
 	/*
 	 * The candidates are fetched by tuple id; the inner query is not
-	 * flattened, so each is measured once.  Never through the table's
-	 * generated functions: those are the owner's, who may replace them.
+	 * flattened, so each is measured once.  The sketch's candidates are
+	 * fetched under a generic plan, which cannot compute the query's
+	 * fingerprint in advance: a materialised CTE computes it once, not for
+	 * each candidate.  Never through the table's generated functions: those
+	 * are the owner's, who may replace them.
 	 */
 	initStringInfo(&statement);
+	if (OidIsValid(sketch))
+		appendStringInfo(&statement, "WITH q AS MATERIALIZED (SELECT %s AS si) ",
+						 fingerprint.data);
 	appendStringInfo(&statement,
 					 "SELECT c.key, c.distance, c.similarity,"
 					 " $3 OR ($4 AND %s.nearsim_shingle_count(c.body, %d::pg_catalog.int4)"
@@ -202,15 +209,20 @@ search(FunctionCallInfo fcinfo, Relation rel, const char *schema,
 					 "SELECT d.%s::pg_catalog.text AS key, d.%s::pg_catalog.text AS body,"
 					 " %s.hamming(d.%s, q.si) AS distance,"
 					 " %s.%s($1, d.%s::pg_catalog.text, %d::pg_catalog.int4) AS similarity"
-					 " FROM (SELECT %s AS si) AS q, ONLY %s AS d"
+					 " FROM %s%s%s, ONLY %s AS d"
 					 " WHERE %s OFFSET 0) AS c"
 					 " WHERE c.similarity OPERATOR(pg_catalog.>=) $2"
 					 " ORDER BY c.similarity DESC, c.distance, c.key COLLATE pg_catalog.\"C\"",
 					 ext, tokenisation, SHORT_SHINGLES,
 					 key, body, ext, fp, ext, measure_function, body, tokenisation,
-					 fingerprint.data, table, candidates.data);
-	if (SPI_execute_with_args(statement.data, 5, types, values,
-							  OidIsValid(sketch) ? NULL : "    n", true, 0) != SPI_OK_SELECT)
+					 OidIsValid(sketch) ? "" : "(SELECT ",
+					 OidIsValid(sketch) ? "q" : fingerprint.data,
+					 OidIsValid(sketch) ? "" : " AS si) AS q",
+					 table, candidates.data);
+	if ((OidIsValid(sketch) ?
+		 nearsim_execute_by_tids(statement.data, 5, types, values, NULL) :
+		 SPI_execute_with_args(statement.data, 5, types, values, "    n", true, 0))
+		!= SPI_OK_SELECT)
 		elog(ERROR, "nearsim: the verified search of %s failed", table);
 	put_rows(rsinfo);
 }
