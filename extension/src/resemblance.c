@@ -31,7 +31,12 @@
 /* Elements of the arrays overlap_uint64 steps over between two interrupt checks */
 #define OVERLAP_STRIDE (1 << 20)
 
-/* Number of shared elements of two ascending arrays (texts of up to 1 GB: a cancel is taken) */
+/*
+ * Number of shared elements of two ascending arrays of distinct values
+ * (texts of up to 1 GB: a cancel is taken).  Without a branch on the
+ * values: hashes are random, and a branch on which is less was mispredicted
+ * half the time (a verified search measures thousands of texts against one).
+ */
 static Size
 overlap_uint64(const uint64 *a, Size na, const uint64 *b, Size nb)
 {
@@ -42,18 +47,14 @@ overlap_uint64(const uint64 *a, Size na, const uint64 *b, Size nb)
 
 	while (i < na && j < nb)
 	{
+		uint64		x = a[i];
+		uint64		y = b[j];
+
 		if ((++steps & (OVERLAP_STRIDE - 1)) == 0)
 			CHECK_FOR_INTERRUPTS();
-		if (a[i] < b[j])
-			i++;
-		else if (a[i] > b[j])
-			j++;
-		else
-		{
-			common++;
-			i++;
-			j++;
-		}
+		common += x == y;
+		i += x <= y;
+		j += y <= x;
 	}
 	return common;
 }

@@ -195,11 +195,18 @@ typedef struct SharedBand
 	int			weight;
 } SharedBand;
 
-static int
-compare_shared(const void *a, const void *b)
-{
-	return ItemPointerCompare(&((SharedBand *) a)->tid, &((SharedBand *) b)->tid);
-}
+/* A tuple id as an integer in its order: block, then offset */
+#define TID_ORDER(tid) \
+	(((uint64) ItemPointerGetBlockNumberNoCheck(&(tid)) << 16) | \
+	 ItemPointerGetOffsetNumberNoCheck(&(tid)))
+
+/* The rows in tuple id order: a query's 20 lookups list tens of thousands at a million rows */
+#define RADIX_SORT_NAME sort_shared
+#define RADIX_SORT_ELEMENT SharedBand
+#define RADIX_SORT_KEY(shared) TID_ORDER((shared).tid)
+#define RADIX_SORT_BITS 48
+#define RADIX_SORT_CHECK_INTERRUPTS
+#include "radix_sort.h"
 
 /* Collected rows, growing */
 typedef struct SharedBands
@@ -295,7 +302,15 @@ sketch_candidates(Relation table, Oid index_oid, const int32 *keys, int min_shar
 	}
 	index_close(index, AccessShareLock);
 
-	qsort(shared.rows, shared.count, sizeof(SharedBand), compare_shared);
+	if (shared.count > 0)
+	{
+		SharedBand *scratch = shared.count < RADIX_SORT_SMALL ? NULL :
+			palloc_extended(shared.count * sizeof(SharedBand), MCXT_ALLOC_HUGE);
+
+		sort_shared(shared.rows, shared.count, scratch);
+		if (scratch != NULL)
+			pfree(scratch);
+	}
 	elements = palloc(sizeof(Datum) * Max(shared.count, 1));
 	fetch = table_index_fetch_begin(table);
 	slot = table_slot_create(table, NULL);
