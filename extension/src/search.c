@@ -115,8 +115,8 @@ nearsim_find_bands(Relation table, AttrNumber attnum, RotationBand *bands)
  * that fetches rows by tuple ids given as a parameter (ctid = ANY ($n)).
  * A custom plan sees how many ids there are and, from a few thousand on,
  * reads the whole table instead of fetching them; a generic one fetches
- * them in the table's order (a tid scan sorts them), which never reads a
- * page twice and, for ids of a tenth of the rows or fewer, reads less.
+ * them, in the table's order (a tid scan sorts them), reading only the
+ * pages that hold them.
  */
 int
 nearsim_execute_by_tids(const char *statement, int nargs, Oid *types, Datum *values,

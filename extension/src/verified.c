@@ -128,6 +128,7 @@ search(FunctionCallInfo fcinfo, Relation rel, const char *schema,
 	StringInfoData fingerprint;
 	StringInfoData candidates;
 	StringInfoData statement;
+	const char *query_row;		/* q: the query's fingerprint, si */
 	Oid			types[5] = {TEXTOID, FLOAT8OID, BOOLOID, BOOLOID, TIDARRAYOID};
 	Datum		values[5];
 	uint64	   *hashes = NULL;
@@ -199,8 +200,13 @@ search(FunctionCallInfo fcinfo, Relation rel, const char *schema,
 	 */
 	initStringInfo(&statement);
 	if (OidIsValid(sketch))
+	{
 		appendStringInfo(&statement, "WITH q AS MATERIALIZED (SELECT %s AS si) ",
 						 fingerprint.data);
+		query_row = "q";
+	}
+	else
+		query_row = psprintf("(SELECT %s AS si) AS q", fingerprint.data);
 	appendStringInfo(&statement,
 					 "SELECT c.key, c.distance, c.similarity,"
 					 " $3 OR ($4 AND %s.nearsim_shingle_count(c.body, %d::pg_catalog.int4)"
@@ -209,16 +215,13 @@ search(FunctionCallInfo fcinfo, Relation rel, const char *schema,
 					 "SELECT d.%s::pg_catalog.text AS key, d.%s::pg_catalog.text AS body,"
 					 " %s.hamming(d.%s, q.si) AS distance,"
 					 " %s.%s($1, d.%s::pg_catalog.text, %d::pg_catalog.int4) AS similarity"
-					 " FROM %s%s%s, ONLY %s AS d"
+					 " FROM %s, ONLY %s AS d"
 					 " WHERE %s OFFSET 0) AS c"
 					 " WHERE c.similarity OPERATOR(pg_catalog.>=) $2"
 					 " ORDER BY c.similarity DESC, c.distance, c.key COLLATE pg_catalog.\"C\"",
 					 ext, tokenisation, SHORT_SHINGLES,
 					 key, body, ext, fp, ext, measure_function, body, tokenisation,
-					 OidIsValid(sketch) ? "" : "(SELECT ",
-					 OidIsValid(sketch) ? "q" : fingerprint.data,
-					 OidIsValid(sketch) ? "" : " AS si) AS q",
-					 table, candidates.data);
+					 query_row, table, candidates.data);
 	if ((OidIsValid(sketch) ?
 		 nearsim_execute_by_tids(statement.data, 5, types, values, NULL) :
 		 SPI_execute_with_args(statement.data, 5, types, values, "    n", true, 0))
