@@ -231,7 +231,6 @@ flush_index(Waiting *pending)
 {
 	Relation	index;
 	Relation	table;
-	Entry	   *scratch;
 	MemoryContext per_entries;
 	MemoryContext caller;
 	RowCheck	check = {false};
@@ -247,12 +246,8 @@ flush_index(Waiting *pending)
 		table = table_open(pending->table, RowExclusiveLock);
 		if (!pending->sorted)
 		{
-			scratch = pending->count < RADIX_SORT_SMALL ? NULL :
-				MemoryContextAllocHuge(CurrentMemoryContext, sizeof(Entry) * pending->count);
 			/* a stable sort: equal keys keep the order of their rows */
-			sort_entries(pending->entries, pending->count, scratch);
-			if (scratch)
-				pfree(scratch);
+			sort_entries(pending->entries, pending->count, NULL);
 			pending->sorted = true;
 		}
 		check.context = CurrentMemoryContext;

@@ -1136,18 +1136,6 @@ next_piece(const unsigned char *s, Size start, Size len)
 #define RADIX_SORT_SPREAD		/* shingle hashes */
 #include "radix_sort.h"
 
-/* Sort n uint64 values ascending */
-static void
-sort_uint64(uint64 *values, Size n)
-{
-	uint64	   *other = NULL;
-
-	if (n >= RADIX_SORT_SMALL)
-		other = palloc_extended(n * sizeof(uint64), MCXT_ALLOC_HUGE);
-	radix_sort_uint64(values, n, other);
-	if (other != NULL)
-		pfree(other);
-}
 
 /*
  * Read UTF-8 text s of len bytes into votes: counted, or collected when
@@ -1259,7 +1247,7 @@ nearsim_shingle_hashes_utf8(const unsigned char *s, Size len, int tokenisation, 
 		votes.collected[0] = single;
 		votes.total = 1;
 	}
-	sort_uint64(votes.collected, votes.total);
+	radix_sort_uint64(votes.collected, votes.total, NULL);
 	for (Size i = 0; i < votes.total; i++)
 		if (i == 0 || votes.collected[i] != votes.collected[distinct - 1])
 			votes.collected[distinct++] = votes.collected[i];

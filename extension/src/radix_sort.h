@@ -10,8 +10,9 @@
  *	RADIX_SORT_KEY(e)	its key, an unsigned integer
  *	RADIX_SORT_BITS		the low key bits to sort by: a multiple of 8
  *
- * other is scratch space for n elements, unused (and may be NULL) when n
- * is below RADIX_SORT_SMALL, where insertion sort is faster.  The sort is
+ * other is scratch space for n elements, or NULL: the sort then allocates
+ * it in the current memory context when it needs it (not below
+ * RADIX_SORT_SMALL, where insertion sort is faster) and frees it.  The sort is
  * stable.  With RADIX_SORT_CHECK_INTERRUPTS defined, a cancel is taken every
  * RADIX_SORT_STRIDE elements of a pass (a sort of a text's hundreds of
  * millions of shingles takes seconds).
@@ -173,14 +174,23 @@ RADIX_SORT_BUCKETS(RADIX_SORT_ELEMENT *values, Size n, RADIX_SORT_ELEMENT *other
 static void
 RADIX_SORT_NAME(RADIX_SORT_ELEMENT *values, Size n, RADIX_SORT_ELEMENT *other)
 {
+	RADIX_SORT_ELEMENT *scratch = other;
+
 	if (n < RADIX_SORT_SMALL)
+	{
 		RADIX_SORT_INSERTION(values, n);
+		return;
+	}
+	if (scratch == NULL)
+		scratch = palloc_extended(sizeof(RADIX_SORT_ELEMENT) * n, MCXT_ALLOC_HUGE);
 #ifdef RADIX_SORT_SPREAD
-	else if (n < RADIX_SORT_MEDIUM)
-		RADIX_SORT_BUCKETS(values, n, other);
-#endif
+	if (n < RADIX_SORT_MEDIUM)
+		RADIX_SORT_BUCKETS(values, n, scratch);
 	else
-		RADIX_SORT_PASSES(values, n, other);
+#endif
+		RADIX_SORT_PASSES(values, n, scratch);
+	if (other == NULL)
+		pfree(scratch);
 }
 
 #undef RADIX_SORT_INSERTION

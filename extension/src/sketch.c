@@ -302,15 +302,7 @@ sketch_candidates(Relation table, Oid index_oid, const int32 *keys, int min_shar
 	}
 	index_close(index, AccessShareLock);
 
-	if (shared.count > 0)
-	{
-		SharedBand *scratch = shared.count < RADIX_SORT_SMALL ? NULL :
-			palloc_extended(shared.count * sizeof(SharedBand), MCXT_ALLOC_HUGE);
-
-		sort_shared(shared.rows, shared.count, scratch);
-		if (scratch != NULL)
-			pfree(scratch);
-	}
+	sort_shared(shared.rows, shared.count, NULL);
 	elements = palloc(sizeof(Datum) * Max(shared.count, 1));
 	fetch = table_index_fetch_begin(table);
 	slot = table_slot_create(table, NULL);
