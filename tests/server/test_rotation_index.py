@@ -687,7 +687,8 @@ def test_one_layout_serves_every_size(conn: psycopg.Connection) -> None:
     assert conn.execute("SELECT bands FROM nearsim_tables WHERE tbl = 'docs'::regclass"
                         ).fetchone() == (3,)
     assert conn.execute(
-        "SELECT array_agg(pg_get_indexdef(indexrelid) ORDER BY 1) FROM pg_index"
+        "SELECT array_agg(pg_get_indexdef(indexrelid) ORDER BY pg_get_indexdef(indexrelid)"
+        " COLLATE \"C\") FROM pg_index"
         " WHERE indrelid = 'docs'::regclass AND NOT indisprimary"
     ).fetchone()[0] == [  # type: ignore[index]
         f"CREATE INDEX docs_nearsim_rotate_idx{suffix} ON public.docs USING nearsim_btree"
