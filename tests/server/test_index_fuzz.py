@@ -246,21 +246,23 @@ def literal_disagreements(conn: psycopg.Connection, query: int,
 
 def join_disagreements(conn: psycopg.Connection, queries: list[int],
                        rows: list[Row]) -> list[str]:
-    """How a join of the queries with the table (a batch checked against it, as
-    people write it) read through the rotation scan differs from the scan."""
+    """How a join of the queries and a NULL with the table (a batch checked
+    against it, as people write it) read through the rotation scan differs
+    from the scan."""
     found: list[str] = []
+    batch: list[int | None] = [*queries, None]
     conn.execute("SET enable_seqscan = off")
     try:
         for k in RADII:
             joined = in_order(tuple(r) for r in conn.execute(
                 "SELECT q.n, d.id, hamming(d.si, q.si) FROM unnest(%s::bigint[])"
                 " WITH ORDINALITY AS q(si, n) JOIN docs d ON hamming(d.si, q.si) <= %s",
-                [queries, k]))
+                [batch, k]))
             expected = in_order((n, r.key, hamming(r.si, query))
                                 for n, query in enumerate(queries, 1) for r in rows
                                 if hamming(r.si, query) <= k)
             if joined != expected:
-                found.append(f"the join of {queries} with docs within {k} bits gave {joined},"
+                found.append(f"the join of {batch} with docs within {k} bits gave {joined},"
                              f" the scan {expected}")
     finally:
         conn.execute("RESET enable_seqscan")
