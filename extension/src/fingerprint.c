@@ -1136,7 +1136,6 @@ next_piece(const unsigned char *s, Size start, Size len)
 #define RADIX_SORT_SPREAD		/* shingle hashes */
 #include "radix_sort.h"
 
-
 /*
  * Read UTF-8 text s of len bytes into votes: counted, or collected when
  * votes->collected is set.  The number of tokens; *single is the hash of

@@ -33,7 +33,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -217,13 +217,23 @@ def in_order(rows: Iterable[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
     return sorted(rows, key=lambda row: tuple((v is None, 0 if v is None else v) for v in row))
 
 
-def literal_disagreements(conn: psycopg.Connection, query: int,
-                          scan_order: list[tuple[int, int]]) -> list[str]:  # fmt: skip
-    """How the SQL people write, read through the rotation scan (the
-    sequential scan made dearer than anything), differs from the scan."""
-    found: list[str] = []
+@contextmanager
+def rotation_scan_only(conn: psycopg.Connection) -> Iterator[None]:
+    """The sequential scan made dearer than anything: the SQL people write is
+    read through the planner's rotation scan."""
     conn.execute("SET enable_seqscan = off")
     try:
+        yield
+    finally:
+        conn.execute("RESET enable_seqscan")
+
+
+def literal_disagreements(conn: psycopg.Connection, query: int,
+                          scan_order: list[tuple[int, int]]) -> list[str]:  # fmt: skip
+    """How the SQL people write, read through the rotation scan, differs from
+    the scan."""
+    found: list[str] = []
+    with rotation_scan_only(conn):
         for k in RADII:
             expected = in_order((key, d) for d, key in scan_order if d <= k)
             literal = in_order(tuple(r) for r in conn.execute(
@@ -239,8 +249,6 @@ def literal_disagreements(conn: psycopg.Connection, query: int,
             if ordered != [(key, d) for d, key in scan_order[:n]]:
                 found.append(f"ORDER BY hamming(si, {query}), id LIMIT {n} gave {ordered},"
                              f" the scan {scan_order[:n]}")
-    finally:
-        conn.execute("RESET enable_seqscan")
     return found
 
 
@@ -251,8 +259,7 @@ def join_disagreements(conn: psycopg.Connection, queries: list[int],
     from the scan."""
     found: list[str] = []
     batch: list[int | None] = [*queries, None]
-    conn.execute("SET enable_seqscan = off")
-    try:
+    with rotation_scan_only(conn):
         for k in RADII:
             joined = in_order(tuple(r) for r in conn.execute(
                 "SELECT q.n, d.id, hamming(d.si, q.si) FROM unnest(%s::bigint[])"
@@ -264,8 +271,6 @@ def join_disagreements(conn: psycopg.Connection, queries: list[int],
             if joined != expected:
                 found.append(f"the join of {batch} with docs within {k} bits gave {joined},"
                              f" the scan {expected}")
-    finally:
-        conn.execute("RESET enable_seqscan")
     return found
 
 
