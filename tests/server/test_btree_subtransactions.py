@@ -405,7 +405,8 @@ def test_entries_of_a_row_that_a_losing_upsert_killed_go_with_it(database: str) 
         thread.start()
         for _ in range(100):
             if referee.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'"
-                               " AND NOT granted").fetchone() == (1,):
+                               " AND NOT granted AND database = (SELECT oid FROM pg_database"
+                               " WHERE datname = current_database())").fetchone() == (1,):
                 break
             time.sleep(0.05)
         winner.execute("INSERT INTO racing VALUES (1, 'the winning insert of the same key')")
