@@ -1,16 +1,14 @@
 #!/bin/sh
-# Installs the rooms of the Python package that the server runs into TARGET,
-# one file at a time: each is written beside its place and renamed over it,
-# so a session that imports nearsim while `make install` runs on a live server
-# finds every module, old or new, never a missing or half-written one.  Files
-# the new tree no longer has are removed last.
+# Installs the rooms of the Python package that the server runs into TARGET
+# with INSTALL_DATA (install_replacing.sh: each file renamed over the old
+# one), then removes what an earlier install left there and this tree no
+# longer has.
 #
-# usage: install_python.sh SOURCE TARGET DIR...   (INSTALL_DATA from make)
+# usage: INSTALL_DATA=... install_python.sh SOURCE TARGET DIR...
 set -eu
 source=$1
 target=$2
 shift 2
-install_data=${INSTALL_DATA:-install -m 644}
 
 installed=$(mktemp)
 trap 'rm -f "$installed"' EXIT
@@ -20,14 +18,12 @@ for dir in "$@"; do
     find "$source/$dir" -maxdepth 1 -type f \
         \( -name '*.py' -o -name '*.json' -o -name '*.stop' -o -name README -o -name py.typed \) |
     while IFS= read -r file; do
-        name=${file##*/}
-        $install_data "$file" "$target/$dir/.$name.new"
-        mv -f "$target/$dir/.$name.new" "$target/$dir/$name"
-        printf '%s\n' "$target/$dir/$name" | sed 's#//*#/#g; s#/\./#/#g' >> "$installed"
+        # shellcheck disable=SC2086  # INSTALL_DATA is a command and its options
+        $INSTALL_DATA "$file" "$target/$dir/"
+        printf '%s\n' "$target/$dir/${file##*/}" | sed 's#//*#/#g; s#/\./#/#g' >> "$installed"
     done
 done
 
-# What an earlier install left and this tree no longer has.
 sort -o "$installed" "$installed"
 find "$target" -type f | sed 's#//*#/#g; s#/\./#/#g' | sort | comm -23 - "$installed" |
 while IFS= read -r stale; do

@@ -8,6 +8,7 @@ clone of the last commit and installed with pgxnclient.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -629,54 +630,102 @@ def server_python_files(tree: Path) -> dict[str, bytes]:
     }  # fmt: skip
 
 
-# Copies one file, as install(1) would, after checking that every module of
-# the tree being replaced is there, whole, in its old or its new version.
+# Stands for install(1) on the PATH of `make install`.  Before each copy it
+# checks that every file of the installation being replaced is there, whole,
+# in its old or its new version, and that the copy is not written where a
+# session reads (onto a file of the installation, or into a directory under
+# the file's own name); it notes the copy, then makes it.
 CHECKING_INSTALL = """
-import json, os, sys
-tree, allowed = json.load(open(sys.argv[1]))
-for name, versions in allowed.items():
-    path = os.path.join(tree, name)
+import hashlib, json, os, sys
+allowed = json.load(open(os.environ["NEARSIM_ALLOWED"]))
+for path, versions in allowed.items():
     if not os.path.isfile(path):
-        sys.exit(f"{name} is missing while the install runs")
-    if open(path, "rb").read().hex() not in versions:
-        sys.exit(f"{name} is neither its old nor its new version while the install runs")
-os.execvp("install", ["install", *sys.argv[2:]])
+        sys.exit(f"{path} is missing while the install runs")
+    if hashlib.sha256(open(path, "rb").read()).hexdigest() not in versions:
+        sys.exit(f"{path} is neither its old nor its new version while the install runs")
+destination = sys.argv[-1]
+if os.path.isdir(destination) or os.path.exists(destination) or destination in allowed:
+    sys.exit(f"a copy is written where a session reads: {destination}")
+with open(os.environ["NEARSIM_COPIES"], "a") as copies:
+    copies.write(destination + "\\n")
+os.execv("/usr/bin/install", ["install", *sys.argv[1:]])
 """
 
 
-def test_installing_over_a_live_tree_never_leaves_a_module_missing(tmp_path: Path) -> None:
-    # A session that imports nearsim while `make install` runs on a live
-    # server must find each module, in its old or its new version.
+def digests(root: Path) -> dict[str, str]:
+    return {str(path): hashlib.sha256(path.read_bytes()).hexdigest()
+            for path in root.rglob("*") if path.is_file()}  # fmt: skip
+
+
+def test_installing_over_a_running_server_never_leaves_a_file_missing(tmp_path: Path) -> None:
+    # A session that loads the library, reads a script or imports nearsim
+    # while `make install` runs on a live server must find each file whole,
+    # in its old or its new version.
     staging = tmp_path / "staging"
     make = ["make", "-s", "-C", str(ROOT / "extension"), f"PG_CONFIG={PG_CONFIG}",
-            f"DESTDIR={staging}", "install-python"]  # fmt: skip
+            f"DESTDIR={staging}", "install"]  # fmt: skip
     subprocess.run(make, check=True, capture_output=True)
-    sharedir = subprocess.run([PG_CONFIG, "--sharedir"], check=True, capture_output=True,
-                              text=True).stdout.strip()  # fmt: skip
-    tree = staged_python(staging, sharedir, control_version())
-    new = server_python_files(ROOT / "python_client" / "nearsim")
-    assert server_python_files(tree) == new
-    # The earlier install differs: one module older, one the tree has since
-    # dropped, and a room the server no longer gets.
-    (tree / "core" / "text.py").write_bytes(new["core/text.py"] + b"# older\n")
+    sharedir, libdir = (subprocess.run([PG_CONFIG, option], check=True, capture_output=True,
+                                       text=True).stdout.strip()
+                        for option in ("--sharedir", "--pkglibdir"))  # fmt: skip
+    version = control_version()
+    tree = staged_python(staging, sharedir, version)
+    source = ROOT / "python_client" / "nearsim"
+    assert server_python_files(tree) == server_python_files(source)
+    new = digests(staging)
+    # The earlier installation differs: the library, a script and a module
+    # older, a module the tree has since dropped, and a room the server no
+    # longer gets.
+    library = staging / libdir.lstrip("/") / "nearsim.so"
+    script = staging / sharedir.lstrip("/") / "extension" / f"nearsim--{version}.sql"
+    allowed = {path: [digest] for path, digest in new.items()}
+    for older in (library, script, tree / "core" / "text.py"):
+        older.write_bytes(older.read_bytes() + b"\n")
+        allowed[str(older)].append(hashlib.sha256(older.read_bytes()).hexdigest())
     (tree / "core" / "retired.py").write_text("RETIRED = True\n")
     (tree / "client").mkdir()
     (tree / "client" / "cli.py").write_text("")
-    allowed = {name: [content.hex()] for name, content in new.items()}
-    allowed["core/text.py"].append((new["core/text.py"] + b"# older\n").hex())
     checks = tmp_path / "allowed.json"
-    checks.write_text(json.dumps([str(tree), allowed]))
-    checker = tmp_path / "checking-install"
-    checker.write_text(f"#!{sys.executable}\n{CHECKING_INSTALL}")
-    checker.chmod(0o755)
-    done = subprocess.run([*make, f"INSTALL_DATA={checker} {checks} -m 644"],
-                          capture_output=True, text=True, check=False)  # fmt: skip
+    checks.write_text(json.dumps(allowed))
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "install").write_text(f"#!{sys.executable}\n{CHECKING_INSTALL}")
+    (bin_dir / "install").chmod(0o755)
+    copies = tmp_path / "copies"
+    copies.write_text("")
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}",
+           "NEARSIM_ALLOWED": str(checks), "NEARSIM_COPIES": str(copies)}  # fmt: skip
+    done = subprocess.run(make, capture_output=True, text=True, check=False, env=env)
     assert done.returncode == 0, done.stderr
-    assert server_python_files(tree) == new
-    # What the new tree lacks is gone, files and rooms.
-    assert not (tree / "core" / "retired.py").exists()
+    # Every file was copied so, after the checks, but for the summary of the
+    # bitcode for JIT inlining, which PGXS has llvm-lto write in place.
+    copied = new.keys() - {path for path in new if path.endswith("/nearsim.index.bc")}
+    assert len(copies.read_text().splitlines()) == len(copied)
+    # Each file is the new one, with its mode; what the new tree lacks is gone.
+    assert digests(staging) == new
+    assert library.stat().st_mode & 0o777 == 0o755
+    assert script.stat().st_mode & 0o777 == 0o644
     assert not (tree / "client").exists()
-    assert not [path for path in tree.rglob("*") if path.name.endswith(".new")]
+    assert not [path for path in staging.rglob(".*")]
+
+
+def test_install_replacing_refuses_what_it_cannot_do(tmp_path: Path) -> None:
+    helper = ROOT / "extension" / "install_replacing.sh"
+    (tmp_path / "a").write_text("a")
+    (tmp_path / "b").write_text("b")
+    for arguments, message in (
+            (["-d", "x"], "option -d is not one PGXS uses"),
+            (["-m"], "-m needs a mode"),
+            (["a"], "usage: install_replacing.sh"),
+            (["a", "b", "missing-directory"], "missing-directory is not a directory")):
+        done = subprocess.run(["sh", str(helper), *arguments], cwd=tmp_path,
+                              capture_output=True, text=True, check=False)  # fmt: skip
+        assert done.returncode == 2 and message in done.stderr, (arguments, done.stderr)
+    done = subprocess.run(["sh", str(helper), "-m", "600", "missing", str(tmp_path / "b")],
+                          cwd=tmp_path, capture_output=True, text=True, check=False)  # fmt: skip
+    assert done.returncode == 1
+    assert (tmp_path / "b").read_text() == "b"
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["a", "b"]
 
 
 def test_the_client_wheel_ships_the_core_and_the_client_only(tmp_path: Path) -> None:
