@@ -40,8 +40,10 @@ while [ "$sources" -gt 0 ]; do
     else
         target=$destination
     fi
-    partial=${target%/*}/.${target##*/}.new.$$
-    [ "$partial" != "$target" ]
+    case $target in
+        */*) partial=${target%/*}/.${target##*/}.new.$$ ;;
+        *) partial=.$target.new.$$ ;;
+    esac
     # shellcheck disable=SC2086  # the options are words
     install $options "$source" "$partial" || { rm -f "$partial"; exit 1; }
     mv -f "$partial" "$target"

@@ -726,6 +726,11 @@ def test_install_replacing_refuses_what_it_cannot_do(tmp_path: Path) -> None:
     assert done.returncode == 1
     assert (tmp_path / "b").read_text() == "b"
     assert sorted(path.name for path in tmp_path.iterdir()) == ["a", "b"]
+    # A destination without a directory is the working directory's.
+    subprocess.run(["sh", str(helper), "-c", "-m", "600", "a", "b"], cwd=tmp_path, check=True)
+    assert (tmp_path / "b").read_text() == "a"
+    assert (tmp_path / "b").stat().st_mode & 0o777 == 0o600
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["a", "b"]
 
 
 def test_the_client_wheel_ships_the_core_and_the_client_only(tmp_path: Path) -> None:
