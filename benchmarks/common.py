@@ -227,6 +227,22 @@ def reset_statement_timeout(conn: psycopg.Connection) -> None:
     conn.execute("RESET statement_timeout")
 
 
+def run_main(main: Callable[[], int | None]) -> int:
+    """Runs a benchmark's main as `python -m benchmarks.NAME` does: an error of
+    the database ends it with one line that names the benchmark, the SQLSTATE
+    and the server's message (not a traceback), status 1; Ctrl-C with 130."""
+    name = os.path.splitext(os.path.basename(sys.argv[0]))[0]
+    try:
+        return main() or 0
+    except psycopg.Error as error:
+        state = f" {error.sqlstate}" if error.sqlstate else ""
+        print(f"benchmarks.{name}: database error{state}: {one_line(error)}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print(f"benchmarks.{name}: interrupted", file=sys.stderr)
+        return 130
+
+
 def drop_schema(conn: psycopg.Connection, schema: str) -> None:
     """DROP SCHEMA ... CASCADE of a run's scratch schema; a failure is said, not raised,
     so that it does not hide the error that ended the run."""

@@ -85,6 +85,7 @@ from .common import (
     prepare_session,
     prewarm_table,
     print_table,
+    run_main,
     wrap,
 )
 from .docsets import (
@@ -759,4 +760,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_main(main))

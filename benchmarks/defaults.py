@@ -94,7 +94,7 @@ from nearsim.core.measures import (
 )
 from nearsim.core.text import tokens
 
-from .common import scratch_schema, timer
+from .common import run_main, scratch_schema, timer
 from .corpus import SIZES, Document, build_corpus
 from .truth import intersections, shingle_matrix
 
@@ -701,4 +701,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_main(main))

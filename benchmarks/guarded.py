@@ -53,6 +53,7 @@ from .common import (
     load_average,
     prepare_session,
     print_table,
+    run_main,
     wrap,
 )
 from .docsets import (
@@ -301,4 +302,4 @@ def report(results: Sequence[GuardResult], seconds: float, version: str, buffers
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_main(main))

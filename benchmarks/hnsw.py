@@ -56,6 +56,7 @@ from .common import (
     prepare_session,
     prewarm_table,
     print_table,
+    run_main,
     wrap,
 )
 from .docsets import DocSet, load_docsets, popcount, prewarm_search, shared_buffers
@@ -307,4 +308,4 @@ def run(dsn: str, rows: int, queries: int, results_file: str | None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_main(main))

@@ -91,6 +91,7 @@ from .common import (
     percentile_ms,
     prepare_session,
     print_table,
+    run_main,
     times,
     wrap,
 )
@@ -794,4 +795,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_main(main))

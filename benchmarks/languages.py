@@ -73,7 +73,7 @@ from nearsim.core.measures import (
 from nearsim.core.profiles import Profile
 from nearsim.core.text import tokens
 
-from .common import MB, best_of
+from .common import MB, best_of, run_main
 from .corpus import Document, build_corpus, original_documents
 from .defaults import LIGHT, UNRELATED, candidates, family_pairs, kind_of
 from .docsets import popcount
@@ -639,8 +639,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         results = evaluate(args.originals, args.documents, args.jobs, args.dsn, args.languages,
                            repeat=args.repeat)
-    except (RuntimeError, psycopg.Error) as error:
-        print(f"languages: {error}", file=sys.stderr)
+    except RuntimeError as error:  # a database error ends the run through run_main
+        print(f"benchmarks.languages: {error}", file=sys.stderr)
         return 1
     command = (f".venv/bin/python -m benchmarks.languages --originals {args.originals}"
                f" --documents {args.documents} --jobs {args.jobs} --repeat {args.repeat}"
@@ -656,4 +656,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_main(main))

@@ -69,7 +69,7 @@ from psycopg import sql
 
 from nearsim.core.measures import set_resemblance, word_shingles
 
-from .common import SESSION_SETTINGS, cpu_model, enable_timed, log, scratch_schema, timer
+from .common import SESSION_SETTINGS, cpu_model, enable_timed, log, run_main, scratch_schema, timer
 from .corpusfile import copy_into, corpus_file, read_texts
 from .minhash_report import merge, write
 from .scoring import THRESHOLDS, score
@@ -450,4 +450,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_main(main))

@@ -53,7 +53,7 @@ from typing import Any
 
 import numpy as np
 
-from .common import log, scratch_schema, timer
+from .common import log, run_main, scratch_schema, timer
 from .corpus import build_corpus
 from .pair_methods import (
     MINHASH_PERMUTATIONS,
@@ -274,4 +274,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_main(main))

@@ -69,6 +69,7 @@ from .common import (
     ms,
     prepare_session,
     print_table,
+    run_main,
     times,
     yes_no,
 )
@@ -310,7 +311,7 @@ def run(dsn: str, rows: int, repeat: int, quick: bool, plan: IndexPlan,
                 disable_tables(conn, schema)
                 conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
             except psycopg.Error as error:
-                print(f"run.py: could not drop scratch schema {schema}: {one_line(error)}",
+                print(f"benchmarks.run: could not drop scratch schema {schema}: {one_line(error)}",
                       file=sys.stderr)
 
     print("\nSummary (MB = 10^6 bytes; one core each; ratio = value against the baseline)\n")
@@ -411,12 +412,9 @@ def main() -> None:
     try:
         run(args.dsn, rows, repeat, args.quick, plan, args.results)
     except BenchError as error:
-        print(f"run.py: {error}", file=sys.stderr)
+        print(f"benchmarks.run: {error}", file=sys.stderr)
         sys.exit(error.status)
-    except psycopg.Error as error:
-        print(f"run.py: database error: {one_line(error)}", file=sys.stderr)
-        sys.exit(1)
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run_main(main))

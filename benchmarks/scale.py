@@ -76,6 +76,7 @@ from .common import (
     percentile_ms,
     prepare_session,
     print_table,
+    run_main,
     times,
     wrap,
 )
@@ -769,4 +770,4 @@ def report(results: Sequence[SetResult], fresh: tuple[list[float], list[float]] 
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_main(main))

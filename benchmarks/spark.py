@@ -73,7 +73,7 @@ from psycopg import sql
 
 import nearsim
 
-from .common import BenchError, Connection, connect, cpu_model, prepare_session
+from .common import BenchError, Connection, connect, cpu_model, prepare_session, run_main
 from .docsets import TEXT_LIKE, RealFingerprints, make_docset, text_like_fingerprints
 from .spark_corpus import corpus_run
 from .spark_dedup import DEDUP_DOCUMENTS, dedup_run
@@ -238,4 +238,4 @@ def added_sizes(earlier: dict[str, Any], report: dict[str, Any]) -> dict[str, An
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_main(main))

@@ -50,7 +50,15 @@ from psycopg import sql
 
 import nearsim
 
-from .common import BenchError, Connection, connect, cpu_model, prepare_session, print_table
+from .common import (
+    BenchError,
+    Connection,
+    connect,
+    cpu_model,
+    prepare_session,
+    print_table,
+    run_main,
+)
 from .docsets import TEXT_LIKE, RealFingerprints, make_docset, text_like_fingerprints
 from .spark_jobs import timed_pairs
 from .throughput import kjv_corpora
@@ -234,4 +242,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_main(main))

@@ -15,6 +15,7 @@ import argparse
 import math
 import os
 import statistics
+import sys
 import time
 from dataclasses import replace
 
@@ -23,7 +24,16 @@ from psycopg import sql
 
 from nearsim.core.bands import default_bands
 
-from .common import BenchError, Connection, best_of, print_table, scratch_schema, times, wrap
+from .common import (
+    BenchError,
+    Connection,
+    best_of,
+    print_table,
+    run_main,
+    scratch_schema,
+    times,
+    wrap,
+)
 from .docsets import FULL_PLAN, SEED, IndexPlan, random_fingerprints
 
 TRIGGER_KINDS = ("plain table", "enabled (nearsim)")
@@ -182,4 +192,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run_main(main))

@@ -91,7 +91,7 @@ from typing import Any
 
 import psycopg
 
-from .common import SESSION_SETTINGS, cpu_model, log, scratch_schema
+from .common import SESSION_SETTINGS, cpu_model, log, run_main, scratch_schema
 from .corpus import CURVE_SIZES, SIZES, nested_corpus
 from .scoring import THRESHOLDS
 from .verified_lookups import (
@@ -293,4 +293,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_main(main))

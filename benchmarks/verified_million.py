@@ -34,7 +34,7 @@ import numpy as np
 import psycopg
 from psycopg import sql
 
-from .common import cpu_model, log, scratch_schema, timer
+from .common import cpu_model, log, run_main, scratch_schema, timer
 from .corpusfile import corpus_file
 from .minhash import DEFAULT_WORK, load
 from .scoring import THRESHOLDS
@@ -200,4 +200,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_main(main))
