@@ -25,6 +25,7 @@ import numpy as np
 import psycopg
 from psycopg import sql
 
+from nearsim.client.clitools import one_line as server_message
 from nearsim.client.connect import ProfileMismatch, ensure_extension
 from nearsim.client.output import format_table, one_line
 
@@ -236,7 +237,8 @@ def run_main(main: Callable[[], int | None]) -> int:
         return main() or 0
     except psycopg.Error as error:
         state = f" {error.sqlstate}" if error.sqlstate else ""
-        print(f"benchmarks.{name}: database error{state}: {one_line(error)}", file=sys.stderr)
+        print(f"benchmarks.{name}: database error{state}: {server_message(error)}",
+              file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print(f"benchmarks.{name}: interrupted", file=sys.stderr)

@@ -20,13 +20,17 @@ for dir in "$@"; do
     while IFS= read -r file; do
         # shellcheck disable=SC2086  # INSTALL_DATA is a command and its options
         $INSTALL_DATA "$file" "$target/$dir/"
-        printf '%s\n' "$target/$dir/${file##*/}" | sed 's#//*#/#g; s#/\./#/#g' >> "$installed"
+        case $dir in
+            .) echo "${file##*/}" ;;
+            *) echo "$dir/${file##*/}" ;;
+        esac >> "$installed"
     done
 done
 
+# Paths under TARGET, as find's %P gives them.
 sort -o "$installed" "$installed"
-find "$target" -type f | sed 's#//*#/#g; s#/\./#/#g' | sort | comm -23 - "$installed" |
+find "$target" -type f -printf '%P\n' | sort | comm -23 - "$installed" |
 while IFS= read -r stale; do
-    rm -f "$stale"
+    rm -f "$target/$stale"
 done
 find "$target" -mindepth 1 -depth -type d -empty -delete
