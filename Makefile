@@ -205,10 +205,11 @@ bench-verified-1m: database
 # size alone, about 10 minutes); then docs/BENCHMARKS.md again when a make
 # bench run is there to write it with.
 MINHASH_SIZES ?= 100000 1000000
+MINHASH_THRESHOLDS ?= 0.8 0.5
 bench-minhash: database
 	mkdir -p $(BENCH_RESULTS)
 	$(VENV_PYTHON) -m benchmarks.minhash --dsn "$(DSN)" --sizes $(MINHASH_SIZES) \
-		--output-dir $(BENCH_RESULTS)
+		--thresholds $(MINHASH_THRESHOLDS) --output-dir $(BENCH_RESULTS)
 	if [ -f $(BENCH_RESULTS)/run.json ]; then \
 		$(VENV_PYTHON) -m benchmarks.docs $(BENCH_RESULTS) docs; fi
 

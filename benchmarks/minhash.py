@@ -3,7 +3,7 @@
     .venv/bin/python -m benchmarks.minhash --dsn DSN [--sizes N [N ...]]
         [--libraries rensa datasketch] [--datasketch-max N] [--rensa-threads N]
         [--truth-max N] [--check-pairs N] [--phases-max N] [--work-dir DIR]
-        [--output-dir DIR] [--quick]
+        [--thresholds S [S ...]] [--output-dir DIR] [--quick]
 
 All pairs of documents whose resemblance S_R (of word 3-shingle sets) is at
 least s, for s = 0.8 and 0.5, on the first N documents of the evaluation
@@ -354,7 +354,8 @@ def measure(conn: psycopg.Connection, schema: str, path: Path, documents: int,
 
 def evaluate(dsn: str, sizes: Sequence[int], libraries: Sequence[str], work: Path,
              output: Path, options: dict[str, int], quick: bool, command: str,
-             add_to: Path | None = None) -> dict[str, Any]:
+             add_to: Path | None = None,
+             thresholds: Sequence[float] = THRESHOLDS) -> dict[str, Any]:
     """Measure every size; with ``add_to`` (the results of another run, read when
     this one is done), its sizes not measured now are kept beside the new ones
     (each says its run)."""
@@ -372,7 +373,7 @@ def evaluate(dsn: str, sizes: Sequence[int], libraries: Sequence[str], work: Pat
         "datasketch": importlib.metadata.version("datasketch"),
         "python": platform.python_version(), "cpu": cpu_model(),
         "memory_total": os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"),
-        "thresholds": list(THRESHOLDS), "options": options,
+        "thresholds": list(thresholds), "options": options,
         "corpus": {"documents": corpus.documents, "megabytes": corpus.megabytes,
                    "seconds": corpus.seconds, "reused": corpus.reused},
         "sizes": [],
@@ -387,7 +388,7 @@ def evaluate(dsn: str, sizes: Sequence[int], libraries: Sequence[str], work: Pat
                            ).fetchone()
         results["nearsim_extension"] = row[0] if row else "?"
         for documents in ordered:
-            measured = measure(conn, schema, corpus.path, documents, THRESHOLDS, libraries,
+            measured = measure(conn, schema, corpus.path, documents, thresholds, libraries,
                                work, options)
             measured["run"] = {"command": command, "started": results["started"]}
             results["sizes"].append(measured)
@@ -424,6 +425,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="the server's phases timed up to this many documents")
     parser.add_argument("--work-dir", type=Path, default=DEFAULT_WORK,
                         help="where the corpus file and the found pairs go")
+    parser.add_argument("--thresholds", type=float, nargs="+", choices=THRESHOLDS,
+                        default=list(THRESHOLDS), metavar="S",
+                        help=f"the S_R thresholds measured, of {THRESHOLDS} (a run at a"
+                             " million documents takes about an hour and a half for each)")
     parser.add_argument("--output-dir", type=Path, default=DEFAULT_OUTPUT)
     parser.add_argument("--add-to", type=Path, metavar="FILE",
                         help="a minhash.json of an earlier run: its sizes not measured now"
@@ -445,7 +450,8 @@ def main(argv: Sequence[str] | None = None) -> int:
              if o != "--dsn" and not (k and (sys.argv[1:] if argv is None else list(argv))[k - 1]
                                       == "--dsn") and not o.startswith("--dsn=")]
     evaluate(args.dsn, sizes, args.libraries, args.work_dir, args.output_dir, options,
-             args.quick, " ".join(["python -m benchmarks.minhash", *shown]), args.add_to)
+             args.quick, " ".join(["python -m benchmarks.minhash", *shown]), args.add_to,
+             sorted(set(args.thresholds), reverse=True))
     return 0
 
 

@@ -212,6 +212,7 @@ def time_split(results: dict[str, Any]) -> list[str]:
 
 def markdown(results: dict[str, Any]) -> str:
     thresholds = results["thresholds"]
+    made_for = "both thresholds, in full at each" if len(thresholds) > 1 else "its threshold"
     lines = [
         f"Written by `{results['command']}` (`make bench-minhash`; {results['mode']} run,"
         f" {results.get('seconds', 0):.0f} s, started {results['started']}): nearsim"
@@ -228,7 +229,7 @@ def markdown(results: dict[str, Any]) -> str:
         " chooses them (Rensa: among the divisors of 128), the candidates kept when the"
         f" estimate is >= s, each in its own process, Rensa on"
         f" {results['options']['rensa_threads']} thread(s). Seconds of a MinHash method"
-        " count its shingles and signatures, made once for both thresholds, in full at each."
+        f" count its shingles and signatures, made once for {made_for}."
         " CPU seconds (in brackets) are of every thread of the process (for nearsim: the"
         " backend and this client reading its rows): the machine is shared, and the wall"
         " clock counts the others' work too."

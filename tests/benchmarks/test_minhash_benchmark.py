@@ -188,6 +188,28 @@ def test_quick_run_shows_nearsim_exact_and_scores_minhash(database: str,
     assert left == (0,)
 
 
+def test_a_run_can_measure_one_threshold(database: str, tmp_path: Path) -> None:
+    """A million documents take about an hour and a half a threshold: one at a time."""
+    output = tmp_path / "out"
+    command = [sys.executable, "-m", "benchmarks.minhash", "--dsn", database, "--quick",
+               "--sizes", "300", "--libraries", "rensa", "--phases-max", "0",
+               "--work-dir", str(tmp_path / "work"), "--output-dir", str(output)]
+    completed = subprocess.run([*command, "--thresholds", "0.8"], cwd=ROOT,
+                               capture_output=True, text=True, timeout=600, check=False)
+    assert completed.returncode == 0, completed.stderr
+    results = json.loads((output / "minhash.json").read_text())
+    assert results["thresholds"] == [0.8] and "--thresholds 0.8" in results["command"]
+    (size,) = results["sizes"]
+    assert set(size["methods"]["nearsim"]) == {"0.8"} == set(size["checks"])
+    assert set(size["methods"]["rensa"]["thresholds"]) == {"0.8"}
+    assert size["truth"]["nearsim_equal"] == {"0.8": True}
+    page = (output / "minhash.md").read_text()
+    assert "made once for its threshold." in page and "S_R >= 0.5" not in page
+    refused = subprocess.run([*command, "--thresholds", "0.7"], cwd=ROOT,
+                             capture_output=True, text=True, timeout=60, check=False)
+    assert refused.returncode == 2 and "--thresholds: invalid choice: 0.7" in refused.stderr
+
+
 def test_report_compares_with_rensa_and_says_when_datasketch_did_not_run() -> None:
     run = {"signature_seconds": {"shingles": 3.0, "signatures": 1.0},
            "signature_cpu": {"shingles": 2.0, "signatures": 1.0},
