@@ -200,10 +200,14 @@ bench-verified-1m: database
 # the evaluation corpus (benchmarks/minhash.py): seconds, CPU seconds, peak
 # memory, and recall and precision against the exact truth.  The corpus file
 # of a million documents (4.4 GB, about 7 minutes, 6 GB of memory to build) is
-# kept in benchmarks/.cache/minhash/; the million-document run takes about an
-# hour on 2 cores, most of it datasketch (MINHASH_SIZES=100000 for the first
-# size alone, about 10 minutes); then docs/BENCHMARKS.md again when a make
-# bench run is there to write it with.
+# kept in benchmarks/.cache/minhash/.  A million documents take nearsim and
+# Rensa about 45 minutes at S_R >= 0.8 and an hour at 0.5, with up to 12 GB of
+# memory in the client that reads nearsim's pairs beside the backend's 8 GB or
+# Rensa's 10 to 14 GB; datasketch adds about an hour and 10 GB there
+# (benchmarks.minhash --datasketch-max 200000 leaves it out).
+# MINHASH_SIZES=100000 runs the first size alone (about 10 minutes),
+# MINHASH_THRESHOLDS=0.8 one threshold.  Then docs/BENCHMARKS.md again when a
+# make bench run is there to write it with.
 MINHASH_SIZES ?= 100000 1000000
 MINHASH_THRESHOLDS ?= 0.8 0.5
 bench-minhash: database
