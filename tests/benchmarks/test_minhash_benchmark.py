@@ -189,7 +189,7 @@ def test_quick_run_shows_nearsim_exact_and_scores_minhash(database: str,
 
 
 def test_a_run_can_measure_one_threshold(database: str, tmp_path: Path) -> None:
-    """A million documents take about an hour and a half a threshold: one at a time."""
+    """A million documents take 45 to 70 minutes a threshold: one at a time."""
     output = tmp_path / "out"
     command = [sys.executable, "-m", "benchmarks.minhash", "--dsn", database, "--quick",
                "--sizes", "300", "--libraries", "rensa", "--phases-max", "0",
