@@ -6,10 +6,11 @@
         [--thresholds S [S ...]] [--output-dir DIR] [--quick]
 
 All pairs of documents whose resemblance S_R (of word 3-shingle sets) is at
-least s, for s = 0.8 and 0.5, on the first N documents of the evaluation
-corpus (benchmarks/corpus.py, nested sizes; 1,000,000 documents are about
-4.3 GB of text, written once to a file by benchmarks/corpusfile.py and
-streamed from it), three ways, one after the other on the same documents:
+least s, for s = 0.8 and 0.5 (or one of them: ``--thresholds``), on the
+first N documents of the evaluation corpus (benchmarks/corpus.py, nested
+sizes; 1,000,000 documents are about 4.3 GB of text, written once to a file
+by benchmarks/corpusfile.py and streamed from it), three ways, one after the
+other on the same documents:
 
 * ``nearsim``: ``nearsim_pairs_verified(tbl, min_similarity => s, measure => 's_r')`` on a
   table loaded beforehand (CREATE TABLE, COPY, ``nearsim_enable``, ANALYZE:

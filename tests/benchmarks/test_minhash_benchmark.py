@@ -129,13 +129,18 @@ def test_minhash_run_finds_the_copies(tmp_path: Path) -> None:
         sketches.run_minhash("minhash", made.path, 400, (0.8,), tmp_path)
 
 
+def quick_run(database: str, *arguments: str) -> subprocess.CompletedProcess[str]:
+    """``python -m benchmarks.minhash --quick`` with ``arguments``, against ``database``."""
+    return subprocess.run(
+        [sys.executable, "-m", "benchmarks.minhash", "--dsn", database, "--quick", *arguments],
+        cwd=ROOT, capture_output=True, text=True, timeout=600, check=False)
+
+
 def test_quick_run_shows_nearsim_exact_and_scores_minhash(database: str,
                                                           tmp_path: Path) -> None:
     output = tmp_path / "out"
-    completed = subprocess.run(
-        [sys.executable, "-m", "benchmarks.minhash", "--dsn", database, "--quick",
-         "--work-dir", str(tmp_path / "work"), "--output-dir", str(output)],
-        cwd=ROOT, capture_output=True, text=True, timeout=600, check=False)
+    completed = quick_run(database, "--work-dir", str(tmp_path / "work"),
+                          "--output-dir", str(output))
     assert completed.returncode == 0, completed.stderr
     results = json.loads((output / "minhash.json").read_text())
     assert database not in results["command"] and "--quick" in results["command"]
@@ -159,12 +164,10 @@ def test_quick_run_shows_nearsim_exact_and_scores_minhash(database: str,
     assert docs.minhash_page(output) == page
     assert "No results of `make bench-minhash`" in docs.minhash_page(tmp_path)
     # a run of one size added to the first: the other size kept, the page says from where
-    again = subprocess.run(
-        [sys.executable, "-m", "benchmarks.minhash", "--dsn", database, "--quick",
-         "--sizes", "300", "--libraries", "rensa", "--truth-max", "0", "--phases-max", "0",
-         "--work-dir", str(tmp_path / "work"), "--output-dir", str(tmp_path / "again"),
-         "--add-to", str(output / "minhash.json")],
-        cwd=ROOT, capture_output=True, text=True, timeout=600, check=False)
+    again = quick_run(database, "--sizes", "300", "--libraries", "rensa", "--truth-max", "0",
+                      "--phases-max", "0", "--work-dir", str(tmp_path / "work"),
+                      "--output-dir", str(tmp_path / "again"),
+                      "--add-to", str(output / "minhash.json"))
     assert again.returncode == 0, again.stderr
     merged = json.loads((tmp_path / "again" / "minhash.json").read_text())
     assert [s["documents"] for s in merged["sizes"]] == [300, 600]
@@ -191,11 +194,9 @@ def test_quick_run_shows_nearsim_exact_and_scores_minhash(database: str,
 def test_a_run_can_measure_one_threshold(database: str, tmp_path: Path) -> None:
     """A million documents take 45 to 70 minutes a threshold: one at a time."""
     output = tmp_path / "out"
-    command = [sys.executable, "-m", "benchmarks.minhash", "--dsn", database, "--quick",
-               "--sizes", "300", "--libraries", "rensa", "--phases-max", "0",
-               "--work-dir", str(tmp_path / "work"), "--output-dir", str(output)]
-    completed = subprocess.run([*command, "--thresholds", "0.8"], cwd=ROOT,
-                               capture_output=True, text=True, timeout=600, check=False)
+    arguments = ["--sizes", "300", "--libraries", "rensa", "--phases-max", "0",
+                 "--work-dir", str(tmp_path / "work"), "--output-dir", str(output)]
+    completed = quick_run(database, *arguments, "--thresholds", "0.8")
     assert completed.returncode == 0, completed.stderr
     results = json.loads((output / "minhash.json").read_text())
     assert results["thresholds"] == [0.8] and "--thresholds 0.8" in results["command"]
@@ -205,8 +206,7 @@ def test_a_run_can_measure_one_threshold(database: str, tmp_path: Path) -> None:
     assert size["truth"]["nearsim_equal"] == {"0.8": True}
     page = (output / "minhash.md").read_text()
     assert "made once for its threshold." in page and "S_R >= 0.5" not in page
-    refused = subprocess.run([*command, "--thresholds", "0.7"], cwd=ROOT,
-                             capture_output=True, text=True, timeout=60, check=False)
+    refused = quick_run(database, *arguments, "--thresholds", "0.7")
     assert refused.returncode == 2 and "--thresholds: invalid choice: 0.7" in refused.stderr
 
 
