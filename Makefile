@@ -203,7 +203,7 @@ bench-verified-1m: database
 # kept in benchmarks/.cache/minhash/.  A million documents take nearsim and
 # Rensa about 45 minutes at S_R >= 0.8 and an hour at 0.5, with up to 12 GB of
 # memory in the client that reads nearsim's pairs beside the backend's 8 GB or
-# Rensa's 10 to 14 GB; datasketch adds about an hour and 10 GB there
+# Rensa's 10 to 14 GB; datasketch adds 39 minutes and 12.6 GB there at 0.8
 # (benchmarks.minhash --datasketch-max 200000 leaves it out).
 # MINHASH_SIZES=100000 runs the first size alone (about 10 minutes),
 # MINHASH_THRESHOLDS=0.8 one threshold.  Then docs/BENCHMARKS.md again when a
