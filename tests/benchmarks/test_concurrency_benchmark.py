@@ -18,6 +18,7 @@ import numpy as np
 import psycopg
 import pytest
 from psycopg import sql
+from vector_extension import pgvector_available
 
 from benchmarks import common, concurrency, docs
 from benchmarks.common import BenchError
@@ -252,14 +253,11 @@ def test_without_hnsw_every_nearsim_search_runs_checked_at_each_client_count(
 
 def test_a_small_run_with_hnsw_checks_every_answer_or_says_pgvector_is_missing(
         database: str, pgbench: str, tmp_path: Path) -> None:
-    """pgvector is built by hand (benchmarks/hnsw.py says how), so a fresh machine has
-    none: there the run with HNSW stops before it measures anything, saying what to do."""
-    with psycopg.connect(database) as conn:
-        available = conn.execute(
-            "SELECT 1 FROM pg_available_extensions WHERE name = 'vector'").fetchone()
+    """Without pgvector the run with HNSW stops before it measures anything, saying what
+    to do."""
     results = tmp_path / "concurrency.json"
     done = small_run(database, pgbench, results, "--clients", "1", "2", "--ef-search", "40")
-    if available is None:
+    if not pgvector_available(database):
         assert done.returncode == 2
         assert "pgvector is not installed in this server" in done.stderr
         assert "--without-hnsw" in done.stderr and "Traceback" not in done.stderr

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
-import psycopg
+from vector_extension import pgvector_available
 
 from benchmarks import hnsw
 
@@ -65,13 +65,10 @@ def test_the_build_memory_holds_the_graph_at_every_size() -> None:
 
 
 def test_without_pgvector_it_says_so_and_stops(database: str) -> None:
-    with psycopg.connect(database) as conn:
-        available = conn.execute(
-            "SELECT 1 FROM pg_available_extensions WHERE name = 'vector'").fetchone()
     result = subprocess.run(
         [sys.executable, "-m", "benchmarks.hnsw", "--dsn", database, "--rows", "1000",
          "--queries", "1"], capture_output=True, text=True, timeout=600, cwd=ROOT, check=False)
-    if available is None:
+    if not pgvector_available(database):
         assert result.returncode == 2
         assert "pgvector is not installed in this server" in result.stderr
         assert "Traceback" not in result.stderr
