@@ -171,6 +171,22 @@ def prewarm_table(conn: Connection, schema: str, table: str) -> str:
     return "pg_prewarm loaded it into shared buffers"
 
 
+def pgvector_version(conn: Connection, hint: str = "", extension: str = "vector") -> str:
+    """pgvector's version in this database, created if need be. A server without it is
+    a BenchError (status 2) saying how to install it, then ``hint`` (another way to run);
+    ``extension`` is its name, for tests."""
+    if conn.execute("SELECT 1 FROM pg_available_extensions WHERE name = %s", (extension,)
+                    ).fetchone() is None:
+        raise BenchError("pgvector is not installed in this server: build it from its"
+                         " source (https://github.com/pgvector/pgvector, 0.8 or newer) with"
+                         " this server's pg_config, install it, and run again"
+                         + (f" ({hint})" if hint else ""), status=2)
+    conn.execute(sql.SQL("CREATE EXTENSION IF NOT EXISTS {}").format(sql.Identifier(extension)))
+    installed = conn.execute("SELECT extversion FROM pg_extension WHERE extname = %s",
+                             (extension,)).fetchone()
+    return str(installed[0]) if installed else "?"
+
+
 def percentile_ms(seconds: Sequence[float], q: float) -> float:
     return float(np.percentile(np.array(seconds) * 1000, q))
 

@@ -82,6 +82,7 @@ from .common import (
     cpu_model,
     drop_schema,
     load_average,
+    pgvector_version,
     prepare_session,
     prewarm_table,
     print_table,
@@ -113,6 +114,8 @@ EF_SEARCH = (40, 400)  # 40: pgvector's default
 RADIUS = 6
 WANTED = 10
 PGBENCH = "/usr/lib/postgresql/15/bin/pgbench"
+WITHOUT_HNSW_HINT = ("or run with --without-hnsw to measure nearsim's searches alone, with no"
+                     " comparison with HNSW")
 WITHOUT_HNSW = ("left out (--without-hnsw): nearsim's searches only, with no comparison with"
                 " pgvector's HNSW")
 
@@ -617,22 +620,6 @@ ends `nearsim_verify`-clean: {results["verify"]}.
 {table(run_header(runs), run_rows(runs))}"""
 
 
-def pgvector_version(conn: Connection, extension: str = "vector") -> str:
-    """pgvector's version in this database, created if need be; a clear error when the
-    server has no such extension (``extension``: its name)."""
-    if conn.execute("SELECT 1 FROM pg_available_extensions WHERE name = %s", (extension,)
-                    ).fetchone() is None:
-        raise BenchError("pgvector is not installed in this server: build it from its"
-                         " source (https://github.com/pgvector/pgvector, 0.8 or newer) with"
-                         " this server's pg_config, install it, and run again (or run with"
-                         " --without-hnsw to measure nearsim's searches alone, with no"
-                         " comparison with HNSW)", status=2)
-    conn.execute(sql.SQL("CREATE EXTENSION IF NOT EXISTS {}").format(sql.Identifier(extension)))
-    installed = conn.execute("SELECT extversion FROM pg_extension WHERE extname = %s",
-                             (extension,)).fetchone()
-    return str(installed[0]) if installed else "?"
-
-
 def run(dsn: str, rows: int, queries: int, seconds: float, clients: Sequence[int],
         writer_rates: Sequence[int], ef_searches: Sequence[int], pgbench: str,
         results_file: str | None, command: str, hnsw: bool = True) -> int:
@@ -646,7 +633,7 @@ def run(dsn: str, rows: int, queries: int, seconds: float, clients: Sequence[int
     schema = f"nearsim_concurrency_{os.getpid()}_{secrets.token_hex(3)}"
     with conn, tempfile.TemporaryDirectory(prefix="nearsim-concurrency-") as directory:
         version = prepare_session(conn)
-        pgvector = pgvector_version(conn) if hnsw else None
+        pgvector = pgvector_version(conn, WITHOUT_HNSW_HINT) if hnsw else None
         buffers = shared_buffers(conn)
         print(f"searches under concurrency: {count_rows(rows)} documents, {queries} queries,"
               f" clients {', '.join(map(str, clients))}, {seconds:g} s a run")

@@ -53,6 +53,7 @@ from .common import (
     count_rows,
     cpu_model,
     percentile_ms,
+    pgvector_version,
     prepare_session,
     prewarm_table,
     print_table,
@@ -258,17 +259,7 @@ def run(dsn: str, rows: int, queries: int, results_file: str | None) -> int:
     schema = f"nearsim_hnsw_{os.getpid()}_{secrets.token_hex(3)}"
     with conn:
         version = prepare_session(conn)
-        available = conn.execute("SELECT default_version FROM pg_available_extensions"
-                                 " WHERE name = 'vector'").fetchone()
-        if available is None:
-            print("benchmarks.hnsw: pgvector is not installed in this server: build it from its"
-                  " source (https://github.com/pgvector/pgvector, 0.8 or newer) with this"
-                  " server's pg_config, install it, and run again", file=sys.stderr)
-            return 2
-        conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
-        installed = conn.execute("SELECT extversion FROM pg_extension"
-                                 " WHERE extname = 'vector'").fetchone()
-        pgvector = str(installed[0]) if installed else "?"
+        pgvector = pgvector_version(conn)
         print(f"exact nearest against pgvector {pgvector}'s HNSW: {count_rows(rows)} documents,"
               f" {queries} queries, top {WANTED}")
         print(f"   nearsim {nearsim.__version__}; PostgreSQL {version}; {cpu_model()},"

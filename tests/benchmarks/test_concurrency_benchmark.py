@@ -171,7 +171,8 @@ def test_without_pgvector_the_run_stops_and_names_the_way_to_run_without_it(
     with psycopg.connect(database) as conn:
         with pytest.raises(BenchError, match=r"pgvector is not installed in this server: .*"
                            r" run with --without-hnsw to measure nearsim's searches alone") as e:
-            concurrency.pgvector_version(conn, "nearsim_no_such_extension")
+            concurrency.pgvector_version(conn, concurrency.WITHOUT_HNSW_HINT,
+                                         "nearsim_no_such_extension")
     assert e.value.status == 2
 
 
