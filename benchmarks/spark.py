@@ -74,13 +74,14 @@ from psycopg import sql
 import nearsim
 
 from .common import BenchError, Connection, connect, cpu_model, prepare_session, run_main
-from .docsets import TEXT_LIKE, RealFingerprints, make_docset, text_like_fingerprints
+from .docsets import RealFingerprints
 from .spark_corpus import corpus_run
 from .spark_dedup import DEDUP_DOCUMENTS, dedup_run
 from .spark_jobs import (
     DEFAULT_RADII,
     DRIVER_MEMORY,
     MASTERS,
+    postgres_pairs,
     shuffle_partitions,
     spark_session,
     timed_pairs,
@@ -144,22 +145,8 @@ def run(dsn: str, sizes: Sequence[int], radii: Sequence[int],
             chapters = kjv_corpora()[0]
             real = RealFingerprints(chapters)
         for rows in sizes:
-            rng = np.random.default_rng(rows)
-            values, described = text_like_fingerprints(rng, rows, real)
-            print(f"\n{rows:,} fingerprints: {described}", flush=True)
-            docset = make_docset(conn, schema, TEXT_LIKE, values, values[:0], described)
-            print(f"   loaded into PostgreSQL in {docset.load_seconds:.0f} s", flush=True)
-            sql_runs = {}
-            for k in radii:
-                started_k = time.perf_counter()
-                row = conn.execute(sql.SQL("SELECT count(*) FROM nearsim_pairs({}::regclass, {})")
-                                   .format(sql.Literal(docset.qualified), sql.Literal(k))
-                                   ).fetchone()  # fmt: skip
-                seconds = time.perf_counter() - started_k
-                assert row is not None
-                sql_runs[k] = {"pairs": int(row[0]), "seconds": seconds}
-                print(f"   nearsim_pairs k={k}: {int(row[0]):,} pairs in {seconds:.1f} s",
-                      flush=True)
+            values, described, docset, sql_runs = postgres_pairs(conn, schema, rows, radii,
+                                                                 real)
             with tempfile.TemporaryDirectory(prefix="nearsim-bench-spark-") as directory:
                 path = str(Path(directory) / "fingerprints.parquet")
                 ids = np.arange(1, rows + 1, dtype=np.int64)

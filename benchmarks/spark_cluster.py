@@ -59,8 +59,8 @@ from .common import (
     print_table,
     run_main,
 )
-from .docsets import TEXT_LIKE, RealFingerprints, make_docset, text_like_fingerprints
-from .spark_jobs import timed_pairs
+from .docsets import RealFingerprints
+from .spark_jobs import postgres_pairs, timed_pairs
 from .throughput import kjv_corpora
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -156,22 +156,8 @@ def run(dsn: str, sizes: Sequence[int], radii: Sequence[int], workers: int, core
         with tempfile.TemporaryDirectory(prefix="nearsim-bench-cluster-") as directory:
             python = executor_python(Path(directory))
             for rows in sizes:
-                rng = np.random.default_rng(rows)
-                values, described = text_like_fingerprints(rng, rows, real)
-                print(f"\n{rows:,} fingerprints: {described}", flush=True)
-                docset = make_docset(conn, schema, TEXT_LIKE, values, values[:0], described)
-                print(f"   loaded into PostgreSQL in {docset.load_seconds:.0f} s", flush=True)
-                sql_runs = {}
-                for k in radii:
-                    began = time.perf_counter()
-                    row = conn.execute(
-                        sql.SQL("SELECT count(*) FROM nearsim_pairs({}::regclass, {})").format(
-                            sql.Literal(docset.qualified), sql.Literal(k))).fetchone()
-                    seconds = time.perf_counter() - began
-                    assert row is not None
-                    sql_runs[k] = {"pairs": int(row[0]), "seconds": seconds}
-                    print(f"   nearsim_pairs k={k}: {int(row[0]):,} pairs in {seconds:.1f} s",
-                          flush=True)
+                values, described, docset, sql_runs = postgres_pairs(conn, schema, rows,
+                                                                     radii, real)
                 conn.execute(sql.SQL("DROP TABLE {} CASCADE").format(docset.table))
                 path = str(Path(directory) / f"fingerprints-{rows}.parquet")
                 ids = np.arange(1, rows + 1, dtype=np.int64)

@@ -4,8 +4,8 @@ The masters, the radii measured by default and the session settings of
 the local runs (a fresh session each, shuffle partitions and driver memory
 from the environment when set), the shuffle bytes a job group wrote
 (Spark's monitoring REST API), and jobs timed as a group of their own;
-:func:`timed_pairs` checks all pairs of a frame against ``nearsim_pairs``'s
-count.
+:func:`postgres_pairs` loads a text-like set into PostgreSQL and counts its
+pairs there; :func:`timed_pairs` checks all pairs of a frame against that count.
 """
 
 from __future__ import annotations
@@ -14,10 +14,21 @@ import json
 import os
 import time
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from .common import BenchError
+import numpy as np
+from psycopg import sql
+
+from .common import BenchError, Connection
+from .docsets import (
+    TEXT_LIKE,
+    DocSet,
+    Fingerprints,
+    RealFingerprints,
+    make_docset,
+    text_like_fingerprints,
+)
 
 DEFAULT_RADII = (3, 6)
 MASTERS = ("local[1]", "local[2]")
@@ -65,6 +76,28 @@ def shuffle_bytes(spark: Any, group: str) -> int:
             continue  # skipped (planned but not run): no attempt
         total += sum(int(attempt.get("shuffleWriteBytes", 0)) for attempt in attempts)
     return total
+
+
+def postgres_pairs(conn: Connection, schema: str, rows: int, radii: Sequence[int],
+                   real: RealFingerprints
+                   ) -> tuple[Fingerprints, str, DocSet, dict[int, dict[str, float]]]:
+    """The text-like set of ``rows`` fingerprints (seeded by ``rows``) loaded into an
+    enabled table of ``schema``, and ``nearsim_pairs`` at each radius, one run each:
+    (the fingerprints, their description, the table, {k: {"pairs", "seconds"}})."""
+    values, described = text_like_fingerprints(np.random.default_rng(rows), rows, real)
+    print(f"\n{rows:,} fingerprints: {described}", flush=True)
+    docset = make_docset(conn, schema, TEXT_LIKE, values, values[:0], described)
+    print(f"   loaded into PostgreSQL in {docset.load_seconds:.0f} s", flush=True)
+    runs: dict[int, dict[str, float]] = {}
+    for k in radii:
+        started = time.perf_counter()
+        row = conn.execute(sql.SQL("SELECT count(*) FROM nearsim_pairs({}::regclass, {})")
+                           .format(sql.Literal(docset.qualified), sql.Literal(k))).fetchone()
+        seconds = time.perf_counter() - started
+        assert row is not None
+        runs[k] = {"pairs": int(row[0]), "seconds": seconds}
+        print(f"   nearsim_pairs k={k}: {int(row[0]):,} pairs in {seconds:.1f} s", flush=True)
+    return values, described, docset, runs
 
 
 Result = TypeVar("Result")

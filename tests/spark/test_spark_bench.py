@@ -158,3 +158,35 @@ def test_the_section_shows_spark_dedup_against_postgresql_and_their_ratio() -> N
             " --text-column body -o groups.parquet --master local[2]` | 340.0 |") in section
     assert "Spark / PostgreSQL = **4.2**" in " ".join(section.split())
     assert "`nearsim spark dedup`" not in spark_section(run_results(sizes=False))
+
+
+def test_the_postgresql_baseline_counts_every_pair_of_the_text_like_set(database: str) -> None:
+    """The count Spark's answers are checked against: nearsim_pairs on the loaded set,
+    equal to the pairs within k bits counted by brute force over the same fingerprints."""
+    import numpy as np
+
+    from benchmarks import common
+    from benchmarks.docsets import RealFingerprints, popcount
+    from benchmarks.spark_jobs import postgres_pairs
+    from benchmarks.throughput import kjv_corpora
+
+    conn = common.connect(database)
+    common.prepare_session(conn)
+    schema = "nearsim_spark_jobs_test"
+    conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+    conn.execute(f"CREATE SCHEMA {schema}")
+    try:
+        values, described, docset, runs = postgres_pairs(
+            conn, schema, 3000, (0, 3, 6), RealFingerprints(kjv_corpora()[0]))
+        assert len(values) == docset.rows == 3000 and described == docset.described
+        assert conn.execute(f"SELECT count(*) FROM {docset.qualified}").fetchone() == (3000,)
+        upper = np.triu_indices(len(values), 1)
+        distances = popcount(values[upper[0]] ^ values[upper[1]])
+        for k in (0, 3, 6):
+            assert runs[k]["pairs"] == int(np.count_nonzero(distances <= k)), k
+            assert runs[k]["seconds"] > 0
+        # the text-like set has near-duplicates at each radius
+        assert 0 < runs[0]["pairs"] < runs[3]["pairs"] < runs[6]["pairs"]
+    finally:
+        conn.execute(f"DROP SCHEMA {schema} CASCADE")
+        conn.close()
