@@ -87,7 +87,7 @@ TRUTH_MAX = 100_000
 PHASES_MAX = 200_000
 CHECK_PAIRS = 20_000
 CHECK_SEED = 7
-PARSE_ROWS = 1 << 18
+PARSE_BYTES = 1 << 22
 DEFAULT_OUTPUT = Path(__file__).resolve().parent / "results"
 DEFAULT_WORK = Path(__file__).resolve().parent / ".cache" / "minhash"
 
@@ -105,45 +105,56 @@ _ROW = np.dtype([("fields", ">i2"), ("la", ">i4"), ("a", ">i4"), ("lb", ">i4"), 
 def read_binary_pairs(chunks: Iterable[bytes | bytearray | memoryview], documents: int) -> Int64s:
     """Sorted unique pair codes of a binary COPY of two integer columns.
 
-    libpq hands a COPY over a row at a time: the rows are gathered into
-    blocks of about :data:`PARSE_ROWS` and each block read by NumPy at once.
+    libpq hands a COPY over a row at a time. Each row is appended to one buffer,
+    read by NumPy every :data:`PARSE_BYTES`, so that no row outlives its turn:
+    rows kept until a block is read interleave libpq's small allocations with
+    the codes' arrays, and the client's heap then keeps about 40 bytes a row after
+    they are freed. The codes (8 bytes a pair) are sorted in place.
     """
-    pending: list[bytes | bytearray | memoryview] = []
-    rest = b""
+    buffer = bytearray()
     parts: list[Int64s] = []
     header = True
 
     def parse(final: bool) -> None:
-        nonlocal rest, header
-        data = rest + b"".join(pending)
-        pending.clear()
+        nonlocal header
+        start = 0
         if header:
-            if len(data) < len(_HEADER) and not final:
-                rest = data
+            if len(buffer) < len(_HEADER) and not final:
                 return
-            if data[: len(_HEADER)] != _HEADER:
+            if buffer[: len(_HEADER)] != _HEADER:
                 raise ValueError("not a binary COPY of integer pairs")
-            data = data[len(_HEADER) :]
+            start = len(_HEADER)
             header = False
-        whole = len(data) // _ROW.itemsize
+        whole = (len(buffer) - start) // _ROW.itemsize
         if final:  # the trailer, two bytes, is what is left
-            whole = max(0, len(data) - 2) // _ROW.itemsize
-        rows = np.frombuffer(data, dtype=_ROW, count=whole)
+            whole = max(0, len(buffer) - start - 2) // _ROW.itemsize
+        end = start + whole * _ROW.itemsize
         if whole:
+            rows = np.frombuffer(buffer, dtype=_ROW, count=whole, offset=start)
             if not (rows["fields"] == 2).all() or not ((rows["la"] == 4) & (rows["lb"] == 4)).all():
                 raise ValueError("not a binary COPY of two non-null integer columns")
             parts.append(pair_codes(rows["a"].astype(np.int64), rows["b"].astype(np.int64),
                                     documents))
-        if final and data[whole * _ROW.itemsize :] != b"\xff\xff":
+            del rows  # the buffer can be resized again
+        if final and buffer[end:] != b"\xff\xff":
             raise ValueError("a binary COPY of integer pairs ends with its trailer")
-        rest = data[whole * _ROW.itemsize :]
+        del buffer[:end]
 
     for chunk in chunks:
-        pending.append(chunk)
-        if len(pending) >= PARSE_ROWS:
+        buffer += chunk
+        if len(buffer) >= PARSE_BYTES:
             parse(False)
     parse(True)
-    return np.unique(np.concatenate(parts)) if parts else np.empty(0, dtype=np.int64)
+    if not parts:
+        return np.empty(0, dtype=np.int64)
+    codes = np.concatenate(parts)
+    parts.clear()
+    codes.sort()
+    distinct = np.empty(len(codes), dtype=bool)
+    distinct[0] = True
+    np.not_equal(codes[1:], codes[:-1], out=distinct[1:])
+    unique: Int64s = codes[distinct]
+    return unique
 
 
 def load(conn: psycopg.Connection, schema: str, name: str, path: Path,

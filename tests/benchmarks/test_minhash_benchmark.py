@@ -88,6 +88,29 @@ def test_binary_copy_of_pairs_is_read_into_codes(conn: psycopg.Connection) -> No
         minhash.read_binary_pairs(copy, 10)
 
 
+@pytest.mark.parametrize("parse_bytes", [1, 7, 19, 4096])
+def test_pairs_split_anywhere_between_reads_are_read_whole(
+        conn: psycopg.Connection, monkeypatch: pytest.MonkeyPatch, parse_bytes: int) -> None:
+    """Blocks of any size, the header and rows cut between them: every pair read once,
+    sorted, and repeated pairs (in either order) counted once."""
+    monkeypatch.setattr(minhash, "PARSE_BYTES", parse_bytes)
+    query = ("COPY (SELECT i % 97, (i * 31) % 89 FROM generate_series(1, 3000) AS i)"
+             " TO STDOUT (FORMAT binary)")
+    with conn.cursor() as cursor, cursor.copy(query) as copy:
+        codes = minhash.read_binary_pairs(copy, 100)
+    i = np.arange(1, 3001)
+    expected = np.unique(pair_codes(i % 97, (i * 31) % 89, 100))
+    assert codes.dtype == np.int64 and codes.tolist() == expected.tolist()
+    # the same stream a byte at a time
+    with conn.cursor() as cursor, cursor.copy(query) as copy:
+        data = b"".join(bytes(chunk) for chunk in copy)
+    single = minhash.read_binary_pairs((data[n:n + 1] for n in range(len(data))), 100)
+    assert single.tolist() == expected.tolist()
+    with pytest.raises(ValueError, match="ends with its trailer"):
+        minhash.read_binary_pairs([data[:-1]], 100)
+    assert minhash.read_binary_pairs([data[:19] + data[-2:]], 100).tolist() == []
+
+
 def test_bands_are_chosen_as_datasketch_chooses_them() -> None:
     from datasketch import MinHashLSH
 
