@@ -201,10 +201,11 @@ bench-verified-1m: database
 # memory, and recall and precision against the exact truth.  The corpus file
 # of a million documents (4.4 GB, about 7 minutes, 6 GB of memory to build) is
 # kept in benchmarks/.cache/minhash/.  A million documents take nearsim and
-# Rensa about 45 minutes at S_R >= 0.8 and an hour at 0.5, with up to 12 GB of
+# Rensa about 45 minutes at S_R >= 0.8 and an hour at 0.5, with about 3 GB of
 # memory in the client that reads nearsim's pairs beside the backend's 8 GB or
-# Rensa's 10 to 14 GB; datasketch adds 39 minutes and 12.6 GB there at 0.8
-# (benchmarks.minhash --datasketch-max 200000 leaves it out).
+# Rensa's 10 to 14 GB; datasketch adds 39 minutes and 12.6 GB there at 0.8, 57
+# minutes and 17.2 GB at 0.5 (benchmarks.minhash --datasketch-max 200000 leaves
+# it out).
 # MINHASH_SIZES=100000 runs the first size alone (about 10 minutes),
 # MINHASH_THRESHOLDS=0.8 one threshold.  Then docs/BENCHMARKS.md again when a
 # make bench run is there to write it with.
